@@ -1,0 +1,76 @@
+#pragma once
+/// The interface between vidline's actors and whatever does the GPU work: `sim`
+/// (deterministic, time-scaled), `exec` (any command), `comfyui` (its HTTP API).
+///
+/// Calls block and run on a worker thread of their own, never on the actor scheduler.
+/// Each call may be cancelled through its `stage_env::cancel` flag and must then return
+/// promptly with outcome "transient" and error "cancelled".
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "config/config.hpp"
+#include "messages/messages.hpp"
+
+namespace vidline::backends {
+
+/// Where and how one stage attempt runs.
+struct stage_env {
+  std::string work_dir;               ///< private to this attempt; exists; may be wiped after
+  std::string output_path;            ///< where the stage must leave its product
+                                      ///< (sample: the latent; decode: the video file)
+  std::vector<std::string> devices;   ///< device indices of the pool/decoder GPUs
+  std::string vendor;                 ///< "nvidia" | "amd" | ...
+  double timeout_s = 0;               ///< run-clock seconds; 0 = none
+  const std::atomic<bool>* cancel = nullptr;
+};
+
+/// How a stage attempt ended. `outcome` is one of msg::outcome.
+struct stage_result {
+  std::string outcome = msg::outcome::fatal;
+  std::string error;
+  std::string sha256;                 ///< digest of the product at output_path
+  uint64_t bytes = 0;                 ///< size of the product
+  double elapsed_s = 0;               ///< run-clock seconds the stage took
+  bool cold = false;                  ///< the model had to be loaded first
+};
+
+/// Text-encoder backend: conditioning for a prompt, written to env.output_path.
+class encoder_backend {
+public:
+  virtual ~encoder_backend() = default;
+  virtual stage_result encode(const std::string& prompt, const stage_env& env) = 0;
+};
+
+/// Sampler backend: a job's latent, written to env.output_path.
+class sampler_backend {
+public:
+  virtual ~sampler_backend() = default;
+  virtual stage_result sample(const msg::job_spec& job, const std::string& conditioning_path,
+                              const stage_env& env) = 0;
+};
+
+/// Decoder backend: a job's video file, written atomically to env.output_path, only after
+/// the latent at `latent_path` hashed to `latent_sha256`.
+class decoder_backend {
+public:
+  virtual ~decoder_backend() = default;
+  virtual stage_result decode(const msg::job_spec& job, const std::string& latent_path,
+                              const std::string& latent_sha256, const stage_env& env) = 0;
+};
+
+/// What a backend instance serves: the config entry plus the profile key of the pool,
+/// decoder or encoder that owns it (for sim timing and capacity).
+struct backend_params {
+  config::backend backend;
+  std::string profile_key;
+  std::string owner;                  ///< pool/decoder/encoder name, for logs
+};
+
+std::unique_ptr<encoder_backend> make_encoder(const backend_params& p);
+std::unique_ptr<sampler_backend> make_sampler(const backend_params& p);
+std::unique_ptr<decoder_backend> make_decoder(const backend_params& p);
+
+} // namespace vidline::backends

@@ -1,0 +1,116 @@
+#include "common/files.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+namespace vidline::files {
+namespace {
+
+[[noreturn]] void fail(const std::string& what, const std::string& path) {
+  throw std::runtime_error(what + " " + path + ": " + std::strerror(errno));
+}
+
+} // namespace
+
+void fsync_file(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    fail("cannot open", path);
+  if (::fsync(fd) != 0) {
+    int e = errno;
+    ::close(fd);
+    errno = e;
+    fail("cannot fsync", path);
+  }
+  ::close(fd);
+}
+
+void fsync_dir(const std::string& dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0)
+    fail("cannot open directory", dir);
+  if (::fsync(fd) != 0) {
+    int e = errno;
+    ::close(fd);
+    errno = e;
+    fail("cannot fsync directory", dir);
+  }
+  ::close(fd);
+}
+
+std::string parent_of(const std::string& path) {
+  auto p = std::filesystem::path(path).parent_path().string();
+  return p.empty() ? std::string(".") : p;
+}
+
+void rename_durable(const std::string& from, const std::string& to) {
+  if (::rename(from.c_str(), to.c_str()) != 0)
+    fail("cannot rename " + from + " to", to);
+  fsync_dir(parent_of(to));
+}
+
+void write_atomic(const std::string& path, std::string_view contents) {
+  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0)
+    fail("cannot create", tmp);
+  const char* p = contents.data();
+  std::size_t left = contents.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd, p, left);
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      int e = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      errno = e;
+      fail("cannot write", tmp);
+    }
+    p += n;
+    left -= static_cast<std::size_t>(n);
+  }
+  if (::fsync(fd) != 0) {
+    int e = errno;
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    errno = e;
+    fail("cannot fsync", tmp);
+  }
+  ::close(fd);
+  rename_durable(tmp, path);
+}
+
+void make_dirs(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec)
+    throw std::runtime_error("cannot create directory " + dir + ": " + ec.message());
+}
+
+std::string read_all(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    fail("cannot read", path);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+bool is_plain_name(std::string_view name) {
+  if (name.empty() || name == "." || name == "..")
+    return false;
+  for (char c : name)
+    if (c == '/' || c == '\0')
+      return false;
+  return true;
+}
+
+} // namespace vidline::files

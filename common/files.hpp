@@ -1,0 +1,36 @@
+#pragma once
+/// Durable file operations: every product of a stage is written to a temporary file,
+/// fsynced, renamed into place, and its directory fsynced, so a crash leaves either the
+/// whole file or none of it.
+
+#include <string>
+#include <string_view>
+
+namespace vidline::files {
+
+/// Writes `contents` to `path` atomically and durably. Throws std::runtime_error naming
+/// the path and the errno text on failure.
+void write_atomic(const std::string& path, std::string_view contents);
+
+/// fsyncs the file at `path`. Throws on failure.
+void fsync_file(const std::string& path);
+
+/// fsyncs the directory `dir` (after a rename or create inside it). Throws on failure.
+void fsync_dir(const std::string& dir);
+
+/// Renames `from` to `to` and fsyncs `to`'s directory. Throws on failure.
+void rename_durable(const std::string& from, const std::string& to);
+
+/// Creates `dir` and its parents (like mkdir -p). Throws on failure.
+void make_dirs(const std::string& dir);
+
+/// Reads a whole file. Throws on failure.
+std::string read_all(const std::string& path);
+
+/// True when `name` is a plain file name: not empty, no '/', not "." or "..", no NUL.
+bool is_plain_name(std::string_view name);
+
+/// The directory part of a path ("." when there is none).
+std::string parent_of(const std::string& path);
+
+} // namespace vidline::files

@@ -1,0 +1,123 @@
+#pragma once
+/// The cluster config: what hosts, GPUs, pools, decoders and modes a line has, and every
+/// knob. Loaded from one JSON file; `docs/config.md` documents each field.
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "config/knobs.hpp"
+
+namespace vidline::config {
+
+/// One GPU of a host.
+struct gpu {
+  std::string id;          ///< unique within its host, e.g. "t10-0"
+  std::string model;       ///< e.g. "Tesla T10"
+  std::string vendor;      ///< "nvidia" | "amd" | "intel" | "cpu"
+  double memory_gib = 0;
+  int index = 0;           ///< device index as the vendor's runtime numbers it
+};
+
+/// One host: one `vidline node` process.
+struct host {
+  std::string name;
+  std::string address;     ///< IP or DNS name the other nodes reach it at
+  int port = 0;            ///< the node's ZeroMQ ROUTER port (bus)
+  std::string data_dir;    ///< absolute after loading: latents/, outputs/, journal/, logs/
+  std::vector<gpu> gpus;
+};
+
+/// A named backend instance: how a stage's GPU work is done.
+struct backend {
+  std::string name;
+  std::string type;        ///< "sim" | "exec" | "comfyui"
+  /// sim: real seconds per simulated second (0.01 = 1 simulated second in 10 ms).
+  double time_scale = 0.01;
+  /// sim: profile file; empty = the embedded reference profile.
+  std::string profile;
+  nlohmann::json options;  ///< type-specific options (exec, comfyui), validated by the backend
+};
+
+/// GPUs of one host that sample together (sequence-parallel).
+struct pool {
+  std::string name;
+  std::string host;
+  std::vector<std::string> gpus;  ///< gpu ids of that host
+  std::string backend;            ///< name of a backend
+  std::string profile_key;        ///< timing/capacity key in the profile, e.g. "t10x8"
+};
+
+/// A decoder: one GPU that decodes latents and muxes the video file.
+struct decoder {
+  std::string name;
+  std::string host;
+  std::string gpu;
+  std::string backend;
+  std::string profile_key;        ///< e.g. "rtx3080ti"
+};
+
+/// The text encoder of one sampling host (conditioning, cached by prompt hash).
+struct encoder {
+  std::string name;
+  std::string host;
+  std::vector<std::string> gpus;
+  std::string backend;
+  std::string profile_key;        ///< e.g. "t10x4"
+};
+
+/// A named layout: which pools and decoders are active.
+struct mode {
+  std::string name;
+  std::vector<std::string> pools;
+  std::vector<std::string> decoders;
+};
+
+/// The whole cluster.
+struct cluster {
+  std::string name;
+  std::string coordinator;        ///< host name that runs the coordinator
+  std::vector<host> hosts;
+  std::map<std::string, backend> backends;
+  std::vector<pool> pools;
+  std::vector<decoder> decoders;
+  std::vector<encoder> encoders;
+  std::vector<mode> modes;
+  config::knobs knobs;
+  std::string source_path;        ///< the file it was loaded from
+
+  const host* find_host(const std::string& name) const;
+  const pool* find_pool(const std::string& name) const;
+  const decoder* find_decoder(const std::string& name) const;
+  const encoder* find_encoder_of_host(const std::string& host) const;
+  const mode* find_mode(const std::string& name) const;
+  const backend* find_backend(const std::string& name) const;
+};
+
+/// A config that could not be accepted. `path` names the field, JSON-pointer style
+/// ("/pools/2/host"); `what()` reads "<path>: <message>".
+class config_error : public std::runtime_error {
+public:
+  config_error(std::string path, const std::string& message);
+  const std::string& path() const noexcept { return path_; }
+
+private:
+  std::string path_;
+};
+
+/// Parses and validates a config from JSON text. `base_dir` resolves relative data_dir
+/// paths. Throws config_error naming the first field that is wrong.
+cluster parse(const std::string& text, const std::string& base_dir);
+
+/// Reads, parses and validates a config file. Throws config_error (path "" for I/O).
+cluster load(const std::string& file);
+
+/// The config as JSON (round-trips through parse).
+nlohmann::json to_json(const cluster& c);
+
+} // namespace vidline::config

@@ -1,0 +1,55 @@
+#pragma once
+/// Every timing constant, retry limit and restart intensity of vidline, in one place, each
+/// with its unit and advice. The config's "knobs" object overrides any of them by name;
+/// tests randomise them. Times marked "run clock" are in the backend's (possibly
+/// simulated) seconds; the rest are real time.
+
+#include <cstdint>
+
+namespace vidline::config {
+
+/// Restart intensity of one kind of supervised actor: more than `max_restarts` within
+/// `period_s` and the supervisor gives up and the node exits (a service manager restarts it).
+struct restart_policy {
+  int max_restarts = 5;     ///< restarts; 3-10 is reasonable
+  double period_s = 30.0;   ///< seconds
+};
+
+struct knobs {
+  // -- liveness (real time) --
+  int heartbeat_interval_ms = 1000;   ///< ms between heartbeats to every peer; 500-2000
+  int heartbeat_misses = 3;           ///< missed beats before a peer is declared down; 3-5
+  int reconnect_min_ms = 100;         ///< first reconnect delay; ZeroMQ doubles it
+  int reconnect_max_ms = 5000;        ///< reconnect backoff ceiling
+  int status_interval_ms = 500;       ///< ms between pool/decoder status reports
+  int order_resend_ms = 2000;         ///< an order not seen in a status after this is resent
+
+  // -- stages (run clock) --
+  double sample_timeout_s = 3600;     ///< run-clock s a sampling attempt may take
+  double decode_timeout_s = 1800;     ///< run-clock s a decoding attempt may take
+  int max_attempts = 3;               ///< tries of one stage of one job (transient failures)
+  int handoff_retries = 3;            ///< corrupt transfers of one latent before the job fails
+
+  // -- data plane --
+  uint32_t chunk_bytes = 1u << 20;    ///< bytes per latent chunk; 256 KiB-4 MiB
+  int chunk_window = 4;               ///< chunks in flight per transfer; memory = window x chunk
+  int transfer_timeout_ms = 5000;     ///< no chunk for this long: the fetch is retried
+
+  // -- limits on input from outside --
+  uint32_t max_frame_bytes = 8u << 20;   ///< bytes in one ZeroMQ frame
+  uint32_t max_prompt_bytes = 64u << 10; ///< bytes of prompt text
+  uint32_t max_jobs_per_run = 100000;    ///< jobs one run may hold
+  uint32_t max_runs = 10000;             ///< runs the coordinator keeps
+
+  // -- supervision --
+  restart_policy pool_restarts{5, 30};
+  restart_policy decoder_restarts{5, 30};
+  restart_policy encoder_restarts{5, 30};
+  restart_policy coordinator_restarts{3, 30};
+
+  // -- logs --
+  uint32_t log_file_bytes = 10u << 20;  ///< bytes per log file before it rotates
+  int log_files = 5;                    ///< rotated files kept
+};
+
+} // namespace vidline::config

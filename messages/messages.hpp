@@ -1,0 +1,256 @@
+#pragma once
+/// The message vocabulary of vidline: plain structs, packed with msgpack on the wire and
+/// carried as they are between actors of one node. No logic, no I/O.
+///
+/// Rules (see messages/PROTOCOL.md): fields are only ever added, at the end of a struct;
+/// a struct's wire name (`wire_name`) never changes; every struct packs as a msgpack map
+/// so a receiver ignores fields it does not know and defaults fields it does not get.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <msgpack.hpp>
+
+namespace vidline::msg {
+
+/// Outcome classes shared by every stage and backend.
+/// "ok"; "capacity" (out of memory: a limit of that pool kind, never retried on it);
+/// "transient" (retried); "fatal" (job fails); "corrupt" (bytes did not hash as expected).
+namespace outcome {
+inline constexpr const char* ok = "ok";
+inline constexpr const char* capacity = "capacity";
+inline constexpr const char* transient = "transient";
+inline constexpr const char* fatal = "fatal";
+inline constexpr const char* corrupt = "corrupt";
+} // namespace outcome
+
+/// One job of a run: what to make. Keyed by (run_id, index).
+struct job_spec {
+  std::string run_id;
+  uint32_t index = 0;
+  uint64_t seed = 0;
+  uint32_t width = 0;
+  uint32_t height = 0;
+  uint32_t seconds = 0;
+  std::string prompt;          ///< the prompt text (bounded by limits::max_prompt_bytes)
+  std::string prompt_sha256;   ///< conditioning cache key
+  std::string reference;       ///< optional reference image contents' path on the coordinator host
+  MSGPACK_DEFINE_MAP(run_id, index, seed, width, height, seconds, prompt, prompt_sha256,
+                     reference)
+};
+
+// -- coordinator <-> pool ----------------------------------------------------------------
+
+/// coordinator -> pool: sample this job under this attempt id.
+struct sample_order {
+  static constexpr const char* wire_name = "sample_order";
+  std::string pool;
+  uint64_t attempt = 0;  ///< unique per (job, try); fences late results
+  job_spec job;
+  MSGPACK_DEFINE_MAP(pool, attempt, job)
+};
+
+/// pool -> coordinator: how one sampling attempt ended.
+struct sample_result {
+  static constexpr const char* wire_name = "sample_result";
+  std::string pool;
+  std::string host;            ///< where the latent now lies
+  uint64_t attempt = 0;
+  std::string run_id;
+  uint32_t index = 0;
+  std::string outcome;         ///< see msg::outcome
+  std::string error;           ///< human-readable reason when not ok
+  std::string latent_sha256;   ///< lowercase hex
+  uint64_t latent_bytes = 0;
+  double conditioning_s = 0;   ///< run-clock seconds spent conditioning (0 when cached)
+  double sampling_s = 0;       ///< run-clock seconds from start to the sampler's success
+  bool cold = false;           ///< the model had to be loaded for this attempt
+  MSGPACK_DEFINE_MAP(pool, host, attempt, run_id, index, outcome, error, latent_sha256,
+                     latent_bytes, conditioning_s, sampling_s, cold)
+};
+
+/// pool -> coordinator, every status interval and on every change. Level-triggered: the
+/// coordinator rebuilds its view of the pool from it, so a lost report costs nothing.
+struct pool_status {
+  static constexpr const char* wire_name = "pool_status";
+  std::string pool;
+  std::string host;
+  uint64_t epoch = 0;          ///< changes every time the pool actor starts
+  uint64_t busy_attempt = 0;   ///< 0 when idle
+  std::vector<sample_result> unacked;  ///< results the coordinator has not acknowledged yet
+  bool accepting = true;       ///< false when the host's latent budget is full
+  MSGPACK_DEFINE_MAP(pool, host, epoch, busy_attempt, unacked, accepting)
+};
+
+/// coordinator -> pool or decoder: this result is durable in the journal, forget it.
+struct result_ack {
+  static constexpr const char* wire_name = "result_ack";
+  std::string target;          ///< pool or decoder name
+  uint64_t attempt = 0;
+  MSGPACK_DEFINE_MAP(target, attempt)
+};
+
+// -- coordinator <-> decoder -------------------------------------------------------------
+
+/// coordinator -> decoder: fetch this latent from its host, verify it, decode it.
+/// Sent only against a credit the decoder granted (decoder_status::credits).
+struct decode_order {
+  static constexpr const char* wire_name = "decode_order";
+  std::string decoder;
+  uint64_t attempt = 0;
+  job_spec job;
+  std::string latent_sha256;
+  uint64_t latent_bytes = 0;
+  std::string source_host;
+  MSGPACK_DEFINE_MAP(decoder, attempt, job, latent_sha256, latent_bytes, source_host)
+};
+
+/// decoder -> coordinator: how one decoding attempt ended.
+struct decode_result {
+  static constexpr const char* wire_name = "decode_result";
+  std::string decoder;
+  std::string host;
+  uint64_t attempt = 0;
+  std::string run_id;
+  uint32_t index = 0;
+  std::string outcome;
+  std::string error;
+  std::string output;          ///< absolute path of the video file on the decoder's host
+  std::string output_sha256;
+  double handoff_s = 0;        ///< run-clock seconds to fetch and verify the latent
+  double decode_s = 0;         ///< run-clock seconds from the latent's arrival to the file
+  MSGPACK_DEFINE_MAP(decoder, host, attempt, run_id, index, outcome, error, output,
+                     output_sha256, handoff_s, decode_s)
+};
+
+/// decoder -> coordinator, every status interval and on every change (level-triggered).
+/// credits = capacity - holding.size(): how many more orders the decoder will take.
+struct decoder_status {
+  static constexpr const char* wire_name = "decoder_status";
+  std::string decoder;
+  std::string host;
+  uint64_t epoch = 0;
+  uint32_t capacity = 2;              ///< 1 decoding + 1 pending
+  std::vector<uint64_t> holding;      ///< attempts accepted and not finished
+  uint32_t credits = 0;
+  std::vector<decode_result> unacked;
+  MSGPACK_DEFINE_MAP(decoder, host, epoch, capacity, holding, credits, unacked)
+};
+
+// -- encoder (conditioning), local to a sampling host ------------------------------------
+
+/// pool -> encoder: conditioning for this prompt (cached by prompt hash).
+struct encode_request {
+  static constexpr const char* wire_name = "encode_request";
+  std::string prompt_sha256;
+  std::string prompt;
+  MSGPACK_DEFINE_MAP(prompt_sha256, prompt)
+};
+
+/// encoder -> pool.
+struct encode_reply {
+  static constexpr const char* wire_name = "encode_reply";
+  std::string prompt_sha256;
+  std::string conditioning_path;  ///< where the conditioning lies on this host
+  bool cached = false;
+  double encode_s = 0;            ///< run-clock seconds spent (0 when cached)
+  std::string error;
+  MSGPACK_DEFINE_MAP(prompt_sha256, conditioning_path, cached, encode_s, error)
+};
+
+// -- bus level ---------------------------------------------------------------------------
+
+/// node -> node every heartbeat interval, both ways.
+struct heartbeat {
+  static constexpr const char* wire_name = "heartbeat";
+  std::string host;
+  uint64_t boot_id = 0;    ///< random per process start: a new value means the peer restarted
+  uint64_t seq = 0;
+  double sent_unix_s = 0;  ///< for clock-skew checks
+  MSGPACK_DEFINE_MAP(host, boot_id, seq, sent_unix_s)
+};
+
+/// bus -> local coordinator: a peer host went up or down.
+struct peer_event {
+  static constexpr const char* wire_name = "peer_event";
+  std::string host;
+  bool up = false;
+  uint64_t boot_id = 0;
+  MSGPACK_DEFINE_MAP(host, up, boot_id)
+};
+
+// -- data plane: latents move as chunks, pulled by the receiver ---------------------------
+
+/// receiver -> sender: send `length` bytes of latent `sha256` from `offset`.
+struct latent_fetch {
+  static constexpr const char* wire_name = "latent_fetch";
+  uint64_t transfer_id = 0;
+  std::string sha256;
+  uint64_t offset = 0;
+  uint32_t length = 0;
+  MSGPACK_DEFINE_MAP(transfer_id, sha256, offset, length)
+};
+
+/// sender -> receiver: one chunk (or an error such as "not found").
+struct latent_chunk {
+  static constexpr const char* wire_name = "latent_chunk";
+  uint64_t transfer_id = 0;
+  std::string sha256;
+  uint64_t offset = 0;
+  uint64_t total = 0;
+  std::string error;
+  msgpack::type::raw_ref data;  ///< zero-copy view; valid while the frame lives
+  MSGPACK_DEFINE_MAP(transfer_id, sha256, offset, total, error, data)
+};
+
+// -- client (CLI) <-> coordinator --------------------------------------------------------
+
+/// CLI -> coordinator: start a run.
+struct submit_run {
+  static constexpr const char* wire_name = "submit_run";
+  std::string mode;
+  std::string prompt;
+  std::string reference;
+  uint32_t width = 0;
+  uint32_t height = 0;
+  uint32_t seconds = 0;
+  uint32_t count = 0;
+  uint64_t seed = 0;
+  std::string request_id;  ///< idempotency key chosen by the client: a retried submit
+                           ///< returns the run it already made
+  MSGPACK_DEFINE_MAP(mode, prompt, reference, width, height, seconds, count, seed,
+                     request_id)
+};
+
+/// coordinator -> CLI.
+struct submit_reply {
+  static constexpr const char* wire_name = "submit_reply";
+  std::string run_id;
+  std::string error;
+  MSGPACK_DEFINE_MAP(run_id, error)
+};
+
+/// CLI -> coordinator: the status of a run ("" = the latest run).
+struct status_query {
+  static constexpr const char* wire_name = "status_query";
+  std::string run_id;
+  MSGPACK_DEFINE_MAP(run_id)
+};
+
+/// coordinator -> CLI: the status contract's JSON, as text.
+struct status_reply {
+  static constexpr const char* wire_name = "status_reply";
+  std::string json;
+  std::string error;
+  MSGPACK_DEFINE_MAP(json, error)
+};
+
+/// CLI -> any node: stop cleanly (used by `vidline demo` and `vidline stop`).
+struct shutdown_request {
+  static constexpr const char* wire_name = "shutdown";
+  std::string reason;
+  MSGPACK_DEFINE_MAP(reason)
+};
+
+} // namespace vidline::msg
