@@ -1,0 +1,3 @@
+#include "nodes/cli.hpp"
+
+int main(int argc, char** argv) { return vidline::nodes::cli_main(argc, argv); }
