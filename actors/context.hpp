@@ -1,0 +1,35 @@
+#pragma once
+/// What every actor of a node is given: who it is, how to reach others, the clock and
+/// randomness (injected, so tests and the planner can drive them).
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "actors/outbox.hpp"
+#include "config/config.hpp"
+
+namespace vidline::actors {
+
+struct context {
+  std::string host;                        ///< this node's host name
+  std::shared_ptr<const config::cluster> cluster;
+  std::shared_ptr<outbox> out;
+  std::string data_dir;                    ///< this host's data directory
+  double time_scale = 1.0;                 ///< real seconds per run-clock second
+  std::function<double()> run_now;         ///< run-clock seconds
+  std::function<uint64_t()> random64;      ///< fresh epochs and ids
+  /// Real milliseconds for a run-clock duration.
+  int64_t real_ms(double run_s) const { return static_cast<int64_t>(run_s * time_scale * 1000); }
+  /// Run-clock seconds for a real duration in milliseconds.
+  double run_s(int64_t real_ms) const { return real_ms / 1000.0 / time_scale; }
+};
+
+/// Sub-directories of a host's data directory.
+std::string latent_dir(const context& c);      ///< <data>/latents: <sha256>.latent
+std::string output_dir(const context& c);      ///< <data>/outputs/<run>/...
+std::string work_dir(const context& c);        ///< <data>/work/<attempt>/...
+std::string conditioning_dir(const context& c);///< <data>/conditioning/<prompt sha>.cond
+
+} // namespace vidline::actors

@@ -1,0 +1,242 @@
+#include "actors/coordinator/coordinator_actor.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <ctime>
+#include <cstdio>
+#include <set>
+
+#include <caf/all.hpp>
+#include <spdlog/spdlog.h>
+
+#include "actors/coordinator/records.hpp"
+#include "common/sha256.hpp"
+#include "messages/actor_types.hpp"
+
+namespace vidline::actors {
+namespace {
+
+struct shell {
+  context ctx;
+  std::shared_ptr<journal> jnl;
+  sched::state st;
+  clock_note clock;
+};
+
+bool share_gpu(const config::pool& a, const config::pool& b) {
+  if (a.host != b.host)
+    return false;
+  for (auto& g : a.gpus)
+    for (auto& h : b.gpus)
+      if (g == h)
+        return true;
+  return false;
+}
+
+/// Executes effects: everything to persist goes to the journal in one transaction first,
+/// then messages leave. A journal failure throws: the supervisor restarts the coordinator,
+/// which reloads the journal, and nothing unrecorded was sent.
+void execute(shell& sh, const std::vector<sched::effect>& fx) {
+  std::vector<const sched::run*> runs;
+  std::vector<const sched::job*> jobs;
+  std::set<std::pair<std::string, uint32_t>> seen_jobs;
+  std::set<std::string> seen_runs;
+  for (auto& e : fx) {
+    if (auto* p = std::get_if<sched::fx_persist_job>(&e)) {
+      if (seen_jobs.insert({p->run_id, p->index}).second)
+        if (auto* j = sh.st.find_job(p->run_id, p->index))
+          jobs.push_back(j);
+    } else if (auto* r = std::get_if<sched::fx_persist_run>(&e)) {
+      if (seen_runs.insert(r->run_id).second)
+        if (auto* run = sh.st.find_run(r->run_id))
+          runs.push_back(run);
+    }
+  }
+  if (!runs.empty() || !jobs.empty())
+    sh.jnl->write(runs, jobs, sh.st.next_attempt);
+  for (auto& e : fx) {
+    if (auto* s = std::get_if<sched::fx_send_sample>(&e))
+      sh.ctx.out->send(s->host, "pool:" + s->order.pool, s->order);
+    else if (auto* d = std::get_if<sched::fx_send_decode>(&e))
+      sh.ctx.out->send(d->host, "decoder:" + d->order.decoder, d->order);
+    else if (auto* a = std::get_if<sched::fx_ack>(&e))
+      sh.ctx.out->send(a->host, a->target, msg::result_ack{a->target, a->attempt});
+    else if (auto* l = std::get_if<sched::fx_log>(&e))
+      spdlog::log(static_cast<spdlog::level::level_enum>(l->level), "coordinator: {}", l->text);
+  }
+}
+
+void handle(shell& sh, const sched::event& e) { execute(sh, sched::step(sh.st, e, sh.ctx.run_now())); }
+
+std::string new_run_id(const context& ctx) {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%04d%02d%02d-%02d%02d%02d-%04x", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                static_cast<unsigned>(ctx.random64() & 0xffff));
+  return buf;
+}
+
+msg::submit_reply submit(shell& sh, const msg::submit_run& req) {
+  if (auto why = check_submit(*sh.ctx.cluster, req); !why.empty())
+    return {"", why};
+  if (!req.request_id.empty())
+    for (auto& r : sh.st.runs)
+      if (r.request_id == req.request_id)
+        return {r.id, ""};
+  auto unfinished = std::count_if(sh.st.runs.begin(), sh.st.runs.end(),
+                                  [](const sched::run& r) { return !r.done; });
+  if (static_cast<uint64_t>(unfinished) >= sh.ctx.cluster->knobs.max_runs)
+    return {"", "too many unfinished runs (knob max_runs)"};
+  sched::run r;
+  r.id = new_run_id(sh.ctx);
+  r.mode = req.mode;
+  r.request_id = req.request_id;
+  auto prompt_sha = to_hex(sha256_of(req.prompt));
+  for (uint32_t i = 0; i < req.count; ++i) {
+    sched::job j;
+    j.spec = msg::job_spec{r.id, i, req.seed + i, req.width, req.height, req.seconds,
+                           req.prompt, prompt_sha, req.reference};
+    r.jobs.push_back(std::move(j));
+  }
+  auto id = r.id;
+  handle(sh, sched::ev_submit{std::move(r)});
+  return {id, ""};
+}
+
+msg::status_reply status(shell& sh, const std::string& run_id) {
+  const sched::run* r = nullptr;
+  if (run_id.empty()) {
+    if (!sh.st.runs.empty())
+      r = &sh.st.runs.back();
+  } else {
+    r = sh.st.find_run(run_id);
+  }
+  if (r == nullptr)
+    return {"", run_id.empty() ? "no runs yet" : "no run " + run_id};
+  return {status_json(*r, sh.clock).dump(), ""};
+}
+
+} // namespace
+
+sched::state initial_state(const config::cluster& c, double time_scale) {
+  sched::state s;
+  auto run_s = [&](double real_s) { return real_s / time_scale; };
+  s.p.order_resend_s = run_s(c.knobs.order_resend_ms / 1000.0);
+  s.p.max_attempts = static_cast<uint32_t>(c.knobs.max_attempts);
+  s.p.handoff_retries = static_cast<uint32_t>(c.knobs.handoff_retries);
+  s.p.latent_wait_s =
+    run_s(c.knobs.heartbeat_interval_ms * (c.knobs.heartbeat_misses + 7) / 1000.0);
+  for (auto& p : c.pools) {
+    sched::pool_view v;
+    v.name = p.name;
+    v.host = p.host;
+    v.kind = p.profile_key;
+    for (auto& q : c.pools)
+      if (q.name != p.name && share_gpu(p, q))
+        v.conflicts.insert(q.name);
+    s.pools[p.name] = v;
+  }
+  for (auto& d : c.decoders) {
+    sched::decoder_view v;
+    v.name = d.name;
+    v.host = d.host;
+    v.kind = d.profile_key;
+    s.decoders[d.name] = v;
+  }
+  for (auto& m : c.modes) {
+    s.modes[m.name] = m.pools;
+    s.mode_decoders[m.name] = m.decoders;
+  }
+  return s;
+}
+
+void adopt_in_flight(sched::state& s, double now) {
+  for (auto& r : s.runs)
+    for (auto& j : r.jobs) {
+      if (j.state == sched::job_state::sampling) {
+        auto it = s.pools.find(j.pool);
+        if (it != s.pools.end())
+          it->second.assigned = std::make_pair(r.id, j.spec.index);
+        j.order_sent_at = now;
+      } else if (j.state == sched::job_state::decoding) {
+        auto it = s.decoders.find(j.decoder);
+        if (it != s.decoders.end())
+          it->second.ordered[j.attempt] = now;
+        j.order_sent_at = now;
+      }
+    }
+}
+
+std::string check_submit(const config::cluster& c, const msg::submit_run& r) {
+  if (c.find_mode(r.mode) == nullptr) {
+    std::string known;
+    for (auto& m : c.modes)
+      known += (known.empty() ? "" : ", ") + m.name;
+    return "unknown mode '" + r.mode + "' (known: " + known + ")";
+  }
+  if (r.width == 0 || r.height == 0 || r.seconds == 0)
+    return "width, height and seconds must be positive";
+  if (r.width % 8 != 0 || r.height % 8 != 0)
+    return "width and height must be multiples of 8";
+  if (r.width > 8192 || r.height > 8192 || r.seconds > 3600)
+    return "size out of range (at most 8192x8192, 3600 s)";
+  if (r.count == 0)
+    return "count must be at least 1";
+  if (r.count > c.knobs.max_jobs_per_run)
+    return "count " + std::to_string(r.count) + " is over max_jobs_per_run ("
+           + std::to_string(c.knobs.max_jobs_per_run) + ")";
+  if (r.prompt.empty())
+    return "the prompt is empty";
+  if (r.prompt.size() > c.knobs.max_prompt_bytes)
+    return "the prompt is " + std::to_string(r.prompt.size()) + " bytes, over max_prompt_bytes ("
+           + std::to_string(c.knobs.max_prompt_bytes) + ")";
+  if (r.request_id.size() > 128)
+    return "request_id is too long";
+  return "";
+}
+
+caf::behavior coordinator_actor(caf::event_based_actor* self, context ctx,
+                                std::shared_ptr<journal> jnl) {
+  auto sh = std::make_shared<shell>();
+  sh->ctx = std::move(ctx);
+  sh->jnl = std::move(jnl);
+  sh->st = initial_state(*sh->ctx.cluster, sh->ctx.time_scale);
+  sh->jnl->load(sh->st.runs, sh->st.next_attempt);
+  adopt_in_flight(sh->st, sh->ctx.run_now());
+  bool simulated = true;
+  for (auto& [name, b] : sh->ctx.cluster->backends)
+    if (b.type != "sim")
+      simulated = false;
+  sh->clock = clock_note{simulated, sh->ctx.time_scale};
+  std::size_t unfinished = 0;
+  for (auto& r : sh->st.runs)
+    unfinished += r.done ? 0 : 1;
+  spdlog::info("coordinator: up; journal holds {} runs ({} unfinished), next attempt {}",
+               sh->st.runs.size(), unfinished, sh->st.next_attempt);
+  auto interval = std::chrono::milliseconds(sh->ctx.cluster->knobs.status_interval_ms);
+  self->send(self, msg::tick_atom::value);
+  return {
+    [sh](msg::pool_status& s) { handle(*sh, sched::ev_pool_status{std::move(s)}); },
+    [sh](msg::decoder_status& s) { handle(*sh, sched::ev_decoder_status{std::move(s)}); },
+    [sh](msg::sample_result& r) { handle(*sh, sched::ev_sample_result{std::move(r)}); },
+    [sh](msg::decode_result& r) { handle(*sh, sched::ev_decode_result{std::move(r)}); },
+    [sh](msg::peer_event& p) { handle(*sh, sched::ev_peer{p.host, p.up}); },
+    [sh](msg::client_call<msg::submit_run>& c) {
+      auto reply = submit(*sh, c.body);
+      sh->ctx.out->reply(c.reply_to, c.correlation, reply);
+    },
+    [sh](msg::client_call<msg::status_query>& c) {
+      sh->ctx.out->reply(c.reply_to, c.correlation, status(*sh, c.body.run_id));
+    },
+    [self, sh, interval](msg::tick_atom) {
+      handle(*sh, sched::ev_tick{});
+      self->delayed_send(self, interval, msg::tick_atom::value);
+    },
+    [](msg::crash_atom) -> caf::result<void> { throw std::runtime_error("crash requested"); },
+  };
+}
+
+} // namespace vidline::actors

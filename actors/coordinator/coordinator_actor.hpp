@@ -1,0 +1,31 @@
+#pragma once
+/// The coordinator actor: the CAF shell around sched::step. Owns the run journal, turns
+/// status reports, results, peer events and client requests into events, and executes the
+/// effects in order (journal first, then messages).
+
+#include <memory>
+
+#include <caf/event_based_actor.hpp>
+
+#include "actors/context.hpp"
+#include "actors/coordinator/journal.hpp"
+#include "actors/coordinator/scheduler.hpp"
+
+namespace vidline::actors {
+
+/// The scheduler's initial state for a cluster: pools with their GPU conflicts, modes,
+/// decoders, and params converted from the knobs to run-clock seconds.
+sched::state initial_state(const config::cluster& c, double time_scale);
+
+/// Rebuilds the pool/decoder bookkeeping of jobs that were in flight when the journal was
+/// written (after a coordinator restart); their orders are resent if the pools do not
+/// show them within order_resend_s.
+void adopt_in_flight(sched::state& s, double now);
+
+/// Why a submit is refused, or "" when it is acceptable.
+std::string check_submit(const config::cluster& c, const msg::submit_run& r);
+
+caf::behavior coordinator_actor(caf::event_based_actor* self, context ctx,
+                                std::shared_ptr<journal> jnl);
+
+} // namespace vidline::actors

@@ -1,0 +1,180 @@
+#pragma once
+/// The coordinator's scheduling and recovery logic: a pure state machine
+/// `step(state, event, now) -> effects`. No sockets, files or clocks: the live coordinator,
+/// the planner and the simulation tests drive this very code.
+///
+/// A job moves through
+///
+///     queued --sample_order--> sampling --ok--> sampled --decode_order--> decoding
+///       ^                          |                ^                        |
+///       +---- transient/lost/------+                +--- transient/lost -----+
+///       |     capacity (other kind)                  |                        |
+///       +----------- latent not found ---------------+--------------------- ok --> succeeded
+///                                                                  fatal/exhausted --> failed
+///
+/// Every change to a job is journaled (effect `persist_job`) before any message that
+/// depends on it is sent: effects are executed in order.
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "messages/messages.hpp"
+
+namespace vidline::sched {
+
+enum class job_state { queued, sampling, sampled, decoding, succeeded, failed };
+const char* to_string(job_state s);
+std::optional<job_state> job_state_from(const std::string& s);
+
+/// Everything the coordinator knows about one job. Times are run-clock seconds (-1 = not yet).
+struct job {
+  msg::job_spec spec;
+  job_state state = job_state::queued;
+  uint64_t attempt = 0;            ///< the current (or last) attempt id; results of others are fenced
+  uint32_t sample_attempts = 0;    ///< sampling attempts started
+  uint32_t decode_attempts = 0;    ///< decoding attempts started
+  uint32_t corrupt_handoffs = 0;   ///< decodes refused because the latent did not verify
+  std::string pool;                ///< pool of the current/last sampling attempt
+  std::string decoder;             ///< decoder of the current/last decoding attempt
+  std::string latent_sha256;
+  uint64_t latent_bytes = 0;
+  std::string latent_host;         ///< host holding the latent
+  std::string output;              ///< absolute path of the video file
+  std::string output_sha256;
+  std::string error;               ///< why it failed (or the last retried failure)
+  std::set<std::string> capacity_failed;  ///< pool profile keys that ran out of memory on it
+  bool cold = false;
+  double order_sent_at = -1;       ///< when the current order was (re)sent
+  double sample_start = -1, sample_end = -1, decode_start = -1, decode_end = -1;
+  double conditioning_s = 0, sampling_s = 0, handoff_s = 0, decode_s = 0;
+};
+
+/// One batch submitted together.
+struct run {
+  std::string id;
+  std::string mode;
+  std::string request_id;          ///< the client's idempotency key
+  double submitted_at = 0;
+  double finished_at = -1;
+  bool done = false;
+  std::vector<job> jobs;
+};
+
+/// The coordinator's view of one pool, rebuilt from its status reports.
+struct pool_view {
+  std::string name;
+  std::string host;
+  std::string kind;                ///< profile key, e.g. "t10x8"
+  std::set<std::string> conflicts; ///< pools sharing a GPU with this one
+  bool alive = false;              ///< a status arrived and its host is up
+  bool accepting = true;
+  uint64_t epoch = 0;
+  uint64_t reported_busy = 0;      ///< attempt the pool last said it runs (0 idle)
+  std::optional<std::pair<std::string, uint32_t>> assigned;  ///< (run, index) we gave it
+  double last_status = -1;
+};
+
+/// The coordinator's view of one decoder.
+struct decoder_view {
+  std::string name;
+  std::string host;
+  std::string kind;
+  bool alive = false;
+  uint64_t epoch = 0;
+  uint32_t capacity = 2;
+  std::set<uint64_t> holding;                  ///< attempts it reported holding
+  std::map<uint64_t, double> ordered;          ///< attempts sent, not yet seen held or done
+  double last_status = -1;
+  /// Orders it may take now: capacity minus what it holds or has on the way.
+  uint32_t credits() const;
+};
+
+/// Tunables of the machine, all in run-clock seconds.
+struct params {
+  double order_resend_s = 2;       ///< resend an order the target has not shown after this
+  uint32_t max_attempts = 3;       ///< stage attempts per job for transient failures
+  uint32_t handoff_retries = 3;    ///< corrupt latents per job before it fails
+  double latent_wait_s = 10;       ///< a sampled latent's host may be down this long before
+                                   ///< the job is sampled again elsewhere
+};
+
+/// Picks a pool for a job among those free now; nullopt = leave it queued for now.
+/// The default (`pick_in_turn`) hands jobs to the mode's pools in the mode's order.
+struct state;
+using pool_policy = std::function<std::optional<std::string>(const state&, const run&,
+                                                             const job&, double now)>;
+
+/// The whole machine state.
+struct state {
+  params p;
+  std::map<std::string, std::vector<std::string>> modes;  ///< mode -> pools, in order
+  std::map<std::string, std::vector<std::string>> mode_decoders;
+  std::map<std::string, pool_view> pools;
+  std::map<std::string, decoder_view> decoders;
+  std::map<std::string, bool> hosts_up;                   ///< from peer events
+  std::map<std::string, double> host_down_since;
+  std::deque<run> runs;                                   ///< oldest first
+  uint64_t next_attempt = 1;
+  pool_policy policy;                                     ///< empty = pick_in_turn
+
+  run* find_run(const std::string& id);
+  const run* find_run(const std::string& id) const;
+  job* find_job(const std::string& run_id, uint32_t index);
+  bool pool_free(const std::string& pool) const;
+};
+
+/// The default policy: the first free, able pool in the mode's order.
+std::optional<std::string> pick_in_turn(const state& s, const run& r, const job& j,
+                                        double now);
+
+/// True when pool kind `kind` has not run out of memory on this job before.
+bool pool_may_take(const pool_view& p, const job& j);
+
+// -- events --------------------------------------------------------------------------------
+
+struct ev_submit { run r; };                       ///< a new run (ids and jobs filled in)
+struct ev_pool_status { msg::pool_status s; };
+struct ev_decoder_status { msg::decoder_status s; };
+struct ev_sample_result { msg::sample_result r; };
+struct ev_decode_result { msg::decode_result r; };
+struct ev_peer { std::string host; bool up = false; };
+struct ev_tick {};                                 ///< time passed: resends, waits
+
+using event = std::variant<ev_submit, ev_pool_status, ev_decoder_status, ev_sample_result,
+                           ev_decode_result, ev_peer, ev_tick>;
+
+// -- effects -------------------------------------------------------------------------------
+
+struct fx_persist_job { std::string run_id; uint32_t index = 0; };
+struct fx_persist_run { std::string run_id; };
+struct fx_send_sample { std::string host; msg::sample_order order; };
+struct fx_send_decode { std::string host; msg::decode_order order; };
+struct fx_ack { std::string host; std::string target; uint64_t attempt = 0; };
+struct fx_job_final { std::string run_id; uint32_t index = 0; };  ///< a job reached succeeded/failed
+struct fx_run_done { std::string run_id; };
+struct fx_log { int level = 2; std::string text; };              ///< 0 debug .. 4 error
+
+using effect = std::variant<fx_persist_job, fx_persist_run, fx_send_sample, fx_send_decode,
+                            fx_ack, fx_job_final, fx_run_done, fx_log>;
+
+/// Applies one event at run-clock time `now`; returns the effects to execute, in order.
+std::vector<effect> step(state& s, const event& e, double now);
+
+/// Summary figures of a run (the status contract's "summary").
+struct summary {
+  uint32_t succeeded = 0;
+  uint32_t failed = 0;
+  double first_finish_s = 0;
+  double makespan_s = 0;
+  double clips_per_hour = 0;
+};
+summary summarize(const run& r);
+
+} // namespace vidline::sched

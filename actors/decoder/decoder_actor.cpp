@@ -1,0 +1,179 @@
+#include "actors/decoder/decoder_actor.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <memory>
+
+#include <caf/all.hpp>
+#include <spdlog/spdlog.h>
+
+#include "actors/decoder/decoder_machine.hpp"
+#include "actors/worker.hpp"
+#include "backends/backend.hpp"
+#include "common/files.hpp"
+#include "common/sha256.hpp"
+#include "messages/actor_types.hpp"
+
+namespace vidline::actors {
+namespace {
+
+struct shell {
+  context ctx;
+  config::decoder dec;
+  decoding::state st;
+  std::shared_ptr<backends::decoder_backend> backend;
+  std::shared_ptr<std::atomic<bool>> cancel = std::make_shared<std::atomic<bool>>(false);
+  std::vector<std::string> devices;
+  std::string vendor;
+  std::string extension;
+};
+
+std::string latent_path(const shell& sh, const std::string& sha) {
+  return latent_dir(sh.ctx) + "/" + sha + ".latent";
+}
+
+/// The video file's path: <outputs>/<run>/job-<index>-<seed>.<ext>. Run ids and numbers
+/// only, so nothing from a message can steer it out of the output directory.
+std::string output_path(const shell& sh, const msg::job_spec& j) {
+  return output_dir(sh.ctx) + "/" + j.run_id + "/job-" + std::to_string(j.index) + "-"
+         + std::to_string(j.seed) + "." + sh.extension;
+}
+
+void execute(caf::event_based_actor* self, const std::shared_ptr<shell>& sh,
+           std::vector<decoding::effect> fx);
+
+void fetched(caf::event_based_actor* self, const std::shared_ptr<shell>& sh, uint64_t attempt,
+             const std::string& outcome, const std::string& error) {
+  execute(self, sh, decoding::step(sh->st, decoding::ev_fetched{attempt, outcome, error},
+                                 sh->ctx.run_now()));
+}
+
+void fetch(caf::event_based_actor* self, const std::shared_ptr<shell>& sh,
+           const msg::decode_order& o) {
+  if (!is_sha256_hex(o.latent_sha256) || !files::is_plain_name(o.job.run_id)) {
+    fetched(self, sh, o.attempt, msg::outcome::fatal, "order names an invalid latent or run");
+    return;
+  }
+  auto dest = latent_path(*sh, o.latent_sha256);
+  // Already here (sampled on this host, or fetched before a restart): verified at decode.
+  if (std::filesystem::exists(dest)) {
+    fetched(self, sh, o.attempt, msg::outcome::ok, "");
+    return;
+  }
+  files::make_dirs(latent_dir(sh->ctx));
+  auto me = caf::actor_cast<caf::actor>(self);
+  uint64_t attempt = o.attempt;
+  sh->ctx.out->fetch_latent(o.source_host, o.latent_sha256, o.latent_bytes, dest,
+                            [me, attempt](fetch_result r) {
+                              caf::anon_send(me, msg::fetch_done{attempt, r.outcome, r.error});
+                            });
+}
+
+void decode(caf::event_based_actor* self, const std::shared_ptr<shell>& sh,
+            const msg::decode_order& o) {
+  backends::stage_env env;
+  env.work_dir = work_dir(sh->ctx) + "/" + std::to_string(o.attempt);
+  env.output_path = output_path(*sh, o.job);
+  env.devices = sh->devices;
+  env.vendor = sh->vendor;
+  env.timeout_s = sh->ctx.cluster->knobs.decode_timeout_s;
+  env.cancel = sh->cancel.get();
+  auto backend = sh->backend;
+  auto cancel = sh->cancel;
+  auto latent = latent_path(*sh, o.latent_sha256);
+  auto job = o.job;
+  auto sha = o.latent_sha256;
+  uint64_t attempt = o.attempt;
+  run_on_worker(
+    self,
+    [backend, cancel, env, job, latent, sha, attempt]() {
+      files::make_dirs(env.work_dir);
+      files::make_dirs(files::parent_of(env.output_path));
+      auto r = backend->decode(job, latent, sha, env);
+      if (r.outcome == msg::outcome::corrupt) {
+        // Never decode it again: move it aside so the next attempt fetches a fresh copy.
+        std::error_code ec;
+        std::filesystem::rename(latent, latent + ".quarantined", ec);
+      }
+      std::error_code ec;
+      std::filesystem::remove_all(env.work_dir, ec);
+      return msg::stage_done{attempt, r.outcome, r.error, r.sha256, r.bytes, r.elapsed_s, r.cold,
+                             r.outcome == msg::outcome::ok ? env.output_path : ""};
+    },
+    [attempt](const std::string& what) {
+      return msg::stage_done{attempt, msg::outcome::transient, "decoder: " + what, "", 0, 0,
+                             false, ""};
+    });
+}
+
+void report(shell& sh) {
+  sh.ctx.out->send(sh.ctx.cluster->coordinator, "coordinator", sh.st.status());
+}
+
+void execute(caf::event_based_actor* self, const std::shared_ptr<shell>& sh,
+           std::vector<decoding::effect> fx) {
+  for (auto& e : fx) {
+    if (auto* f = std::get_if<decoding::fx_fetch>(&e))
+      fetch(self, sh, f->order);
+    else if (auto* d = std::get_if<decoding::fx_decode>(&e))
+      decode(self, sh, d->order);
+    else if (std::holds_alternative<decoding::fx_report>(e))
+      report(*sh);
+    else if (auto* l = std::get_if<decoding::fx_log>(&e))
+      spdlog::log(static_cast<spdlog::level::level_enum>(l->level), "decoder {}: {}",
+                  sh->dec.name, l->text);
+  }
+}
+
+} // namespace
+
+caf::behavior decoder_actor(caf::event_based_actor* self, context ctx, config::decoder dec) {
+  auto sh = std::make_shared<shell>();
+  sh->ctx = std::move(ctx);
+  sh->dec = std::move(dec);
+  sh->st.decoder = sh->dec.name;
+  sh->st.host = sh->ctx.host;
+  sh->st.epoch = sh->ctx.random64();
+  if (auto* h = sh->ctx.cluster->find_host(sh->ctx.host))
+    for (auto& g : h->gpus)
+      if (g.id == sh->dec.gpu) {
+        sh->devices.push_back(std::to_string(g.index));
+        sh->vendor = g.vendor;
+      }
+  auto* b = sh->ctx.cluster->find_backend(sh->dec.backend);
+  if (b == nullptr)
+    throw std::runtime_error("decoder " + sh->dec.name + ": unknown backend " + sh->dec.backend);
+  sh->extension = b->type == "sim" ? "simvideo" : "mp4";
+  sh->backend = backends::make_decoder({*b, sh->dec.profile_key, sh->dec.name});
+  self->attach_functor([cancel = sh->cancel] { *cancel = true; });
+  auto interval = std::chrono::milliseconds(sh->ctx.cluster->knobs.status_interval_ms);
+  self->send(self, msg::status_atom::value);
+  spdlog::info("decoder {}: up (epoch {:x})", sh->dec.name, sh->st.epoch);
+  return {
+    [self, sh](msg::decode_order& o) {
+      execute(self, sh, decoding::step(sh->st, decoding::ev_order{std::move(o)}, sh->ctx.run_now()));
+    },
+    [self, sh](msg::result_ack& a) {
+      execute(self, sh, decoding::step(sh->st, decoding::ev_ack{a.attempt}, sh->ctx.run_now()));
+    },
+    [self, sh](msg::fetch_done& f) { fetched(self, sh, f.attempt, f.outcome, f.error); },
+    [self, sh](msg::stage_done& d) {
+      std::string output_sha;
+      if (d.outcome == msg::outcome::ok)
+        output_sha = sha256_file_hex(d.product_path);
+      execute(self, sh,
+            decoding::step(sh->st,
+                           decoding::ev_decoded{d.attempt, d.outcome, d.error, d.product_path,
+                                                output_sha, d.elapsed_s},
+                           sh->ctx.run_now()));
+    },
+    [self, sh, interval](msg::status_atom) {
+      report(*sh);
+      self->delayed_send(self, interval, msg::status_atom::value);
+    },
+    [](msg::crash_atom) -> caf::result<void> { throw std::runtime_error("crash requested"); },
+  };
+}
+
+} // namespace vidline::actors

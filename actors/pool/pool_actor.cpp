@@ -1,0 +1,173 @@
+#include "actors/pool/pool_actor.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <memory>
+
+#include <caf/all.hpp>
+#include <spdlog/spdlog.h>
+
+#include "actors/pool/pool_machine.hpp"
+#include "actors/worker.hpp"
+#include "backends/backend.hpp"
+#include "common/files.hpp"
+#include "messages/actor_types.hpp"
+
+namespace vidline::actors {
+namespace {
+
+/// Everything the shell keeps beside the pure state.
+struct shell {
+  context ctx;
+  config::pool pool;
+  pooling::state st;
+  std::shared_ptr<backends::sampler_backend> backend;
+  std::shared_ptr<std::atomic<bool>> cancel = std::make_shared<std::atomic<bool>>(false);
+  std::string coordinator_host;
+  std::vector<std::string> devices;
+  std::string vendor;
+};
+
+void log_at(int level, const std::string& who, const std::string& text) {
+  spdlog::log(static_cast<spdlog::level::level_enum>(level), "{}: {}", who, text);
+}
+
+void report(shell& sh) {
+  sh.ctx.out->send(sh.coordinator_host, "coordinator", sh.st.status());
+}
+
+void execute(caf::event_based_actor* self, const std::shared_ptr<shell>& sh,
+           std::vector<pooling::effect> fx);
+
+void condition(caf::event_based_actor* self, const std::shared_ptr<shell>& sh,
+               const msg::sample_order& o) {
+  auto enc = sh->ctx.out->local("encoder");
+  uint64_t attempt = o.attempt;
+  if (!enc) {
+    execute(self, sh, pooling::step(sh->st, pooling::ev_conditioned{attempt, false, "", 0,
+                                                                   "no encoder on this host"},
+                                  sh->ctx.run_now()));
+    return;
+  }
+  auto timeout = std::chrono::milliseconds(
+    sh->ctx.real_ms(sh->ctx.cluster->knobs.sample_timeout_s) + 1000);
+  self->request(enc, timeout, msg::encode_request{o.job.prompt_sha256, o.job.prompt})
+    .then(
+      [self, sh, attempt](msg::encode_reply& r) {
+        execute(self, sh, pooling::step(sh->st,
+                                      pooling::ev_conditioned{attempt, r.error.empty(),
+                                                              r.conditioning_path, r.encode_s,
+                                                              r.error},
+                                      sh->ctx.run_now()));
+      },
+      [self, sh, attempt](caf::error& err) {
+        execute(self, sh, pooling::step(sh->st,
+                                      pooling::ev_conditioned{attempt, false, "", 0,
+                                                              to_string(err)},
+                                      sh->ctx.run_now()));
+      });
+}
+
+void sample(caf::event_based_actor* self, const std::shared_ptr<shell>& sh,
+            const msg::sample_order& o, const std::string& conditioning_path) {
+  backends::stage_env env;
+  env.work_dir = work_dir(sh->ctx) + "/" + std::to_string(o.attempt);
+  env.output_path = env.work_dir + "/latent";
+  env.devices = sh->devices;
+  env.vendor = sh->vendor;
+  env.timeout_s = sh->ctx.cluster->knobs.sample_timeout_s;
+  env.cancel = sh->cancel.get();
+  auto backend = sh->backend;
+  auto cancel = sh->cancel;  // keeps the flag alive as long as the worker runs
+  auto latents = latent_dir(sh->ctx);
+  auto job = o.job;
+  uint64_t attempt = o.attempt;
+  run_on_worker(
+    self,
+    [backend, cancel, env, job, conditioning_path, latents, attempt]() {
+      files::make_dirs(env.work_dir);
+      auto r = backend->sample(job, conditioning_path, env);
+      msg::stage_done d{attempt, r.outcome, r.error, r.sha256, r.bytes, r.elapsed_s, r.cold, ""};
+      if (r.outcome == msg::outcome::ok) {
+        // Content-addressed: the latent's name is its digest, so a second copy of the same
+        // latent is the same file.
+        files::make_dirs(latents);
+        d.product_path = latents + "/" + r.sha256 + ".latent";
+        files::rename_durable(env.output_path, d.product_path);
+      }
+      std::error_code ec;
+      std::filesystem::remove_all(env.work_dir, ec);
+      return d;
+    },
+    [attempt](const std::string& what) {
+      return msg::stage_done{attempt, msg::outcome::transient, "sampler: " + what, "", 0, 0,
+                             false, ""};
+    });
+}
+
+void execute(caf::event_based_actor* self, const std::shared_ptr<shell>& sh,
+           std::vector<pooling::effect> fx) {
+  for (auto& e : fx) {
+    if (auto* c = std::get_if<pooling::fx_condition>(&e))
+      condition(self, sh, c->order);
+    else if (auto* s = std::get_if<pooling::fx_sample>(&e))
+      sample(self, sh, s->order, s->conditioning_path);
+    else if (std::holds_alternative<pooling::fx_report>(e))
+      report(*sh);
+    else if (auto* l = std::get_if<pooling::fx_log>(&e))
+      log_at(l->level, "pool " + sh->pool.name, l->text);
+  }
+}
+
+} // namespace
+
+caf::behavior pool_actor(caf::event_based_actor* self, context ctx, config::pool pool) {
+  auto sh = std::make_shared<shell>();
+  sh->ctx = std::move(ctx);
+  sh->pool = std::move(pool);
+  sh->st.pool = sh->pool.name;
+  sh->st.host = sh->ctx.host;
+  sh->st.epoch = sh->ctx.random64();
+  sh->coordinator_host = sh->ctx.cluster->coordinator;
+  if (auto* h = sh->ctx.cluster->find_host(sh->ctx.host))
+    for (auto& id : sh->pool.gpus)
+      for (auto& g : h->gpus)
+        if (g.id == id) {
+          sh->devices.push_back(std::to_string(g.index));
+          sh->vendor = g.vendor;
+        }
+  auto* b = sh->ctx.cluster->find_backend(sh->pool.backend);
+  if (b == nullptr)
+    throw std::runtime_error("pool " + sh->pool.name + ": unknown backend " + sh->pool.backend);
+  sh->backend = backends::make_sampler({*b, sh->pool.profile_key, sh->pool.name});
+  // A restarted or stopped pool abandons its running attempt.
+  self->attach_functor([cancel = sh->cancel] { *cancel = true; });
+  auto interval = std::chrono::milliseconds(sh->ctx.cluster->knobs.status_interval_ms);
+  self->send(self, msg::status_atom::value);
+  spdlog::info("pool {}: up (epoch {:x})", sh->pool.name, sh->st.epoch);
+  return {
+    [self, sh](msg::sample_order& o) {
+      execute(self, sh, pooling::step(sh->st, pooling::ev_order{std::move(o)}, sh->ctx.run_now()));
+    },
+    [self, sh](msg::result_ack& a) {
+      execute(self, sh, pooling::step(sh->st, pooling::ev_ack{a.attempt}, sh->ctx.run_now()));
+    },
+    [self, sh](msg::stage_done& d) {
+      execute(self, sh,
+            pooling::step(sh->st,
+                          pooling::ev_sampled{d.attempt, d.outcome, d.error, d.sha256, d.bytes,
+                                              d.elapsed_s, d.cold},
+                          sh->ctx.run_now()));
+    },
+    [self, sh, interval](msg::status_atom) {
+      report(*sh);
+      self->delayed_send(self, interval, msg::status_atom::value);
+    },
+    [](msg::crash_atom) -> caf::result<void> {
+      throw std::runtime_error("crash requested");
+    },
+  };
+}
+
+} // namespace vidline::actors
