@@ -27,8 +27,14 @@ struct decode_limits {
   std::size_t max_map = 1024;              ///< pairs in any one map
   std::size_t max_str = 1u << 20;          ///< bytes in any one string
   std::size_t max_bin = 4u << 20;          ///< bytes in any one bin (a chunk)
-  std::size_t max_depth = 16;              ///< nesting
+  std::size_t max_depth = 16;              ///< nesting (at most max_scan_depth)
+  std::size_t max_ext = 0;                 ///< bytes in any one ext; the protocol uses none
+  std::size_t max_name = 255;              ///< bytes in the envelope's type, sender, target
 };
+
+/// The deepest nesting any decode_limits may allow: the pre-scan keeps its stack on the
+/// stack, so a hostile frame cannot make it allocate.
+inline constexpr std::size_t max_scan_depth = 64;
 
 /// Routing and identity of one message.
 struct envelope {
@@ -55,8 +61,9 @@ enum class decode_error {
 /// A name for a decode_error, for logs and counters.
 const char* to_string(decode_error e);
 
-/// A decoded frame: the envelope plus a zero-copy view of the body bytes, which stay
-/// valid as long as `handle` lives.
+/// A decoded frame: the envelope plus a zero-copy view of the body bytes. `body` points
+/// into the bytes given to decode_frame: it stays valid while those bytes (the ZeroMQ
+/// message) live; `handle` holds the decoded envelope's zone.
 struct frame {
   envelope env;
   std::string_view body;
@@ -69,6 +76,24 @@ std::string encode_frame(const envelope& env, std::string_view body);
 /// Decodes one frame; never throws; refuses anything outside `limits`.
 decode_error decode_frame(const char* data, std::size_t size, const decode_limits& limits,
                           frame& out);
+
+/// The bytes of encode_frame(env, body) that precede the body: followed by `body_size`
+/// bytes of body they make the whole frame. Lets a sender write a frame straight into a
+/// ZeroMQ message (latent chunks go from the file into the message with one copy).
+std::string encode_frame_head(const envelope& env, std::size_t body_size);
+
+struct latent_chunk;
+
+/// The bytes of pack_body(chunk) that precede chunk.data's contents, for a chunk whose
+/// data is `data_size` bytes (chunk.data itself is ignored). Followed by those bytes they
+/// make the whole body.
+std::string pack_latent_chunk_head(const latent_chunk& chunk, std::size_t data_size);
+
+/// Checks that `data` is exactly one well-formed msgpack value within `limits`, without
+/// allocating: every length fits in the bytes that remain, every container claims no more
+/// elements than bytes remain (so msgpack::unpack cannot be made to allocate more than the
+/// frame is worth), no trailing bytes. Returns none, malformed or limit_exceeded.
+decode_error prescan(const char* data, std::size_t size, const decode_limits& limits);
 
 /// Packs a message struct into body bytes.
 template <class T>

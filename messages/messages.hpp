@@ -177,7 +177,8 @@ struct peer_event {
   std::string host;
   bool up = false;
   uint64_t boot_id = 0;
-  MSGPACK_DEFINE_MAP(host, up, boot_id)
+  bool restarted = false;  ///< the peer came back with a new boot_id: its in-flight work is lost
+  MSGPACK_DEFINE_MAP(host, up, boot_id, restarted)
 };
 
 // -- data plane: latents move as chunks, pulled by the receiver ---------------------------
