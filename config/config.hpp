@@ -2,6 +2,7 @@
 /// The cluster config: what hosts, GPUs, pools, decoders and modes a line has, and every
 /// knob. Loaded from one JSON file; `docs/config.md` documents each field.
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -31,6 +32,9 @@ struct host {
   int port = 0;            ///< the node's ZeroMQ ROUTER port (bus)
   std::string data_dir;    ///< absolute after loading: latents/, outputs/, journal/, logs/
   std::vector<gpu> gpus;
+
+  /// The GPU with this id, or nullptr.
+  const gpu* find_gpu(const std::string& id) const;
 };
 
 /// A named backend instance: how a stage's GPU work is done.
@@ -94,24 +98,29 @@ struct cluster {
   const host* find_host(const std::string& name) const;
   const pool* find_pool(const std::string& name) const;
   const decoder* find_decoder(const std::string& name) const;
+  const encoder* find_encoder(const std::string& name) const;
   const encoder* find_encoder_of_host(const std::string& host) const;
   const mode* find_mode(const std::string& name) const;
   const backend* find_backend(const std::string& name) const;
 };
 
 /// A config that could not be accepted. `path` names the field, JSON-pointer style
-/// ("/pools/2/host"); `what()` reads "<path>: <message>".
+/// ("/pools/2/host"); it is "" for errors of the file as a whole (missing, unreadable,
+/// not JSON). `what()` reads "<path>: <message>", or just the message when path is "".
 class config_error : public std::runtime_error {
 public:
   config_error(std::string path, const std::string& message);
   const std::string& path() const noexcept { return path_; }
+  const std::string& message() const noexcept { return message_; }
 
 private:
   std::string path_;
+  std::string message_;
 };
 
-/// Parses and validates a config from JSON text. `base_dir` resolves relative data_dir
-/// paths. Throws config_error naming the first field that is wrong.
+/// Parses and validates a config from JSON text. `base_dir` resolves relative paths
+/// (data_dir, a sim backend's profile); "" = the working directory. Profile keys left out
+/// are derived (default_profile_key). Throws config_error naming the first field that is wrong.
 cluster parse(const std::string& text, const std::string& base_dir);
 
 /// Reads, parses and validates a config file. Throws config_error (path "" for I/O).
@@ -119,5 +128,28 @@ cluster load(const std::string& file);
 
 /// The config as JSON (round-trips through parse).
 nlohmann::json to_json(const cluster& c);
+
+/// Checks a cluster by every rule `parse` applies after reading (names, references,
+/// ranges, GPU sharing within a mode, knobs), e.g. one a test built in code.
+/// Throws config_error naming the first field that is wrong.
+void validate(const cluster& c);
+
+/// Knobs from the JSON object of the config's "knobs" member: the defaults, overridden by
+/// the members present, then validated. Errors name "/knobs/<name>".
+config::knobs knobs_from_json(const nlohmann::json& j);
+
+/// Every knob as JSON, by its C++ name; restart policies as {max_restarts, period_s}.
+nlohmann::json to_json(const config::knobs& k);
+
+/// Checks every knob against its range and the knobs against each other (e.g.
+/// max_frame_bytes >= chunk_bytes + 64 KiB). Throws config_error at "/knobs/<name>".
+void validate(const config::knobs& k);
+
+/// The profile key a pool, decoder or encoder gets when its config names none:
+/// `model_short` for one GPU, `model_short` + "x" + count for several, where model_short
+/// is the model lower-cased, without brand words (Tesla, GeForce, Radeon, ...) and without
+/// anything but a-z and 0-9: ("Tesla T10", 8) -> "t10x8", ("RTX 3080 Ti", 1) -> "rtx3080ti".
+/// "" when the model leaves nothing.
+std::string default_profile_key(const std::string& model, std::size_t gpu_count);
 
 } // namespace vidline::config
