@@ -80,7 +80,8 @@ struct pool_status {
   uint64_t busy_attempt = 0;   ///< 0 when idle
   std::vector<sample_result> unacked;  ///< results the coordinator has not acknowledged yet
   bool accepting = true;       ///< false when the host's latent budget is full
-  MSGPACK_DEFINE_MAP(pool, host, epoch, busy_attempt, unacked, accepting)
+  uint64_t seq = 0;            ///< increases with every report of one epoch: stale ones lose
+  MSGPACK_DEFINE_MAP(pool, host, epoch, busy_attempt, unacked, accepting, seq)
 };
 
 /// coordinator -> pool or decoder: this result is durable in the journal, forget it.
@@ -135,7 +136,8 @@ struct decoder_status {
   std::vector<uint64_t> holding;      ///< attempts accepted and not finished
   uint32_t credits = 0;
   std::vector<decode_result> unacked;
-  MSGPACK_DEFINE_MAP(decoder, host, epoch, capacity, holding, credits, unacked)
+  uint64_t seq = 0;                   ///< increases with every report of one epoch
+  MSGPACK_DEFINE_MAP(decoder, host, epoch, capacity, holding, credits, unacked, seq)
 };
 
 // -- encoder (conditioning), local to a sampling host ------------------------------------

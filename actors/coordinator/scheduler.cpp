@@ -89,6 +89,27 @@ std::optional<std::string> pick_in_turn(const state& s, const run& r, const job&
 
 namespace {
 
+enum class report { stale, current, restarted };
+
+/// Sorts a status report: stale (from a replaced epoch, or older than one already seen),
+/// current, or the first of a new epoch (the actor restarted: the old epoch is retired).
+template <class View>
+report classify(View& v, uint64_t epoch, uint64_t seq) {
+  if (v.retired.count(epoch) != 0)
+    return report::stale;
+  if (epoch == v.epoch) {
+    if (seq != 0 && seq <= v.last_seq)
+      return report::stale;
+    v.last_seq = seq;
+    return report::current;
+  }
+  if (v.epoch != 0)
+    v.retired.insert(v.epoch);
+  v.epoch = epoch;
+  v.last_seq = seq;
+  return report::restarted;
+}
+
 /// The machine's working context for one step: state, time, and the effects so far.
 struct stepper {
   state& s;
@@ -248,10 +269,13 @@ struct stepper {
       return;
     }
     auto& p = it->second;
-    if (p.alive && e.s.epoch != p.epoch)
+    bool had_epoch = p.epoch != 0;
+    auto kind = classify(p, e.s.epoch, e.s.seq);
+    if (kind == report::stale)
+      return;
+    if (kind == report::restarted && had_epoch)
       pool_lost(p, "pool restarted");
-    p.alive = s.hosts_up.count(p.host) == 0 || s.hosts_up[p.host];
-    p.epoch = e.s.epoch;
+    p.alive = host_up(p.host);
     p.accepting = e.s.accepting;
     p.reported_busy = e.s.busy_attempt;
     p.last_status = now;
@@ -273,10 +297,13 @@ struct stepper {
       return;
     }
     auto& d = it->second;
-    if (d.alive && e.s.epoch != d.epoch)
+    bool had_epoch = d.epoch != 0;
+    auto kind = classify(d, e.s.epoch, e.s.seq);
+    if (kind == report::stale)
+      return;
+    if (kind == report::restarted && had_epoch)
       decoder_lost(d, "decoder restarted");
-    d.alive = s.hosts_up.count(d.host) == 0 || s.hosts_up[d.host];
-    d.epoch = e.s.epoch;
+    d.alive = host_up(d.host);
     d.capacity = std::max<uint32_t>(1, std::min<uint32_t>(e.s.capacity, 2));
     d.last_status = now;
     d.holding = std::set<uint64_t>(e.s.holding.begin(), e.s.holding.end());
@@ -291,10 +318,12 @@ struct stepper {
       }
       ++o;
     }
+    // An order neither held nor finished was lost on the way (or its decoder restarted
+    // before taking it): after order_resend_s it goes again; the decoder ignores duplicates.
     for (auto& r : s.runs)
       for (auto& j : r.jobs)
         if (j.state == job_state::decoding && j.decoder == d.name
-            && d.ordered.count(j.attempt) && now - j.order_sent_at >= s.p.order_resend_s)
+            && d.holding.count(j.attempt) == 0 && now - j.order_sent_at >= s.p.order_resend_s)
           send_decode(d, j);
   }
 

@@ -76,6 +76,8 @@ struct pool_view {
   bool alive = false;              ///< a status arrived and its host is up
   bool accepting = true;
   uint64_t epoch = 0;
+  uint64_t last_seq = 0;           ///< of the newest status of this epoch
+  std::set<uint64_t> retired;      ///< epochs replaced by a newer one (their reports are stale)
   uint64_t reported_busy = 0;      ///< attempt the pool last said it runs (0 idle)
   std::optional<std::pair<std::string, uint32_t>> assigned;  ///< (run, index) we gave it
   double last_status = -1;
@@ -88,6 +90,8 @@ struct decoder_view {
   std::string kind;
   bool alive = false;
   uint64_t epoch = 0;
+  uint64_t last_seq = 0;
+  std::set<uint64_t> retired;
   uint32_t capacity = 2;
   std::set<uint64_t> holding;                  ///< attempts it reported holding
   std::map<uint64_t, double> ordered;          ///< attempts sent, not yet seen held or done

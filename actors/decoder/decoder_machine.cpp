@@ -75,8 +75,9 @@ uint32_t state::pending() const {
   return holding.empty() ? 0 : static_cast<uint32_t>(holding.size()) - 1;
 }
 
-msg::decoder_status state::status() const {
+msg::decoder_status state::status() {
   msg::decoder_status st;
+  st.seq = ++status_seq;
   st.decoder = decoder;
   st.host = host;
   st.epoch = epoch;

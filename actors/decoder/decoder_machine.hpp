@@ -42,12 +42,14 @@ struct state {
   std::vector<msg::decode_result> unacked;
   std::deque<uint64_t> recent_done;        ///< attempts finished lately (dedups resent orders)
   uint64_t refused_orders = 0;             ///< orders that came without a credit
+  uint64_t status_seq = 0;
 
   /// Credits it grants now.
   uint32_t credits() const;
   /// Held latents not being decoded: the pending queue (never more than 1).
   uint32_t pending() const;
-  msg::decoder_status status() const;
+  /// The next status report (numbered, so the coordinator can drop stale ones).
+  msg::decoder_status status();
 };
 
 struct ev_order { msg::decode_order order; };

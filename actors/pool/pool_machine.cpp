@@ -39,8 +39,9 @@ void finish(state& s, msg::sample_result r) {
 
 } // namespace
 
-msg::pool_status state::status() const {
+msg::pool_status state::status() {
   msg::pool_status st;
+  st.seq = ++status_seq;
   st.pool = pool;
   st.host = host;
   st.epoch = epoch;

@@ -31,8 +31,10 @@ struct state {
   std::vector<msg::sample_result> unacked;
   std::deque<uint64_t> recent_done;   ///< attempts finished lately (dedups resent orders)
   uint64_t refused_orders = 0;
+  uint64_t status_seq = 0;
 
-  msg::pool_status status() const;
+  /// The next status report (each one numbered, so the coordinator can drop stale ones).
+  msg::pool_status status();
 };
 
 struct ev_order { msg::sample_order order; };

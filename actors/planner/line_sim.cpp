@@ -1,0 +1,309 @@
+#include "actors/planner/line_sim.hpp"
+
+#include <cstdio>
+#include <queue>
+#include <random>
+#include <set>
+#include <variant>
+
+#include "actors/decoder/decoder_machine.hpp"
+#include "actors/pool/pool_machine.hpp"
+
+namespace vidline::planner {
+namespace {
+
+// -- what travels on the simulated network or fires on a timer ----------------------------
+
+struct to_coordinator { sched::event e; };
+struct to_pool { std::string pool; pooling::event e; uint64_t epoch = 0; };  // epoch 0 = any
+struct to_decoder { std::string decoder; decoding::event e; uint64_t epoch = 0; };
+struct status_timer {};
+using payload = std::variant<to_coordinator, to_pool, to_decoder, status_timer>;
+
+struct queued {
+  double at;
+  uint64_t seq;
+  payload p;
+  bool operator>(const queued& o) const { return at != o.at ? at > o.at : seq > o.seq; }
+};
+
+/// The encoder of one host: prompts it has, and when each becomes ready.
+struct encoder_model {
+  std::map<std::string, double> ready_at;
+  double free_at = 0;
+};
+
+class line {
+public:
+  line(sched::state s, const timing& t, const faults& f)
+      : s_(std::move(s)), t_(t), f_(f), rng_(f.seed) {
+    for (auto& [name, p] : s_.pools) {
+      pooling::state ps;
+      ps.pool = name;
+      ps.host = p.host;
+      ps.epoch = ++epochs_;
+      pools_[name] = ps;
+    }
+    for (auto& [name, d] : s_.decoders) {
+      decoding::state ds;
+      ds.decoder = name;
+      ds.host = d.host;
+      ds.epoch = ++epochs_;
+      decoders_[name] = ds;
+    }
+  }
+
+  result run(sched::run r, double max_time) {
+    for (auto& [name, p] : pools_)
+      send(to_coordinator{sched::ev_pool_status{p.status()}});
+    for (auto& [name, d] : decoders_)
+      send(to_coordinator{sched::ev_decoder_status{d.status()}});
+    run_id_ = r.id;
+    jobs_ = r.jobs.size();
+    schedule(0, to_coordinator{sched::ev_submit{std::move(r)}});
+    if (faulty())
+      schedule(f_.status_interval_s, status_timer{});
+    while (!q_.empty() && !done_) {
+      auto ev = q_.top();
+      q_.pop();
+      if (ev.at > max_time)
+        break;
+      now_ = ev.at;
+      ++res_.events;
+      std::visit([&](auto& p) { on(p); }, ev.p);
+      maybe_crash();
+      check();
+    }
+    if (auto* run = s_.find_run(run_id_))
+      res_.run = *run;
+    res_.end_time = now_;
+    res_.finished = done_;
+    return std::move(res_);
+  }
+
+private:
+  bool faulty() const {
+    return f_.drop > 0 || f_.duplicate > 0 || f_.max_delay_s > 0 || f_.crash > 0;
+  }
+
+  double uniform() { return std::uniform_real_distribution<double>(0, 1)(rng_); }
+
+  void schedule(double at, payload p) { q_.push(queued{at, ++seq_, std::move(p)}); }
+
+  /// A message on the simulated network: maybe lost, maybe twice, maybe late.
+  void send(payload p) {
+    if (f_.drop > 0 && uniform() < f_.drop)
+      return;
+    int copies = (f_.duplicate > 0 && uniform() < f_.duplicate) ? 2 : 1;
+    for (int i = 0; i < copies; ++i)
+      schedule(now_ + (f_.max_delay_s > 0 ? uniform() * f_.max_delay_s : 0), p);
+  }
+
+  // -- coordinator -------------------------------------------------------------------------
+
+  void on(to_coordinator& m) {
+    auto fx = sched::step(s_, m.e, now_);
+    for (auto& e : fx) {
+      if (auto* o = std::get_if<sched::fx_send_sample>(&e)) {
+        send(to_pool{o->order.pool, pooling::ev_order{o->order}});
+      } else if (auto* o = std::get_if<sched::fx_send_decode>(&e)) {
+        send(to_decoder{o->order.decoder, decoding::ev_order{o->order}});
+      } else if (auto* a = std::get_if<sched::fx_ack>(&e)) {
+        if (a->target.rfind("pool:", 0) == 0)
+          send(to_pool{a->target.substr(5), pooling::ev_ack{a->attempt}});
+        else
+          send(to_decoder{a->target.substr(8), decoding::ev_ack{a->attempt}});
+      } else if (auto* fin = std::get_if<sched::fx_job_final>(&e)) {
+        if (!finals_.insert(fin->index).second)
+          violation("job " + std::to_string(fin->index) + " reached a final state twice");
+      } else if (auto* d = std::get_if<sched::fx_run_done>(&e)) {
+        if (d->run_id == run_id_)
+          done_ = true;
+      }
+    }
+  }
+
+  // -- pools -------------------------------------------------------------------------------
+
+  void on(to_pool& m) {
+    auto it = pools_.find(m.pool);
+    if (it == pools_.end() || (m.epoch != 0 && m.epoch != it->second.epoch))
+      return;  // a timer of a pool that has crashed since
+    auto fx = pooling::step(it->second, m.e, now_);
+    for (auto& e : fx) {
+      if (auto* c = std::get_if<pooling::fx_condition>(&e))
+        condition(it->second, c->order);
+      else if (auto* sm = std::get_if<pooling::fx_sample>(&e))
+        sample(it->second, sm->order);
+      else if (std::holds_alternative<pooling::fx_report>(e))
+        send(to_coordinator{sched::ev_pool_status{it->second.status()}});
+    }
+  }
+
+  void condition(const pooling::state& p, const msg::sample_order& o) {
+    auto& enc = encoders_[p.host];
+    double ready;
+    auto known = enc.ready_at.find(o.job.prompt_sha256);
+    if (known != enc.ready_at.end()) {
+      ready = std::max(now_, known->second);
+    } else {
+      ready = std::max(now_, enc.free_at) + (t_.conditioning ? t_.conditioning(p.host) : 0);
+      enc.free_at = ready;
+      enc.ready_at[o.job.prompt_sha256] = ready;
+    }
+    if (ready > now_)
+      span(p.pool, "conditioning", o.job.index, now_, ready);
+    schedule(ready, to_pool{p.pool,
+                            pooling::ev_conditioned{o.attempt, true, "cond", ready - now_, ""},
+                            p.epoch});
+  }
+
+  void sample(const pooling::state& p, const msg::sample_order& o) {
+    bool cold = warm_.count({p.pool, p.epoch}) == 0;
+    warm_.insert({p.pool, p.epoch});
+    auto st = t_.sample(s_.pools.at(p.pool).kind, o.job, cold);
+    double end = now_ + st.seconds;
+    span(p.pool, "sampling", o.job.index, now_, end);
+    pooling::ev_sampled ev;
+    ev.attempt = o.attempt;
+    ev.elapsed_s = st.seconds;
+    ev.cold = cold;
+    if (st.out_of_memory) {
+      ev.outcome = msg::outcome::capacity;
+      ev.error = "out of memory (profile)";
+    } else {
+      ev.outcome = msg::outcome::ok;
+      ev.sha256 = fake_digest(o.job);
+      ev.bytes = t_.latent_bytes ? t_.latent_bytes(o.job) : 0;
+    }
+    schedule(end, to_pool{p.pool, ev, p.epoch});
+  }
+
+  static std::string fake_digest(const msg::job_spec& j) {
+    char buf[65];
+    std::snprintf(buf, sizeof(buf), "%064llx", static_cast<unsigned long long>(j.seed));
+    return buf;
+  }
+
+  // -- decoders ----------------------------------------------------------------------------
+
+  void on(to_decoder& m) {
+    auto it = decoders_.find(m.decoder);
+    if (it == decoders_.end() || (m.epoch != 0 && m.epoch != it->second.epoch))
+      return;
+    auto& d = it->second;
+    auto fx = decoding::step(d, m.e, now_);
+    const auto& kind = s_.decoders.at(m.decoder).kind;
+    for (auto& e : fx) {
+      if (auto* f = std::get_if<decoding::fx_fetch>(&e)) {
+        double end = now_ + (t_.handoff ? t_.handoff(kind, f->order.latent_bytes) : 0);
+        span(d.decoder, "handoff", f->order.job.index, now_, end);
+        schedule(end, to_decoder{d.decoder, decoding::ev_fetched{f->order.attempt, "ok", ""},
+                                 d.epoch});
+      } else if (auto* dc = std::get_if<decoding::fx_decode>(&e)) {
+        double secs = t_.decode(kind, dc->order.job);
+        span(d.decoder, "decode", dc->order.job.index, now_, now_ + secs);
+        decoding::ev_decoded ev{dc->order.attempt, "ok", "", "out", "", secs};
+        schedule(now_ + secs, to_decoder{d.decoder, ev, d.epoch});
+      } else if (std::holds_alternative<decoding::fx_report>(e)) {
+        send(to_coordinator{sched::ev_decoder_status{d.status()}});
+      }
+    }
+  }
+
+  // -- periodic status and crashes (fault mode) --------------------------------------------
+
+  void on(status_timer&) {
+    for (auto& [name, p] : pools_)
+      send(to_coordinator{sched::ev_pool_status{p.status()}});
+    for (auto& [name, d] : decoders_)
+      send(to_coordinator{sched::ev_decoder_status{d.status()}});
+    send(to_coordinator{sched::ev_tick{}});
+    schedule(now_ + f_.status_interval_s, status_timer{});
+  }
+
+  void maybe_crash() {
+    if (f_.crash <= 0 || uniform() >= f_.crash)
+      return;
+    std::size_t n = pools_.size() + decoders_.size();
+    std::size_t k = std::uniform_int_distribution<std::size_t>(0, n - 1)(rng_);
+    if (k < pools_.size()) {
+      auto it = std::next(pools_.begin(), static_cast<long>(k));
+      pooling::state fresh;
+      fresh.pool = it->second.pool;
+      fresh.host = it->second.host;
+      fresh.epoch = ++epochs_;
+      it->second = fresh;
+    } else {
+      auto it = std::next(decoders_.begin(), static_cast<long>(k - pools_.size()));
+      decoding::state fresh;
+      fresh.decoder = it->second.decoder;
+      fresh.host = it->second.host;
+      fresh.epoch = ++epochs_;
+      it->second = fresh;
+    }
+  }
+
+  // -- invariants --------------------------------------------------------------------------
+
+  void check() {
+    for (auto& [name, d] : decoders_) {
+      if (d.pending() > 1)
+        violation("decoder " + name + " has " + std::to_string(d.pending()) + " pending");
+      if (d.holding.size() > decoding::state::capacity)
+        violation("decoder " + name + " holds " + std::to_string(d.holding.size()));
+    }
+    if (s_.next_attempt < last_next_attempt_)
+      violation("attempt counter went backwards");
+    last_next_attempt_ = s_.next_attempt;
+    if (auto* r = s_.find_run(run_id_))
+      for (auto& j : r->jobs) {
+        bool final_now = j.state == sched::job_state::succeeded
+                         || j.state == sched::job_state::failed;
+        auto& was = final_state_[j.spec.index];
+        if (was && (!final_now || *was != j.state))
+          violation("job " + std::to_string(j.spec.index) + " left its final state");
+        if (final_now)
+          was = j.state;
+      }
+  }
+
+  void violation(std::string what) {
+    if (res_.violations.size() < 20)
+      res_.violations.push_back("t=" + std::to_string(now_) + ": " + std::move(what));
+  }
+
+  void span(const std::string& lane, const char* stage, uint32_t job, double a, double b) {
+    res_.spans.push_back(stage_span{lane, stage, job, a, b});
+  }
+
+  sched::state s_;
+  const timing& t_;
+  faults f_;
+  std::mt19937_64 rng_;
+  std::priority_queue<queued, std::vector<queued>, std::greater<>> q_;
+  uint64_t seq_ = 0;
+  uint64_t epochs_ = 0;
+  double now_ = 0;
+  std::map<std::string, pooling::state> pools_;
+  std::map<std::string, decoding::state> decoders_;
+  std::map<std::string, encoder_model> encoders_;
+  std::set<std::pair<std::string, uint64_t>> warm_;
+  std::string run_id_;
+  std::size_t jobs_ = 0;
+  bool done_ = false;
+  std::set<uint32_t> finals_;
+  std::map<uint32_t, std::optional<sched::job_state>> final_state_;
+  uint64_t last_next_attempt_ = 0;
+  result res_;
+};
+
+} // namespace
+
+result simulate(sched::state s, sched::run r, const timing& t, const faults& f,
+                double max_time) {
+  line l(std::move(s), t, f);
+  return l.run(std::move(r), max_time);
+}
+
+} // namespace vidline::planner

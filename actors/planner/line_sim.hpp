@@ -1,0 +1,76 @@
+#pragma once
+/// A whole line on a virtual clock: the coordinator's scheduler, every pool's and decoder's
+/// state machine, unchanged, wired by a simulated network, with stage times from a timing
+/// model. The planner (`vidline plan`) and the deterministic simulation tests run on it.
+///
+/// Faults (seeded): messages dropped, duplicated, delayed and reordered; pools and decoders
+/// crashed (their state lost, a new epoch). After every event the invariants are checked:
+/// the decoder holds at most 1 pending latent, a job reaches a final state at most once,
+/// and a job's journaled progress never goes backwards.
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "actors/coordinator/scheduler.hpp"
+
+namespace vidline::planner {
+
+/// How long a sampling attempt takes, or that it runs out of memory after `seconds`.
+struct sample_time {
+  double seconds = 0;
+  bool out_of_memory = false;
+};
+
+/// Stage times of the line being simulated (run-clock seconds).
+struct timing {
+  /// Sampling on a pool of `kind`; `cold` for the pool's first job.
+  std::function<sample_time(const std::string& kind, const msg::job_spec&, bool cold)> sample;
+  /// Conditioning on the encoder of `host` (paid once per prompt and host).
+  std::function<double(const std::string& host)> conditioning;
+  /// Moving a latent of `bytes` from the sampling host to the decoder.
+  std::function<double(const std::string& decoder_kind, uint64_t bytes)> handoff;
+  /// Decoding on a decoder of `kind`.
+  std::function<double(const std::string& kind, const msg::job_spec&)> decode;
+  /// Latent size of a job.
+  std::function<uint64_t(const msg::job_spec&)> latent_bytes;
+};
+
+/// Seeded faults. All probabilities per message or per event.
+struct faults {
+  uint64_t seed = 1;
+  double drop = 0;          ///< a message is lost
+  double duplicate = 0;     ///< a message arrives twice
+  double max_delay_s = 0;   ///< extra random delay per message (reorders them)
+  double crash = 0;         ///< after an event, a random pool or decoder crashes
+  double status_interval_s = 5;  ///< periodic status reports (only when faults are on)
+};
+
+/// One stage of one job as it happened in the simulation.
+struct stage_span {
+  std::string lane;   ///< pool or decoder name
+  std::string stage;  ///< "conditioning" | "sampling" | "handoff" | "decode"
+  uint32_t job = 0;
+  double start = 0;
+  double end = 0;
+};
+
+struct result {
+  sched::run run;                    ///< the run as the coordinator finished it
+  std::vector<stage_span> spans;
+  uint64_t events = 0;
+  std::vector<std::string> violations;  ///< invariant breaches (empty = none)
+  bool finished = false;                ///< every job reached a final state
+  double end_time = 0;
+};
+
+/// Runs `r` (jobs filled in, mode set) on a line whose coordinator state is `s` (from
+/// actors::initial_state), pools and decoders placed on the hosts `s` names.
+/// `max_time` bounds the virtual clock (a run that cannot finish ends there).
+result simulate(sched::state s, sched::run r, const timing& t, const faults& f = {},
+                double max_time = 1e9);
+
+} // namespace vidline::planner

@@ -1,0 +1,177 @@
+#include "nodes/journal_sqlite.hpp"
+
+#include <map>
+#include <stdexcept>
+
+#include <spdlog/spdlog.h>
+#include <sqlite3.h>
+
+#include "actors/coordinator/records.hpp"
+#include "common/sha256.hpp"
+
+namespace vidline::nodes {
+namespace {
+
+/// A prepared statement that finalizes itself.
+class statement {
+public:
+  statement(sqlite3* db, const char* sql) : db_(db) {
+    if (sqlite3_prepare_v2(db, sql, -1, &st_, nullptr) != SQLITE_OK)
+      throw std::runtime_error(std::string("journal: cannot prepare: ") + sqlite3_errmsg(db));
+  }
+  ~statement() { sqlite3_finalize(st_); }
+  statement(const statement&) = delete;
+  statement& operator=(const statement&) = delete;
+
+  void bind(int i, const std::string& s) {
+    sqlite3_bind_text(st_, i, s.data(), static_cast<int>(s.size()), SQLITE_TRANSIENT);
+  }
+  void bind(int i, int64_t v) { sqlite3_bind_int64(st_, i, v); }
+  /// Steps once; true while rows come.
+  bool step() {
+    int rc = sqlite3_step(st_);
+    if (rc == SQLITE_ROW)
+      return true;
+    if (rc != SQLITE_DONE)
+      throw std::runtime_error(std::string("journal: ") + sqlite3_errmsg(db_));
+    return false;
+  }
+  void reset() {
+    sqlite3_reset(st_);
+    sqlite3_clear_bindings(st_);
+  }
+  std::string text(int col) const {
+    auto* p = reinterpret_cast<const char*>(sqlite3_column_text(st_, col));
+    return p ? std::string(p, static_cast<std::size_t>(sqlite3_column_bytes(st_, col))) : "";
+  }
+  int64_t integer(int col) const { return sqlite3_column_int64(st_, col); }
+
+private:
+  sqlite3* db_;
+  sqlite3_stmt* st_ = nullptr;
+};
+
+std::string checksum(const std::string& record) { return to_hex(sha256_of(record)); }
+
+} // namespace
+
+sqlite_journal::sqlite_journal(const std::string& path) : path_(path) {
+  if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr)
+      != SQLITE_OK) {
+    std::string err = db_ ? sqlite3_errmsg(db_) : "out of memory";
+    sqlite3_close(db_);
+    db_ = nullptr;
+    throw std::runtime_error("journal " + path + ": " + err);
+  }
+  sqlite3_busy_timeout(db_, 5000);
+  exec("PRAGMA journal_mode=WAL");
+  exec("PRAGMA synchronous=FULL");
+  exec("CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL)");
+  exec("CREATE TABLE IF NOT EXISTS runs(seq INTEGER PRIMARY KEY AUTOINCREMENT,"
+       " id TEXT UNIQUE NOT NULL, record TEXT NOT NULL, checksum TEXT NOT NULL)");
+  exec("CREATE TABLE IF NOT EXISTS jobs(run_id TEXT NOT NULL, idx INTEGER NOT NULL,"
+       " record TEXT NOT NULL, checksum TEXT NOT NULL, PRIMARY KEY(run_id, idx))");
+}
+
+sqlite_journal::~sqlite_journal() {
+  if (db_ != nullptr)
+    sqlite3_close(db_);
+}
+
+void sqlite_journal::exec(const char* sql) {
+  char* err = nullptr;
+  if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string msg = err ? err : "unknown error";
+    sqlite3_free(err);
+    throw std::runtime_error("journal " + path_ + ": " + msg + " (" + sql + ")");
+  }
+}
+
+void sqlite_journal::write(const std::vector<const sched::run*>& runs,
+                           const std::vector<const sched::job*>& jobs, uint64_t next_attempt) {
+  exec("BEGIN IMMEDIATE");
+  try {
+    statement put_run(db_,
+                      "INSERT INTO runs(id, record, checksum) VALUES(?1, ?2, ?3) ON CONFLICT(id)"
+                      " DO UPDATE SET record=excluded.record, checksum=excluded.checksum");
+    for (auto* r : runs) {
+      auto rec = actors::run_record(*r).dump();
+      put_run.bind(1, r->id);
+      put_run.bind(2, rec);
+      put_run.bind(3, checksum(rec));
+      put_run.step();
+      put_run.reset();
+    }
+    statement put_job(db_,
+                      "INSERT INTO jobs(run_id, idx, record, checksum) VALUES(?1, ?2, ?3, ?4)"
+                      " ON CONFLICT(run_id, idx) DO UPDATE SET record=excluded.record,"
+                      " checksum=excluded.checksum");
+    for (auto* j : jobs) {
+      auto rec = actors::job_record(*j).dump();
+      put_job.bind(1, j->spec.run_id);
+      put_job.bind(2, static_cast<int64_t>(j->spec.index));
+      put_job.bind(3, rec);
+      put_job.bind(4, checksum(rec));
+      put_job.step();
+      put_job.reset();
+    }
+    statement put_meta(db_, "INSERT INTO meta(key, value) VALUES('next_attempt', ?1)"
+                            " ON CONFLICT(key) DO UPDATE SET value=excluded.value");
+    put_meta.bind(1, std::to_string(next_attempt));
+    put_meta.step();
+    exec("COMMIT");
+  } catch (...) {
+    char* err = nullptr;
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, &err);
+    sqlite3_free(err);
+    throw;
+  }
+}
+
+void sqlite_journal::load(std::deque<sched::run>& runs, uint64_t& next_attempt) {
+  damaged_ = 0;
+  runs.clear();
+  std::map<std::string, std::size_t> index_of;
+  statement get_runs(db_, "SELECT id, record, checksum FROM runs ORDER BY seq");
+  while (get_runs.step()) {
+    auto rec = get_runs.text(1);
+    if (checksum(rec) != get_runs.text(2)) {
+      ++damaged_;
+      spdlog::error("journal: run record {} is damaged; skipped", get_runs.text(0));
+      continue;
+    }
+    index_of[get_runs.text(0)] = runs.size();
+    runs.push_back(actors::run_from_record(nlohmann::json::parse(rec)));
+  }
+  statement get_jobs(db_, "SELECT run_id, idx, record, checksum FROM jobs ORDER BY run_id, idx");
+  while (get_jobs.step()) {
+    auto rec = get_jobs.text(2);
+    auto it = index_of.find(get_jobs.text(0));
+    if (it == index_of.end())
+      continue;
+    if (checksum(rec) != get_jobs.text(3)) {
+      ++damaged_;
+      spdlog::error("journal: job record {}/{} is damaged; skipped", get_jobs.text(0),
+                    get_jobs.integer(1));
+      continue;
+    }
+    auto& r = runs[it->second];
+    auto j = actors::job_from_record(nlohmann::json::parse(rec));
+    if (j.spec.index != r.jobs.size()) {
+      ++damaged_;
+      spdlog::error("journal: run {} misses job {}; later jobs skipped", r.id, r.jobs.size());
+      continue;
+    }
+    r.jobs.push_back(std::move(j));
+  }
+  next_attempt = 1;
+  statement get_meta(db_, "SELECT value FROM meta WHERE key='next_attempt'");
+  if (get_meta.step())
+    next_attempt = std::stoull(get_meta.text(0));
+  // Never hand out an attempt id twice, whatever the meta row says.
+  for (auto& r : runs)
+    for (auto& j : r.jobs)
+      next_attempt = std::max(next_attempt, j.attempt + 1);
+}
+
+} // namespace vidline::nodes

@@ -1,0 +1,36 @@
+#pragma once
+/// The coordinator's journal in SQLite: WAL mode, synchronous=FULL, one transaction per
+/// write, every record carrying its own SHA-256 so a record damaged at rest is detected.
+
+#include <memory>
+#include <string>
+
+#include "actors/coordinator/journal.hpp"
+
+struct sqlite3;
+
+namespace vidline::nodes {
+
+class sqlite_journal : public actors::journal {
+public:
+  /// Opens (creating if needed) the journal at `path`. Throws std::runtime_error.
+  explicit sqlite_journal(const std::string& path);
+  ~sqlite_journal() override;
+  sqlite_journal(const sqlite_journal&) = delete;
+  sqlite_journal& operator=(const sqlite_journal&) = delete;
+
+  void write(const std::vector<const sched::run*>& runs,
+             const std::vector<const sched::job*>& jobs, uint64_t next_attempt) override;
+  void load(std::deque<sched::run>& runs, uint64_t& next_attempt) override;
+
+  /// Records skipped on the last load because their checksum did not match.
+  int damaged_records() const { return damaged_; }
+
+private:
+  void exec(const char* sql);
+  sqlite3* db_ = nullptr;
+  std::string path_;
+  int damaged_ = 0;
+};
+
+} // namespace vidline::nodes
