@@ -1,0 +1,184 @@
+#pragma once
+/// A timing and capacity profile: how long each stage takes on each kind of pool, encoder
+/// and decoder, and what a pool kind cannot hold. The `sim` backend paces itself by it and
+/// the planner predicts runs from it. Loaded from JSON; `profile::reference()` is the
+/// embedded profile calibrated on /work/shared/reference/measurements.md.
+/// docs/profile.md documents the format, the lookup rules and every number's source.
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace vidline::backends::sim {
+
+/// A job's size. Its load, width x height x seconds, is what unmeasured sizes are
+/// interpolated by and what capacity limits are stated in.
+struct job_size {
+  uint32_t width = 0;
+  uint32_t height = 0;
+  uint32_t seconds = 0;
+
+  /// width x height x seconds (saturates at UINT64_MAX).
+  uint64_t load() const noexcept;
+  /// "416x736x5".
+  std::string str() const;
+  /// Parses "WxHxS" (positive decimal integers); nullopt otherwise.
+  static std::optional<job_size> parse(std::string_view text);
+
+  friend bool operator==(const job_size& a, const job_size& b) noexcept {
+    return a.width == b.width && a.height == b.height && a.seconds == b.seconds;
+  }
+  friend bool operator!=(const job_size& a, const job_size& b) noexcept { return !(a == b); }
+};
+
+/// Whether the model must be loaded first (the first job of a sampler instance).
+enum class model_state { cold, warm };
+
+/// One number of the profile: seconds, an optional spread, and where it came from.
+struct timing {
+  double s = 0;
+  double min_s = 0;      ///< == s when no spread is given
+  double max_s = 0;      ///< == s when no spread is given
+  std::string source;
+};
+
+/// A lookup's answer: the seconds to use, the spread, and how it was obtained
+/// ("measured 416x736x5", "interpolated by load between ...", ...).
+struct estimate {
+  double s = 0;
+  double min_s = 0;
+  double max_s = 0;
+  std::string basis;
+};
+
+/// Sampling times of one pool kind at one size.
+struct sampling_point {
+  job_size size;
+  timing cold;
+  timing warm;
+};
+
+/// What a pool kind cannot hold: a job whose load exceeds `max_load` fails with an
+/// out-of-memory error after `fail_after_s`.
+struct capacity_limit {
+  std::optional<uint64_t> max_load;  ///< nullopt = no known limit
+  double fail_after_s = 0;
+  std::string source;
+};
+
+/// One pool kind ("t10x8", "t10x4", "xtx").
+struct pool_profile {
+  std::string description;
+  /// Model-load seconds: fills a size's missing cold (warm + this) or warm (cold - this).
+  std::optional<timing> cold_extra;
+  capacity_limit capacity;
+  std::vector<sampling_point> sampling;  ///< sorted by load
+};
+
+/// One decode time of a decoder kind.
+struct decode_point {
+  job_size size;
+  timing time;
+};
+
+/// A decoder kind that, at sizes it has no measurement for, takes `factor` times another.
+struct decoder_scale {
+  std::string decoder;
+  double factor = 1;
+  std::string source;
+};
+
+/// One decoder kind ("rtx3080ti", "t10").
+struct decoder_profile {
+  std::string description;
+  std::vector<decode_point> decode;   ///< sorted by load
+  std::optional<decoder_scale> scale_of;
+};
+
+/// The latent length the profile's latents scale from.
+struct latent_reference {
+  job_size size;
+  uint64_t bytes = 0;
+  std::string source;
+};
+
+/// Seconds to move one latent from a sampling host to the decoder's host.
+struct handoff_profile {
+  timing remote;         ///< across the link between hosts
+  timing same_host;      ///< the latent already lies on the decoder's host
+};
+
+/// A profile that could not be accepted. `path` names the field, JSON-pointer style
+/// ("/pools/t10x8/sampling/0/warm/s"); `what()` reads "<path>: <message>".
+class profile_error : public std::runtime_error {
+public:
+  profile_error(std::string path, const std::string& message);
+  const std::string& path() const noexcept { return path_; }
+
+private:
+  std::string path_;
+};
+
+/// A loaded, validated profile. Immutable; copies are cheap enough to keep one per backend.
+class profile {
+public:
+  /// Parses and validates a profile from JSON. Throws profile_error naming the field.
+  static profile from_json(const nlohmann::json& j);
+  /// Parses JSON text (syntax errors are profile_error with path "").
+  static profile parse(const std::string& text);
+  /// Reads and parses a file (I/O errors are profile_error with path "").
+  static profile load(const std::string& file);
+  /// The embedded reference profile.
+  static profile reference();
+  /// The embedded reference profile's JSON text.
+  static std::string_view reference_json();
+
+  const std::string& name() const noexcept { return name_; }
+  const latent_reference& latent() const noexcept { return latent_; }
+  const handoff_profile& handoff_info() const noexcept { return handoff_; }
+  const std::map<std::string, pool_profile>& pools() const noexcept { return pools_; }
+  const std::map<std::string, decoder_profile>& decoders() const noexcept { return decoders_; }
+  const std::map<std::string, timing>& encoders() const noexcept { return encoders_; }
+
+  bool has_pool(const std::string& key) const { return pools_.count(key) != 0; }
+  bool has_decoder(const std::string& key) const { return decoders_.count(key) != 0; }
+  bool has_encoder(const std::string& key) const { return encoders_.count(key) != 0; }
+
+  /// Sampling seconds of one job on pool kind `pool_key` (capacity not considered).
+  /// Throws profile_error for an unknown key.
+  estimate sampling(const std::string& pool_key, const job_size& size, model_state state) const;
+  /// False when `size` is over the pool kind's capacity.
+  bool fits(const std::string& pool_key, const job_size& size) const;
+  /// The pool kind's capacity limit.
+  const capacity_limit& capacity(const std::string& pool_key) const;
+  /// Conditioning seconds of one uncached prompt (a cached prompt costs 0).
+  estimate conditioning(const std::string& encoder_key) const;
+  /// Decode + mux seconds of one latent on decoder kind `decoder_key`.
+  estimate decode(const std::string& decoder_key, const job_size& size) const;
+  /// Seconds to hand one latent over to the decoder's host.
+  estimate handoff(bool same_host) const;
+  /// Bytes of a latent of this size (see latent_bytes in latent.hpp).
+  uint64_t latent_bytes(const job_size& size) const;
+
+private:
+  profile() = default;
+  friend class profile_reader;
+
+  const pool_profile& pool(const std::string& key) const;
+  const decoder_profile& decoder(const std::string& key) const;
+
+  std::string name_;
+  latent_reference latent_;
+  handoff_profile handoff_;
+  std::map<std::string, pool_profile> pools_;
+  std::map<std::string, decoder_profile> decoders_;
+  std::map<std::string, timing> encoders_;
+};
+
+} // namespace vidline::backends::sim

@@ -1,0 +1,143 @@
+/// The sim sampler: a job's latent per the contract, after the profile's sampling time.
+
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "backends/sim/latent.hpp"
+#include "backends/sim/outcome.hpp"
+#include "backends/sim/sim_backend.hpp"
+#include "common/files.hpp"
+#include "common/sha256.hpp"
+
+namespace vidline::backends::sim {
+namespace {
+
+/// A sampler instance of one pool: cold (model load) for its first job, warm after.
+class sim_sampler final : public sampler_backend {
+public:
+  sim_sampler(profile prof, sim_settings settings)
+      : profile_(std::move(prof)), settings_(std::move(settings)) {}
+
+  stage_result sample(const msg::job_spec& job, const std::string& conditioning_path,
+                      const stage_env& env) override {
+    if (!(env.timeout_s >= 0))
+      return failed(msg::outcome::fatal, "sim sampler: timeout_s must be >= 0", 0);
+    stage_clock clock(settings_.time_scale, env.timeout_s, env.cancel);
+    try {
+      return run(job, conditioning_path, env, clock);
+    } catch (const std::runtime_error& e) {  // I/O: retried, perhaps elsewhere
+      return failed(msg::outcome::transient, std::string("sim sampler: ") + e.what(),
+                    clock.elapsed_or(0));
+    } catch (const std::exception& e) {
+      return failed(msg::outcome::fatal, std::string("sim sampler: ") + e.what(),
+                    clock.elapsed_or(0));
+    }
+  }
+
+private:
+  stage_result run(const msg::job_spec& job, const std::string& conditioning_path,
+                   const stage_env& env, const stage_clock& clock);
+  std::string check_conditioning(const msg::job_spec& job, const std::string& path,
+                                 const char** outcome) const;
+  std::string out_of_memory(const job_size& size, const stage_env& env) const;
+
+  const profile profile_;
+  const sim_settings settings_;
+  std::atomic<bool> warm_{false};  ///< the model stays loaded after an attempt that loaded it
+};
+
+stage_result sim_sampler::run(const msg::job_spec& job, const std::string& conditioning_path,
+                              const stage_env& env, const stage_clock& clock) {
+  job_size size{job.width, job.height, job.seconds};
+  if (size.load() == 0)
+    return failed(msg::outcome::fatal, "sim sampler: job size " + size.str() + " is empty", 0);
+  if (env.output_path.empty())
+    return failed(msg::outcome::fatal, "sim sampler: no output path", 0);
+  if (!conditioning_path.empty()) {
+    const char* outcome = msg::outcome::ok;
+    std::string error = check_conditioning(job, conditioning_path, &outcome);
+    if (!error.empty())
+      return failed(outcome, error, 0);
+  }
+  bool cold = !warm_.load();
+
+  if (!profile_.fits(settings_.profile_key, size)) {
+    double fail_after = profile_.capacity(settings_.profile_key).fail_after_s;
+    if (auto why = clock.wait_until(fail_after); why != stage_clock::stop::reached)
+      return stopped(why, "sampling", clock, cold);
+    warm_ = true;  // the model was loaded before memory ran out
+    return failed(msg::outcome::capacity, out_of_memory(size, env),
+                  clock.elapsed_or(fail_after), cold);
+  }
+
+  double duration =
+      profile_.sampling(settings_.profile_key, size, cold ? model_state::cold : model_state::warm)
+          .s;
+  files::make_dirs(files::parent_of(env.output_path));
+  std::string tmp = env.output_path + ".tmp";
+  latent_key key{job.seed, job.width, job.height, job.seconds};
+  uint64_t bytes = latent_bytes(profile_, job.width, job.height, job.seconds);
+  // Generating the latent takes real time too: it counts inside the sampling time.
+  auto digest = write_latent_file(key, bytes, tmp, [&] {
+    return clock.check() == stage_clock::stop::reached;
+  });
+  if (!digest)
+    return stopped(clock.check(), "sampling", clock, cold);
+  if (auto why = clock.wait_until(duration); why != stage_clock::stop::reached) {
+    std::remove(tmp.c_str());
+    return stopped(why, "sampling", clock, cold);
+  }
+  files::rename_durable(tmp, env.output_path);
+  warm_ = true;
+
+  stage_result r;
+  r.outcome = msg::outcome::ok;
+  r.sha256 = *digest;
+  r.bytes = bytes;
+  r.elapsed_s = clock.elapsed_or(duration);
+  r.cold = cold;
+  return r;
+}
+
+std::string sim_sampler::check_conditioning(const msg::job_spec& job, const std::string& path,
+                                            const char** outcome) const {
+  std::string text;
+  try {
+    text = files::read_all(path);
+  } catch (const std::runtime_error& e) {
+    *outcome = msg::outcome::transient;  // the encoder can make it again
+    return std::string("sim sampler: conditioning missing: ") + e.what();
+  }
+  std::string want = job.prompt_sha256.empty() ? to_hex(sha256_of(job.prompt)) : job.prompt_sha256;
+  std::string got = conditioning_prompt_sha256(text);
+  if (got == want)
+    return {};
+  *outcome = msg::outcome::corrupt;
+  return "sim sampler: conditioning " + path + " is for prompt " +
+         (got.empty() ? std::string("<unreadable>") : got) + ", not this job's " + want;
+}
+
+std::string sim_sampler::out_of_memory(const job_size& size, const stage_env& env) const {
+  const capacity_limit& c = profile_.capacity(settings_.profile_key);
+  std::ostringstream m;
+  m << (env.vendor == "amd" ? "HIP" : "CUDA") << " out of memory: job " << size.str()
+    << " has load " << size.load() << " (width x height x seconds) but pool kind '"
+    << settings_.profile_key << "' holds at most " << *c.max_load << " (sim profile '"
+    << profile_.name() << "'; pool " << settings_.owner << ")";
+  return m.str();
+}
+
+} // namespace
+
+std::unique_ptr<sampler_backend> make_sim_sampler(profile prof, sim_settings settings) {
+  if (!prof.has_pool(settings.profile_key))
+    throw std::invalid_argument("sim sampler: pool kind '" + settings.profile_key +
+                                "' is not in profile '" + prof.name() + "'");
+  if (!(settings.time_scale >= 0) || !std::isfinite(settings.time_scale))
+    throw std::invalid_argument("sim sampler: time_scale must be finite and >= 0");
+  return std::make_unique<sim_sampler>(std::move(prof), std::move(settings));
+}
+
+} // namespace vidline::backends::sim
