@@ -40,8 +40,9 @@ std::optional<job_size> job_size::parse(std::string_view text) {
   return job_size{v[0], v[1], v[2]};
 }
 
-profile_error::profile_error(std::string path, const std::string& message)
-    : std::runtime_error(path + ": " + message), path_(std::move(path)) {}
+profile_error::profile_error(std::string path, std::string message)
+    : std::runtime_error(path + ": " + message), path_(std::move(path)),
+      message_(std::move(message)) {}
 
 namespace {
 

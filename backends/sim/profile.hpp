@@ -118,11 +118,14 @@ struct handoff_profile {
 /// ("/pools/t10x8/sampling/0/warm/s"); `what()` reads "<path>: <message>".
 class profile_error : public std::runtime_error {
 public:
-  profile_error(std::string path, const std::string& message);
+  profile_error(std::string path, std::string message);
   const std::string& path() const noexcept { return path_; }
+  /// The message without the path.
+  const std::string& message() const noexcept { return message_; }
 
 private:
   std::string path_;
+  std::string message_;
 };
 
 /// A loaded, validated profile. Immutable; copies are cheap enough to keep one per backend.

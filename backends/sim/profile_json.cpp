@@ -313,8 +313,7 @@ profile profile::load(const std::string& file) {
   try {
     return parse(ss.str());
   } catch (const profile_error& e) {
-    throw profile_error(e.path(), std::string(e.what()).substr(e.path().size() + 2) + " (in " +
-                                      file + ")");
+    throw profile_error(e.path(), e.message() + " (in " + file + ")");
   }
 }
 

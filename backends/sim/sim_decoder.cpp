@@ -22,11 +22,17 @@ std::optional<std::string> hash_file(const std::string& path, const stage_clock&
     throw std::runtime_error("cannot read latent " + path);
   sha256 h;
   std::vector<char> buf(std::size_t{1} << 20);
-  std::size_t n = 0;
   bool stopped = false;
-  while (!(stopped = clock.check() != stage_clock::stop::reached) &&
-         (n = std::fread(buf.data(), 1, buf.size(), f)) > 0)
+  for (;;) {
+    if (clock.check() != stage_clock::stop::reached) {
+      stopped = true;
+      break;
+    }
+    std::size_t n = std::fread(buf.data(), 1, buf.size(), f);
+    if (n == 0)
+      break;
     h.update(buf.data(), n);
+  }
   bool failed = std::ferror(f) != 0;
   std::fclose(f);
   if (failed)

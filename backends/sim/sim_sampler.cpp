@@ -3,6 +3,8 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <optional>
+#include <stdexcept>
 #include <sstream>
 
 #include "backends/sim/latent.hpp"
@@ -27,6 +29,9 @@ public:
     stage_clock clock(settings_.time_scale, env.timeout_s, env.cancel);
     try {
       return run(job, conditioning_path, env, clock);
+    } catch (const std::overflow_error& e) {  // a size no latent length can express
+      return failed(msg::outcome::fatal, std::string("sim sampler: ") + e.what(),
+                    clock.elapsed_or(0));
     } catch (const std::runtime_error& e) {  // I/O: retried, perhaps elsewhere
       return failed(msg::outcome::transient, std::string("sim sampler: ") + e.what(),
                     clock.elapsed_or(0));
@@ -39,8 +44,9 @@ public:
 private:
   stage_result run(const msg::job_spec& job, const std::string& conditioning_path,
                    const stage_env& env, const stage_clock& clock);
-  std::string check_conditioning(const msg::job_spec& job, const std::string& path,
-                                 const char** outcome) const;
+  /// A failed result when the conditioning file is missing or for another prompt.
+  std::optional<stage_result> check_conditioning(const msg::job_spec& job,
+                                                 const std::string& path) const;
   std::string out_of_memory(const job_size& size, const stage_env& env) const;
 
   const profile profile_;
@@ -55,12 +61,9 @@ stage_result sim_sampler::run(const msg::job_spec& job, const std::string& condi
     return failed(msg::outcome::fatal, "sim sampler: job size " + size.str() + " is empty", 0);
   if (env.output_path.empty())
     return failed(msg::outcome::fatal, "sim sampler: no output path", 0);
-  if (!conditioning_path.empty()) {
-    const char* outcome = msg::outcome::ok;
-    std::string error = check_conditioning(job, conditioning_path, &outcome);
-    if (!error.empty())
-      return failed(outcome, error, 0);
-  }
+  if (!conditioning_path.empty())
+    if (auto bad = check_conditioning(job, conditioning_path))
+      return *bad;
   bool cold = !warm_.load();
 
   if (!profile_.fits(settings_.profile_key, size)) {
@@ -101,22 +104,24 @@ stage_result sim_sampler::run(const msg::job_spec& job, const std::string& condi
   return r;
 }
 
-std::string sim_sampler::check_conditioning(const msg::job_spec& job, const std::string& path,
-                                            const char** outcome) const {
+std::optional<stage_result> sim_sampler::check_conditioning(const msg::job_spec& job,
+                                                            const std::string& path) const {
   std::string text;
   try {
     text = files::read_all(path);
-  } catch (const std::runtime_error& e) {
-    *outcome = msg::outcome::transient;  // the encoder can make it again
-    return std::string("sim sampler: conditioning missing: ") + e.what();
+  } catch (const std::runtime_error& e) {  // the encoder can make it again
+    return failed(msg::outcome::transient,
+                  std::string("sim sampler: conditioning missing: ") + e.what(), 0);
   }
   std::string want = job.prompt_sha256.empty() ? to_hex(sha256_of(job.prompt)) : job.prompt_sha256;
   std::string got = conditioning_prompt_sha256(text);
   if (got == want)
-    return {};
-  *outcome = msg::outcome::corrupt;
-  return "sim sampler: conditioning " + path + " is for prompt " +
-         (got.empty() ? std::string("<unreadable>") : got) + ", not this job's " + want;
+    return std::nullopt;
+  return failed(msg::outcome::corrupt,
+                "sim sampler: conditioning " + path + " is for prompt " +
+                    (got.empty() ? std::string("<unreadable>") : got) + ", not this job's " +
+                    want,
+                0);
 }
 
 std::string sim_sampler::out_of_memory(const job_size& size, const stage_env& env) const {
