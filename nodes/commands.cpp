@@ -1,0 +1,197 @@
+#include "nodes/commands.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "common/files.hpp"
+#include "nodes/client.hpp"
+#include "nodes/exit_codes.hpp"
+
+namespace vidline::nodes {
+
+using nlohmann::json;
+
+std::string state_dir() {
+  if (const char* d = std::getenv("VIDLINE_STATE_DIR"); d != nullptr && *d != '\0')
+    return d;
+  if (const char* x = std::getenv("XDG_STATE_HOME"); x != nullptr && *x != '\0')
+    return std::string(x) + "/vidline";
+  const char* home = std::getenv("HOME");
+  return std::string(home != nullptr ? home : "/tmp") + "/.local/state/vidline";
+}
+
+void remember_config(const std::string& config_path) {
+  auto dir = state_dir();
+  files::make_dirs(dir);
+  files::write_atomic(dir + "/config", std::filesystem::absolute(config_path).string() + "\n");
+}
+
+config::cluster cluster_for(const std::string& config_path) {
+  if (!config_path.empty())
+    return config::load(config_path);
+  auto remembered = state_dir() + "/config";
+  std::string path;
+  try {
+    path = files::read_all(remembered);
+  } catch (const std::exception&) {
+    throw config::config_error("", "no --config given and none remembered in " + remembered
+                                     + " (run `vidline run --config FILE ...` first)");
+  }
+  while (!path.empty() && (path.back() == '\n' || path.back() == '\r'))
+    path.pop_back();
+  return config::load(path);
+}
+
+// -- coordinator_client ----------------------------------------------------------------------
+
+coordinator_client::coordinator_client(const config::cluster& c) : knobs_(c.knobs) {
+  const auto* h = c.find_host(c.coordinator);
+  if (h == nullptr)
+    throw config::config_error("/coordinator", "names no host of the config");
+  endpoint_ = "tcp://" + h->address + ":" + std::to_string(h->port);
+}
+
+std::string coordinator_client::submit(const msg::submit_run& req, int timeout_ms) {
+  client cl(endpoint_, knobs_);
+  // The request id makes a retried submit return the run the first one made.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto reply = cl.request("coordinator", req, 2000);
+    if (!reply)
+      continue;
+    msg::submit_reply r;
+    if (reply->env.type != msg::submit_reply::wire_name
+        || !msg::unpack_body_as(reply->body, msg::decode_limits{}, r))
+      throw std::runtime_error("the coordinator answered something else than a submit_reply");
+    if (!r.error.empty())
+      throw std::runtime_error(r.error);
+    return r.run_id;
+  }
+  throw std::runtime_error("no answer from the coordinator at " + endpoint_);
+}
+
+std::optional<json> coordinator_client::status(const std::string& run_id, int timeout_ms) {
+  client cl(endpoint_, knobs_);
+  auto reply = cl.request("coordinator", msg::status_query{run_id}, timeout_ms);
+  if (!reply)
+    return std::nullopt;
+  msg::status_reply r;
+  if (reply->env.type != msg::status_reply::wire_name
+      || !msg::unpack_body_as(reply->body, msg::decode_limits{}, r))
+    throw std::runtime_error("the coordinator answered something else than a status_reply");
+  if (!r.error.empty())
+    throw std::runtime_error(r.error);
+  return json::parse(r.json);
+}
+
+// -- output ------------------------------------------------------------------------------------
+
+namespace {
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), f, v);
+  return buf;
+}
+
+std::string job_line(const json& j) {
+  std::ostringstream out;
+  out << "job " << j["index"].get<int>() << "  seed " << j["seed"].get<uint64_t>() << "  "
+      << j["state"].get<std::string>();
+  if (!j["pool"].is_null())
+    out << "  pool " << j["pool"].get<std::string>();
+  auto& t = j["times"];
+  if (!t["decode_end_s"].is_null())
+    out << "  done at " << fmt("%.1f", t["decode_end_s"].get<double>()) << " s"
+        << " (sampling " << fmt("%.1f", t["sampling_s"].get<double>()) << " s, decode "
+        << fmt("%.1f", t["decode_s"].get<double>()) << " s)";
+  if (!j["output"].is_null())
+    out << "  -> " << j["output"].get<std::string>();
+  if (!j["error"].is_null())
+    out << "  error: " << j["error"].get<std::string>();
+  return out.str();
+}
+
+bool final_state(const std::string& s) { return s == "succeeded" || s == "failed"; }
+
+} // namespace
+
+std::string format_status(const json& st) {
+  std::ostringstream out;
+  out << "run " << st["run_id"].get<std::string>() << "  mode " << st["mode"].get<std::string>()
+      << "  " << st["state"].get<std::string>() << "\n";
+  for (auto& j : st["jobs"])
+    out << "  " << job_line(j) << "\n";
+  auto& s = st["summary"];
+  out << "  " << s["succeeded"].get<int>() << " succeeded, " << s["failed"].get<int>()
+      << " failed; first " << fmt("%.3f", s["first_finish_s"].get<double>()) << " s, makespan "
+      << fmt("%.3f", s["makespan_s"].get<double>()) << " s, "
+      << fmt("%.2f", s["clips_per_hour"].get<double>()) << " clips/hour";
+  if (st["clock"]["simulated"].get<bool>())
+    out << " (simulated seconds)";
+  out << "\n";
+  return out.str();
+}
+
+int wait_for_run(coordinator_client& cl, const std::string& run_id, const wait_options& o) {
+  using clock = std::chrono::steady_clock;
+  auto start = clock::now();
+  auto last_answer = clock::now();
+  std::set<int> reported;
+  const double unreachable_after_s = 30;
+  for (;;) {
+    std::optional<json> st;
+    try {
+      st = cl.status(run_id, 2000);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "error: %s\n", e.what());
+      return exit_code::usage;
+    }
+    if (st) {
+      last_answer = clock::now();
+      for (auto& j : (*st)["jobs"]) {
+        int idx = j["index"].get<int>();
+        if (final_state(j["state"].get<std::string>()) && reported.insert(idx).second && !o.quiet)
+          std::fprintf(o.json ? stderr : stdout, "%s\n", job_line(j).c_str());
+      }
+      if ((*st)["state"].get<std::string>() != "running") {
+        if (o.json) {
+          std::printf("%s\n", st->dump(2).c_str());
+        } else {
+          auto& s = (*st)["summary"];
+          std::printf("\n%-26s %6s %10s %10s %11s\n", "", "ok", "first", "makespan", "clips/hour");
+          std::printf("%-26s %3d/%-2zu %10.3f %10.3f %11.2f\n", "vidline",
+                      s["succeeded"].get<int>(), (*st)["jobs"].size(),
+                      s["first_finish_s"].get<double>(), s["makespan_s"].get<double>(),
+                      s["clips_per_hour"].get<double>());
+          if (o.reference_row != nullptr)
+            std::printf("%s\n", o.reference_row);
+          if ((*st)["clock"]["simulated"].get<bool>())
+            std::printf("(vidline times are simulated seconds of the sim backend's scaled clock)\n");
+        }
+        std::fflush(stdout);
+        return (*st)["state"].get<std::string>() == "succeeded" ? exit_code::ok
+                                                                 : exit_code::job_failed;
+      }
+    } else if (std::chrono::duration<double>(clock::now() - last_answer).count()
+               > unreachable_after_s) {
+      std::fprintf(stderr, "error: no answer from the coordinator at %s for %.0f s\n",
+                   cl.endpoint().c_str(), unreachable_after_s);
+      return exit_code::unreachable;
+    }
+    if (o.timeout_s > 0
+        && std::chrono::duration<double>(clock::now() - start).count() > o.timeout_s) {
+      std::fprintf(stderr, "timeout: run %s still running after %.0f s\n", run_id.c_str(),
+                   o.timeout_s);
+      return exit_code::timeout;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // polling pace, not sync
+  }
+}
+
+} // namespace vidline::nodes

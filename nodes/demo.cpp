@@ -1,0 +1,192 @@
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
+#include <vidline/embedded_config.hpp>
+
+#include "common/files.hpp"
+#include "common/sha256.hpp"
+#include "nodes/commands.hpp"
+#include "nodes/exit_codes.hpp"
+
+extern char** environ;
+
+namespace vidline::nodes {
+namespace {
+
+/// The reference line's measured row for the demo's batch (measurements.md).
+constexpr const char* reference_row =
+  "reference (measured)         6/6    147.707    266.324       81.10";
+
+/// Free TCP ports on 127.0.0.1, chosen by the kernel (held open together so they differ).
+std::vector<int> free_ports(int n) {
+  std::vector<int> fds;
+  std::vector<int> ports;
+  for (int i = 0; i < n; ++i) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = 0;
+    socklen_t len = sizeof(a);
+    if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0
+        || ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+      throw std::runtime_error("cannot find a free port on 127.0.0.1");
+    fds.push_back(fd);
+    ports.push_back(ntohs(a.sin_port));
+  }
+  for (int fd : fds)
+    ::close(fd);
+  return ports;
+}
+
+/// Starts `vidline node` for one host, its output to `log`.
+pid_t start_node(const std::string& exe, const std::string& config, const std::string& host,
+                 const std::string& log) {
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  std::vector<std::string> args{exe, "node", "--config", config, "--host", host};
+  std::vector<char*> argv;
+  for (auto& a : args)
+    argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  int rc = posix_spawn(&pid, exe.c_str(), &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0)
+    throw std::runtime_error("cannot start " + exe + ": " + std::strerror(rc));
+  return pid;
+}
+
+bool still_running(pid_t pid) { return ::waitpid(pid, nullptr, WNOHANG) == 0; }
+
+/// SIGTERM, then up to `grace_s` for a clean exit, then SIGKILL. Returns the exit status.
+int stop_node(pid_t pid, double grace_s) {
+  ::kill(pid, SIGTERM);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(grace_s);
+  int status = 0;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (::waitpid(pid, &status, WNOHANG) == pid)
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, &status, 0);
+  return 137;
+}
+
+std::string tail_of(const std::string& path, std::size_t bytes) {
+  try {
+    auto s = files::read_all(path);
+    return s.size() > bytes ? s.substr(s.size() - bytes) : s;
+  } catch (const std::exception&) {
+    return "";
+  }
+}
+
+} // namespace
+
+int run_demo(bool json, const std::string& self_exe) {
+  char tmpl[] = "/tmp/vidline-demo-XXXXXX";
+  if (::mkdtemp(tmpl) == nullptr) {
+    std::perror("mkdtemp");
+    return exit_code::fatal;
+  }
+  std::string dir = tmpl;
+  auto cfg = nlohmann::json::parse(embedded::reference_config);
+  auto ports = free_ports(static_cast<int>(cfg["hosts"].size()));
+  for (std::size_t i = 0; i < cfg["hosts"].size(); ++i) {
+    auto& h = cfg["hosts"][i];
+    h["address"] = "127.0.0.1";
+    h["port"] = ports[i];
+    h["data_dir"] = dir + "/" + h["name"].get<std::string>();
+  }
+  auto config_path = dir + "/cluster.json";
+  files::write_atomic(config_path, cfg.dump(2));
+  auto cluster = config::load(config_path);
+  FILE* info = json ? stderr : stdout;
+  std::fprintf(info, "vidline demo: two nodes on loopback as the reference hosts; work in %s\n",
+               dir.c_str());
+
+  std::vector<std::pair<std::string, pid_t>> nodes;
+  for (auto& h : cluster.hosts)
+    nodes.emplace_back(h.name, start_node(self_exe, config_path, h.name,
+                                          dir + "/" + h.name + ".log"));
+  auto stop_all = [&] {
+    int worst = 0;
+    for (auto& [name, pid] : nodes) {
+      int code = stop_node(pid, 15);
+      if (code != 0) {
+        std::fprintf(stderr, "node %s exited with %d; its log ends:\n%s\n", name.c_str(), code,
+                     tail_of(dir + "/" + name + ".log", 2000).c_str());
+        worst = exit_code::fatal;
+      }
+    }
+    return worst;
+  };
+
+  coordinator_client cl(cluster);
+  // The coordinator is ready when it answers (an error "no runs yet" is an answer).
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  bool ready = false;
+  while (!ready && std::chrono::steady_clock::now() < deadline) {
+    for (auto& [name, pid] : nodes)
+      if (!still_running(pid)) {
+        std::fprintf(stderr, "node %s stopped at start; its log ends:\n%s\n", name.c_str(),
+                     tail_of(dir + "/" + name + ".log", 2000).c_str());
+        stop_all();
+        return exit_code::fatal;
+      }
+    try {
+      ready = cl.status("", 500).has_value();
+    } catch (const std::exception&) {
+      ready = true;
+    }
+  }
+  if (!ready) {
+    std::fprintf(stderr, "the coordinator did not answer within 30 s\n");
+    stop_all();
+    return exit_code::unreachable;
+  }
+
+  msg::submit_run req;
+  req.mode = "four_four_xtx_plus_one";
+  req.prompt = "A red fox trots through fresh snow at dawn, low sun, slow dolly shot.";
+  req.width = 416;
+  req.height = 736;
+  req.seconds = 5;
+  req.count = 6;
+  req.seed = 987654321123ull;
+  req.request_id = "demo-" + to_hex(sha256_of(dir)).substr(0, 16);
+  std::string run_id;
+  try {
+    run_id = cl.submit(req);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "submit failed: %s\n", e.what());
+    stop_all();
+    return exit_code::fatal;
+  }
+  std::fprintf(info, "run %s: 6 jobs, 416x736, 5 s, seeds 987654321123.., mode %s\n",
+               run_id.c_str(), req.mode.c_str());
+  wait_options wo;
+  wo.json = json;
+  wo.timeout_s = 110;
+  wo.reference_row = reference_row;
+  int code = wait_for_run(cl, run_id, wo);
+  int stopped = stop_all();
+  std::fprintf(info, "nodes stopped; outputs and logs are in %s\n", dir.c_str());
+  return code != exit_code::ok ? code : stopped;
+}
+
+} // namespace vidline::nodes

@@ -1,0 +1,221 @@
+#include "nodes/node.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <random>
+#include <thread>
+
+#include <caf/all.hpp>
+#include <spdlog/sinks/rotating_file_sink.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "actors/coordinator/coordinator_actor.hpp"
+#include "actors/decoder/decoder_actor.hpp"
+#include "actors/encoder/encoder_actor.hpp"
+#include "actors/pool/pool_actor.hpp"
+#include "actors/supervisor/supervisor.hpp"
+#include "common/files.hpp"
+#include "nodes/bus.hpp"
+#include "nodes/exit_codes.hpp"
+#include "nodes/journal_sqlite.hpp"
+#include "nodes/router.hpp"
+
+namespace vidline::nodes {
+namespace {
+
+void setup_logging(const config::cluster& c, const config::host& h) {
+  auto dir = h.data_dir + "/logs";
+  files::make_dirs(dir);
+  auto to_stderr = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
+  auto to_file = std::make_shared<spdlog::sinks::rotating_file_sink_mt>(
+    dir + "/node.log", c.knobs.log_file_bytes, static_cast<std::size_t>(c.knobs.log_files));
+  auto logger =
+    std::make_shared<spdlog::logger>(h.name, spdlog::sinks_init_list{to_stderr, to_file});
+  logger->set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ [%n] %v");
+  logger->flush_on(spdlog::level::info);
+  spdlog::set_default_logger(logger);
+}
+
+double wall_seconds() {
+  using namespace std::chrono;
+  return duration<double>(system_clock::now().time_since_epoch()).count();
+}
+
+double monotonic_seconds() {
+  using namespace std::chrono;
+  return duration<double>(steady_clock::now().time_since_epoch()).count();
+}
+
+std::string endpoint_of(const config::host& h) {
+  return "tcp://" + h.address + ":" + std::to_string(h.port);
+}
+
+/// The supervised children of this host: the coordinator (if it runs here), its pools,
+/// encoder and decoders.
+std::vector<actors::child_spec> children_of(const actors::context& ctx,
+                                            const std::shared_ptr<actors::journal>& jnl) {
+  const auto& c = *ctx.cluster;
+  std::vector<actors::child_spec> out;
+  if (c.coordinator == ctx.host)
+    out.push_back({"coordinator", c.knobs.coordinator_restarts,
+                   [ctx, jnl](caf::event_based_actor* self) {
+                     return self->spawn(actors::coordinator_actor, ctx, jnl);
+                   }});
+  for (auto& e : c.encoders)
+    if (e.host == ctx.host)
+      out.push_back({"encoder", c.knobs.encoder_restarts, [ctx, e](caf::event_based_actor* self) {
+                       return self->spawn(actors::encoder_actor, ctx, e);
+                     }});
+  for (auto& p : c.pools)
+    if (p.host == ctx.host)
+      out.push_back({"pool:" + p.name, c.knobs.pool_restarts,
+                     [ctx, p](caf::event_based_actor* self) {
+                       return self->spawn(actors::pool_actor, ctx, p);
+                     }});
+  for (auto& d : c.decoders)
+    if (d.host == ctx.host)
+      out.push_back({"decoder:" + d.name, c.knobs.decoder_restarts,
+                     [ctx, d](caf::event_based_actor* self) {
+                       return self->spawn(actors::decoder_actor, ctx, d);
+                     }});
+  return out;
+}
+
+/// Waits for SIGTERM/SIGINT or for `give_up`; returns the exit code.
+int wait_for_end(const std::atomic<int>& give_up) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  timespec slice{0, 100 * 1000 * 1000};
+  for (;;) {
+    int sig = sigtimedwait(&set, nullptr, &slice);
+    if (sig == SIGTERM || sig == SIGINT) {
+      spdlog::info("signal {}: stopping", sig);
+      return exit_code::ok;
+    }
+    if (int code = give_up.load(); code != 0)
+      return code;
+  }
+}
+
+} // namespace
+
+double run_clock_scale(const config::cluster& c) {
+  double scale = 0;
+  for (auto& [name, b] : c.backends) {
+    if (b.type != "sim")
+      return 1.0;
+    scale = scale == 0 ? b.time_scale : std::min(scale, b.time_scale);
+  }
+  return scale > 0 ? scale : 1.0;
+}
+
+int run_node(const config::cluster& c, const std::string& host_name) {
+  const auto* h = c.find_host(host_name);
+  if (h == nullptr) {
+    std::string known;
+    for (auto& x : c.hosts)
+      known += (known.empty() ? "" : ", ") + x.name;
+    std::fprintf(stderr, "config error: /hosts: no host named '%s' (known: %s)\n",
+                 host_name.c_str(), known.c_str());
+    return exit_code::usage;
+  }
+  // Signals are taken by wait_for_end only: block them before any thread starts.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  try {
+    for (auto sub : {"latents", "outputs", "work", "conditioning", "journal", "logs"})
+      files::make_dirs(h->data_dir + "/" + sub);
+    setup_logging(c, *h);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "cannot prepare data directory %s: %s\n", h->data_dir.c_str(), e.what());
+    return exit_code::fatal;
+  }
+
+  auto cluster = std::make_shared<const config::cluster>(c);
+  double scale = run_clock_scale(c);
+  auto rng = std::make_shared<std::mt19937_64>(std::random_device{}());
+  auto rng_mtx = std::make_shared<std::mutex>();
+
+  auto rt = std::make_shared<router>(h->name, wire_limits(c.knobs));
+  bus_options bo;
+  bo.self = h->name;
+  bo.bind_endpoint = endpoint_of(*h);
+  for (auto& peer : c.hosts)
+    if (peer.name != h->name)
+      bo.peers[peer.name] = endpoint_of(peer);
+  bo.knobs = c.knobs;
+  bo.latent_dir = h->data_dir + "/latents";
+  std::unique_ptr<bus> b;
+  try {
+    b = std::make_unique<bus>(
+      bo, [rt](const inbound& in) { rt->deliver(in); },
+      [rt](const msg::peer_event& e) { rt->peer_changed(e); });
+    rt->attach(b.get());
+    b->start();
+  } catch (const std::exception& e) {
+    spdlog::critical("cannot start the bus on {}: {}", bo.bind_endpoint, e.what());
+    return exit_code::fatal;
+  }
+
+  std::shared_ptr<actors::journal> jnl;
+  if (c.coordinator == h->name) {
+    try {
+      jnl = std::make_shared<sqlite_journal>(h->data_dir + "/journal/journal.db");
+    } catch (const std::exception& e) {
+      spdlog::critical("cannot open the journal: {}", e.what());
+      b->stop();
+      return exit_code::fatal;
+    }
+  }
+
+  actors::context ctx;
+  ctx.host = h->name;
+  ctx.cluster = cluster;
+  ctx.out = rt;
+  ctx.data_dir = h->data_dir;
+  ctx.time_scale = scale;
+  ctx.run_now = [scale] { return wall_seconds() / scale; };
+  ctx.random64 = [rng, rng_mtx] {
+    std::lock_guard<std::mutex> lock(*rng_mtx);
+    uint64_t v = 0;
+    while (v == 0)
+      v = (*rng)();
+    return v;
+  };
+
+  std::atomic<int> give_up{0};
+  int code = exit_code::ok;
+  {
+    caf::actor_system_config cfg;
+    cfg.set("scheduler.max-threads",
+            static_cast<size_t>(std::max(2u, std::thread::hardware_concurrency())));
+    caf::actor_system system{cfg};
+    actors::supervisor_options so;
+    so.children = children_of(ctx, jnl);
+    so.reg = rt.get();
+    so.now = monotonic_seconds;
+    so.give_up = [&give_up](const std::string&, const std::string&) {
+      give_up = exit_code::gave_up;
+    };
+    auto sup = system.spawn(actors::supervisor, so);
+    spdlog::info("node {} up on {} ({} actors, run clock: {} real s per s)", h->name,
+                 b->endpoint(), so.children.size(), scale);
+    code = wait_for_end(give_up);
+    caf::anon_send_exit(sup, caf::exit_reason::user_shutdown);
+    b->stop();
+  }  // the actor system waits for every actor (workers are cancelled) here
+  spdlog::info("node {} stopped", h->name);
+  spdlog::shutdown();
+  return code;
+}
+
+} // namespace vidline::nodes
