@@ -1,0 +1,31 @@
+# Shared by launch/*: install what is missing (Debian packages only), then build into build/.
+# Sourced, not run.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+
+packages=(g++ cmake make pkg-config libcaf-dev cppzmq-dev libzmq3-dev libmsgpack-cxx-dev
+          libspdlog-dev libssl-dev catch2 libsqlite3-dev libcli11-dev nlohmann-json3-dev
+          iproute2 nftables iperf3)
+
+install_missing() {
+  local missing=()
+  for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if ((${#missing[@]})); then
+    echo "== installing: ${missing[*]}"
+    local sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+  fi
+}
+
+build() {
+  echo "== building into build/"
+  cmake -S "$root" -B "$root/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  cmake --build "$root/build" -j"$(nproc)" 2>&1 | grep -E "error|warning: unused|Error" || true
+  # grep hides the noise; the build's own status decides.
+  cmake --build "$root/build" -j"$(nproc)" >/dev/null
+}
