@@ -23,9 +23,13 @@ install_missing() {
 }
 
 build() {
-  echo "== building into build/"
-  cmake -S "$root" -B "$root/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-  cmake --build "$root/build" -j"$(nproc)" 2>&1 | grep -E "error|warning: unused|Error" || true
-  # grep hides the noise; the build's own status decides.
-  cmake --build "$root/build" -j"$(nproc)" >/dev/null
+  echo "== building into build/ (log: build/build.log)"
+  mkdir -p "$root/build"
+  local log="$root/build/build.log"
+  if ! { cmake -S "$root" -B "$root/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo &&
+         cmake --build "$root/build" -j"$(nproc)"; } >"$log" 2>&1; then
+    tail -60 "$log"
+    echo "== build failed (full log: $log)"
+    exit 1
+  fi
 }
