@@ -113,7 +113,9 @@ std::optional<stage_result> sim_sampler::check_conditioning(const msg::job_spec&
     return failed(msg::outcome::transient,
                   std::string("sim sampler: conditioning missing: ") + e.what(), 0);
   }
-  std::string want = job.prompt_sha256.empty() ? to_hex(sha256_of(job.prompt)) : job.prompt_sha256;
+  // The prompt text itself, not job.prompt_sha256: that is the cache key, whose recipe
+  // belongs to the coordinator.
+  std::string want = to_hex(sha256_of(job.prompt));
   std::string got = conditioning_prompt_sha256(text);
   if (got == want)
     return std::nullopt;
