@@ -12,6 +12,7 @@
 #include "nodes/commands.hpp"
 #include "nodes/exit_codes.hpp"
 #include "nodes/node.hpp"
+#include "nodes/verbs.hpp"
 
 namespace vidline::nodes {
 namespace {
@@ -117,19 +118,27 @@ int do_wait(const std::string& config, const std::string& run_id, double timeout
   return wait_for_run(cl, run_id, wo);
 }
 
+
+/// Options shared by the line verbs; they live as long as the app.
+struct line_options {
+  std::string config_path, host, run_id;
+  double timeout_s = 0;
+  bool json = false;
+  run_args ra;
+  std::string exe;
+};
+
 } // namespace
 
-int cli_main(int argc, char** argv) {
-  CLI::App app{"vidline: a video diffusion production line over mismatched GPUs on a LAN"};
-  app.require_subcommand(1);
-  app.set_help_all_flag("--help-all", "Help for every verb");
-
-  std::string config_path, host;
+void add_line_verbs(CLI::App& app, verb_list& out) {
+  auto o = std::make_shared<line_options>();
+  // CLI11 keeps pointers into `o`: tie its lifetime to the app through the callbacks.
   auto* node = app.add_subcommand("node", "Run this host's node in the foreground");
-  node->add_option("--config", config_path, "Cluster config (JSON)")->required();
-  node->add_option("--host", host, "This host's name in the config")->required();
+  node->add_option("--config", o->config_path, "Cluster config (JSON)")->required();
+  node->add_option("--host", o->host, "This host's name in the config")->required();
+  out.push_back({node, [o] { return run_node(config::load(o->config_path), o->host); }});
 
-  run_args ra;
+  auto& ra = o->ra;
   auto* run = app.add_subcommand("run", "Submit a batch and follow it (or --background)");
   run->add_option("--config", ra.config, "Cluster config (JSON)")->required();
   run->add_option("--mode", ra.mode, "Mode: which pools and decoders are active")->required();
@@ -142,23 +151,32 @@ int cli_main(int argc, char** argv) {
   run->add_option("--seed", ra.seed, "Seed of job 0 (job i gets seed + i)")->required();
   run->add_flag("--background", ra.background, "Print the run id and return at once");
   run->add_flag("--json", ra.json, "Print JSON (the final status, or the run id)");
+  out.push_back({run, [o] { return do_run(o->ra); }});
 
-  std::string run_id;
-  double timeout_s = 0;
-  bool json = false;
   auto* wait = app.add_subcommand("wait", "Follow a run until it ends (0 ok, 1 failed, 3 timeout)");
-  wait->add_option("run_id", run_id, "Run id")->required();
-  wait->add_option("--timeout", timeout_s, "Seconds to wait (0 = forever)")->check(CLI::NonNegativeNumber);
-  wait->add_option("--config", config_path, "Cluster config (default: the last one used)");
-  wait->add_flag("--json", json, "Print the final status JSON");
+  wait->add_option("run_id", o->run_id, "Run id")->required();
+  wait->add_option("--timeout", o->timeout_s, "Seconds to wait (0 = forever)")->check(CLI::NonNegativeNumber);
+  wait->add_option("--config", o->config_path, "Cluster config (default: the last one used)");
+  wait->add_flag("--json", o->json, "Print the final status JSON");
+  out.push_back({wait, [o] { return do_wait(o->config_path, o->run_id, o->timeout_s, o->json); }});
 
   auto* status = app.add_subcommand("status", "Show a run (default: the latest)");
-  status->add_option("run_id", run_id, "Run id");
-  status->add_option("--config", config_path, "Cluster config (default: the last one used)");
-  status->add_flag("--json", json, "Print the status JSON");
+  status->add_option("run_id", o->run_id, "Run id");
+  status->add_option("--config", o->config_path, "Cluster config (default: the last one used)");
+  status->add_flag("--json", o->json, "Print the status JSON");
+  out.push_back({status, [o] { return do_status(o->config_path, o->run_id, o->json); }});
 
   auto* demo = app.add_subcommand("demo", "Run the reference 6-job batch on two local nodes");
-  demo->add_flag("--json", json, "Print the final status JSON");
+  demo->add_flag("--json", o->json, "Print the final status JSON");
+  out.push_back({demo, [o] { return run_demo(o->json, self_exe("vidline")); }});
+}
+
+int cli_main(int argc, char** argv) {
+  CLI::App app{"vidline: a video diffusion production line over mismatched GPUs on a LAN"};
+  app.require_subcommand(1);
+  app.set_help_all_flag("--help-all", "Help for every verb");
+  verb_list verbs;
+  add_line_verbs(app, verbs);
 
   try {
     app.parse(argc, argv);
@@ -172,16 +190,9 @@ int cli_main(int argc, char** argv) {
   }
 
   try {
-    if (*node)
-      return run_node(config::load(config_path), host);
-    if (*run)
-      return do_run(ra);
-    if (*wait)
-      return do_wait(config_path, run_id, timeout_s, json);
-    if (*status)
-      return do_status(config_path, run_id, json);
-    if (*demo)
-      return run_demo(json, self_exe(argv[0]));
+    for (auto& v : verbs)
+      if (v.cmd->parsed())
+        return v.run();
   } catch (const config::config_error& e) {
     std::fprintf(stderr, "config error: %s\n", e.what());
     return exit_code::usage;

@@ -90,7 +90,7 @@ TEST_CASE("two nodes run the reference batch; outputs match the contract; garbag
   {
     zmq::context_t ctx;
     zmq::socket_t s(ctx, zmq::socket_type::dealer);
-    s.set(zmq::sockopt::linger, 0);
+    s.set(zmq::sockopt::linger, 5000);  // closing waits until the frames are out
     s.connect("tcp://127.0.0.1:" + std::to_string(cluster.find_host("host_b")->port));
     const std::string frames[] = {std::string("\x00\x01garbage\xff", 11),
                                   std::string("\x98\xa7VIDLINE", 9),

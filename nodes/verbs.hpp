@@ -1,0 +1,23 @@
+#pragma once
+/// How the `vidline` command line is put together: each area adds its verbs to the app and
+/// says what runs when one was chosen. cli.cpp calls every `add_*_verbs` in turn.
+
+#include <functional>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+namespace vidline::nodes {
+
+/// One verb: its CLI11 sub-command and what it runs (returns the exit code).
+struct verb {
+  CLI::App* cmd = nullptr;
+  std::function<int()> run;
+};
+
+using verb_list = std::vector<verb>;
+
+/// node, run, wait, status, demo (nodes/cli.cpp).
+void add_line_verbs(CLI::App& app, verb_list& out);
+
+} // namespace vidline::nodes
