@@ -1,0 +1,844 @@
+/// The node's bus (bus.hpp): sockets, the I/O loop, heartbeats, dispatch.
+
+#include "nodes/bus.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <random>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <spdlog/spdlog.h>
+#include <zmq.hpp>
+
+#include "common/sha256.hpp"
+#include "nodes/bus_dedup.hpp"
+#include "nodes/liveness.hpp"
+
+namespace vidline::nodes {
+namespace {
+
+using steady = std::chrono::steady_clock;
+
+/// Frames taken from one source per loop turn, so one busy socket cannot starve the
+/// others, the timers or the outbound queue.
+constexpr int io_batch = 64;
+
+/// The target of bus-level messages (heartbeats, the data plane).
+constexpr const char* bus_target = "bus";
+
+/// Where an outgoing frame goes.
+enum class route {
+  peer,    ///< out on the DEALER connected to that peer
+  router,  ///< back on the ROUTER to a routing id (replies)
+  local,   ///< this host: decoded and dispatched like a received frame
+};
+
+/// A frame waiting for the I/O thread.
+struct outgoing {
+  route where = route::peer;
+  std::string address;  ///< peer host or routing id
+  zmq::message_t frame;
+};
+
+/// Where a received frame came from.
+struct ingress {
+  std::string reply_to;  ///< ROUTER routing id; empty otherwise
+  std::string path;      ///< dedup path: "r:<routing id>", "d:<peer>", or empty for local
+  bool local = false;
+};
+
+zmq::message_t make_frame(const msg::envelope& env, std::string_view body) {
+  const std::string head = msg::encode_frame_head(env, body.size());
+  zmq::message_t m(head.size() + body.size());
+  std::memcpy(m.data(), head.data(), head.size());
+  if (!body.empty())
+    std::memcpy(static_cast<char*>(m.data()) + head.size(), body.data(), body.size());
+  return m;
+}
+
+/// Reads and discards the remaining parts of a multipart message (they arrive together).
+void drain_parts(zmq::socket_t& s) {
+  zmq::message_t part;
+  do {
+    if (!s.recv(part, zmq::recv_flags::dontwait))
+      return;
+  } while (part.more());
+}
+
+/// A routing id for logs: client ids are binary.
+std::string printable(std::string_view id) {
+  bool plain = !id.empty() && std::all_of(id.begin(), id.end(), [](char c) {
+    return c >= 0x21 && c <= 0x7e;
+  });
+  if (plain)
+    return std::string(id);
+  static const char* hex = "0123456789abcdef";
+  std::string out = "0x";
+  for (unsigned char c : id) {
+    out.push_back(hex[c >> 4]);
+    out.push_back(hex[c & 0xf]);
+  }
+  return out;
+}
+
+std::string describe(const ingress& in) {
+  if (in.local)
+    return "this host";
+  if (!in.reply_to.empty())
+    return "router id " + printable(in.reply_to);
+  return "peer connection " + in.path.substr(2);
+}
+
+bool valid_name(const std::string& s, std::size_t max) {
+  return !s.empty() && s.size() <= max && std::all_of(s.begin(), s.end(), [](char c) {
+    return c >= 0x21 && c <= 0x7e;
+  });
+}
+
+[[noreturn]] void invalid(const std::string& what) {
+  throw std::invalid_argument("bus_options." + what);
+}
+
+void validate(const bus_options& o) {
+  const msg::decode_limits l = wire_limits(o.knobs);
+  const auto& k = o.knobs;
+  if (!valid_name(o.self, l.max_name))
+    invalid("self must be a non-empty printable name without spaces");
+  if (o.bind_endpoint.empty())
+    invalid("bind_endpoint is empty");
+  for (const auto& [host, ep] : o.peers) {
+    if (!valid_name(host, l.max_name))
+      invalid("peers: bad host name '" + host + "'");
+    if (host == o.self)
+      invalid("peers: lists this host (" + host + ") itself");
+    if (ep.empty())
+      invalid("peers: empty endpoint for " + host);
+  }
+  if (k.heartbeat_interval_ms <= 0)
+    invalid("knobs.heartbeat_interval_ms must be positive");
+  if (k.heartbeat_misses <= 0)
+    invalid("knobs.heartbeat_misses must be positive");
+  if (k.reconnect_min_ms <= 0 || k.reconnect_max_ms < k.reconnect_min_ms)
+    invalid("knobs.reconnect_min_ms must be positive and at most reconnect_max_ms");
+  if (k.transfer_timeout_ms <= 0)
+    invalid("knobs.transfer_timeout_ms must be positive");
+  if (k.chunk_bytes == 0 || k.chunk_window <= 0)
+    invalid("knobs.chunk_bytes and knobs.chunk_window must be positive");
+  if (uint64_t{k.chunk_bytes} + chunk_frame_overhead_bytes > k.max_frame_bytes)
+    invalid("knobs.chunk_bytes (" + std::to_string(k.chunk_bytes) + ") + " +
+            std::to_string(chunk_frame_overhead_bytes) +
+            " bytes of headers must fit in knobs.max_frame_bytes (" +
+            std::to_string(k.max_frame_bytes) + ")");
+  if (o.socket_hwm <= 0 || o.max_queued == 0)
+    invalid("socket_hwm and max_queued must be positive");
+  if (o.dedup_window == 0 || o.dedup_keys == 0)
+    invalid("dedup_window and dedup_keys must be positive");
+}
+
+/// The silence after which a peer is declared down: also how long ZeroMQ waits for a
+/// TCP connect or a ZMTP pong before it gives up on a connection and reconnects.
+int liveness_window_ms(const config::knobs& k) {
+  return k.heartbeat_interval_ms * k.heartbeat_misses;
+}
+
+void set_common_options(zmq::socket_t& s, const bus_options& o) {
+  const auto& k = o.knobs;
+  s.set(zmq::sockopt::linger, 0);
+  s.set(zmq::sockopt::sndhwm, o.socket_hwm);
+  s.set(zmq::sockopt::rcvhwm, o.socket_hwm);
+  s.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(k.max_frame_bytes));
+  s.set(zmq::sockopt::reconnect_ivl, k.reconnect_min_ms);
+  s.set(zmq::sockopt::reconnect_ivl_max, k.reconnect_max_ms);
+  // ZMTP heartbeats drop a connection whose other end vanished without a FIN (power
+  // loss, cable pulled), so the DEALER reconnects instead of queueing into a dead socket.
+  s.set(zmq::sockopt::heartbeat_ivl, k.heartbeat_interval_ms);
+  s.set(zmq::sockopt::heartbeat_timeout, liveness_window_ms(k));
+  s.set(zmq::sockopt::heartbeat_ttl, liveness_window_ms(k));
+}
+
+} // namespace
+
+// -- free functions ------------------------------------------------------------------------
+
+uint64_t bus_stats::decode_errors_total() const {
+  uint64_t n = 0;
+  for (std::size_t i = 1; i < decode_errors.size(); ++i)
+    n += decode_errors[i];
+  return n;
+}
+
+msg::decode_limits wire_limits(const config::knobs& knobs) {
+  msg::decode_limits l;
+  l.max_frame_bytes = knobs.max_frame_bytes;
+  l.max_bin = knobs.max_frame_bytes;
+  return l;
+}
+
+uint64_t first_envelope_id() {
+  using namespace std::chrono;
+  const auto us = duration_cast<microseconds>(system_clock::now().time_since_epoch()).count();
+  return us > 0 ? static_cast<uint64_t>(us) : 1;
+}
+
+uint64_t random_boot_id() {
+  std::random_device rd;
+  uint64_t id = 0;
+  while (id == 0)
+    id = (uint64_t{rd()} << 32) ^ rd();
+  return id;
+}
+
+// -- the implementation --------------------------------------------------------------------
+
+struct bus::impl {
+  impl(bus_options o, message_handler m, peer_handler p);
+  ~impl();
+
+  // Set at construction, read-only afterwards.
+  bus_options opt;
+  message_handler on_message;
+  peer_handler on_peer;
+  msg::decode_limits limits;
+  uint64_t boot;
+  steady::time_point t0 = steady::now();
+
+  // Lifecycle: start() and stop() under lifecycle_mutex, which the I/O thread never
+  // takes (stop() holds it while joining, and callbacks may call back into the bus).
+  std::mutex lifecycle_mutex;
+  std::atomic<bool> started{false};
+  bool joined = false;
+  std::atomic<bool> stopping{false};
+  std::thread io;
+  std::atomic<std::thread::id> io_id{};  ///< set by the I/O thread itself
+  mutable std::mutex bound_mutex;
+  std::string bound;
+
+  // Sockets: created by start(), then owned by the I/O thread. ctx outlives them.
+  zmq::context_t ctx{1};
+  zmq::socket_t router;
+  std::vector<std::pair<std::string, zmq::socket_t>> dealers;
+  std::map<std::string, std::size_t> dealer_of;
+  int wake_fd = -1;
+
+  // The hand-over from other threads, under queue_mutex.
+  std::mutex queue_mutex;
+  std::deque<outgoing> queued;
+  std::deque<std::function<void()>> tasks;
+  bool closed = false;  ///< the I/O thread has taken the last of them
+
+  std::atomic<uint64_t> next_id{first_envelope_id()};
+
+  mutable std::mutex stats_mutex;
+  bus_stats counters;
+
+  // The I/O thread's own state.
+  liveness live;
+  bus_dedup dedup;
+  latent_fetcher fetcher;
+  latent_server server;
+  std::deque<zmq::message_t> local;  ///< frames to this host, waiting their turn
+  std::vector<int64_t> next_beat_ms;  ///< per dealer
+  uint64_t beat_seq = 0;
+  struct log_gate {
+    int64_t last_ms = 0;
+    bool ever = false;
+    uint64_t suppressed = 0;
+  };
+  std::array<log_gate, decode_error_kinds> log_gates{};
+
+  int64_t now_ms() const {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(steady::now() - t0).count();
+  }
+  void count(uint64_t bus_stats::*field, uint64_t n = 1) {
+    std::lock_guard<std::mutex> lock(stats_mutex);
+    counters.*field += n;
+  }
+  msg::envelope make_env(std::string_view type, const std::string& target, uint64_t corr) {
+    msg::envelope env;
+    env.type = std::string(type);
+    env.id = next_id.fetch_add(1);
+    env.sender = opt.self;
+    env.correlation = corr;
+    env.target = target;
+    return env;
+  }
+
+  // Any thread.
+  void wake();
+  uint64_t enqueue(route where, std::string address, const msg::envelope& env,
+                   std::string_view body);
+  bool post(std::function<void()> task);
+
+  // I/O thread.
+  void run();
+  void drain_queue();
+  void run_local();
+  void read_router();
+  void read_dealer(std::size_t i);
+  void shutdown_io();
+  bool transmit(route where, const std::string& address, zmq::message_t& frame);
+  bool send_direct(const std::string& host, std::string_view type, std::string_view body,
+                   uint64_t corr);
+  bool send_heartbeat(const std::string& host);
+  void beat_due(int64_t now);
+  void handle(std::shared_ptr<zmq::message_t> m, const ingress& in);
+  void on_heartbeat(const msg::frame& f, const ingress& in);
+  void on_fetch(const msg::envelope& env, const msg::latent_fetch& req, const ingress& in);
+  void apply(const std::vector<liveness_effect>& effects);
+  void drop(msg::decode_error e, const ingress& in, std::string_view detail = {});
+  template <class F>
+  void guarded(const char* what, F&& f);
+};
+
+bus::impl::impl(bus_options o, message_handler m, peer_handler p)
+    : opt(std::move(o)),
+      on_message(std::move(m)),
+      on_peer(std::move(p)),
+      limits(wire_limits(opt.knobs)),
+      boot(opt.boot_id != 0 ? opt.boot_id : random_boot_id()),
+      live([&] {
+        std::vector<std::string> names;
+        for (const auto& [host, ep] : opt.peers)
+          names.push_back(host);
+        return names;
+      }(),
+           opt.knobs.heartbeat_interval_ms, opt.knobs.heartbeat_misses),
+      dedup(opt.dedup_window, opt.dedup_keys),
+      fetcher(
+          opt.knobs,
+          [this](const std::string& host, const msg::latent_fetch& req) {
+            return send_direct(host, msg::latent_fetch::wire_name, msg::pack_body(req), 0);
+          },
+          [this](std::function<void()> task) { post(std::move(task)); },
+          [this] { return now_ms(); }),
+      server(opt.latent_dir, opt.knobs.max_frame_bytes - chunk_frame_overhead_bytes,
+             opt.corrupt_every_nth_chunk) {
+  wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (wake_fd < 0)
+    throw std::runtime_error(std::string("bus: eventfd: ") + std::strerror(errno));
+}
+
+bus::impl::~impl() {
+  if (io.joinable())
+    io.join();
+  if (wake_fd >= 0)
+    ::close(wake_fd);
+}
+
+void bus::impl::wake() {
+  const uint64_t one = 1;
+  // Cannot fail short of the counter nearing 2^64; a pending wake-up is all we need.
+  [[maybe_unused]] ssize_t n = ::write(wake_fd, &one, sizeof one);
+}
+
+uint64_t bus::impl::enqueue(route where, std::string address, const msg::envelope& env,
+                            std::string_view body) {
+  zmq::message_t frame = make_frame(env, body);
+  bool first = false;
+  {
+    std::lock_guard<std::mutex> lock(queue_mutex);
+    if (closed)
+      return 0;
+    if (queued.size() >= opt.max_queued) {
+      std::lock_guard<std::mutex> slock(stats_mutex);
+      ++counters.queue_full;
+      return 0;
+    }
+    first = queued.empty() && tasks.empty();
+    queued.push_back(outgoing{where, std::move(address), std::move(frame)});
+  }
+  if (first)
+    wake();
+  return env.id;
+}
+
+bool bus::impl::post(std::function<void()> task) {
+  bool first = false;
+  {
+    std::lock_guard<std::mutex> lock(queue_mutex);
+    if (closed)
+      return false;
+    first = queued.empty() && tasks.empty();
+    tasks.push_back(std::move(task));
+  }
+  if (first)
+    wake();
+  return true;
+}
+
+template <class F>
+void bus::impl::guarded(const char* what, F&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    count(&bus_stats::handler_errors);
+    spdlog::error("bus {}: {} threw: {}", opt.self, what, e.what());
+  } catch (...) {
+    count(&bus_stats::handler_errors);
+    spdlog::error("bus {}: {} threw", opt.self, what);
+  }
+}
+
+void bus::impl::run() {
+  io_id.store(std::this_thread::get_id());
+  std::vector<zmq::pollitem_t> items;
+  items.push_back({nullptr, wake_fd, ZMQ_POLLIN, 0});
+  items.push_back({router.handle(), 0, ZMQ_POLLIN, 0});
+  for (auto& [host, s] : dealers)
+    items.push_back({s.handle(), 0, ZMQ_POLLIN, 0});
+  next_beat_ms.assign(dealers.size(), now_ms());  // beat at once
+
+  while (!stopping.load()) {
+    int64_t now = now_ms();
+    beat_due(now);
+    int64_t deadline = now + opt.knobs.heartbeat_interval_ms;
+    for (int64_t t : next_beat_ms)
+      deadline = std::min(deadline, t);
+    if (auto d = live.next_deadline())
+      deadline = std::min(deadline, *d);
+    if (auto d = fetcher.next_deadline())
+      deadline = std::min(deadline, *d);
+    const int64_t timeout = local.empty() ? std::max<int64_t>(0, deadline - now) : 0;
+    try {
+      zmq::poll(items, std::chrono::milliseconds(timeout));
+    } catch (const zmq::error_t& e) {
+      if (e.num() == EINTR)
+        continue;
+      spdlog::critical("bus {}: poll failed: {}", opt.self, e.what());
+      break;
+    }
+    if (items[0].revents & ZMQ_POLLIN) {
+      uint64_t v = 0;
+      [[maybe_unused]] ssize_t n = ::read(wake_fd, &v, sizeof v);  // before the queue
+    }
+    drain_queue();
+    if (items[1].revents & ZMQ_POLLIN)
+      read_router();
+    for (std::size_t i = 0; i < dealers.size(); ++i)
+      if (items[2 + i].revents & ZMQ_POLLIN)
+        read_dealer(i);
+    run_local();
+    // Silence is judged only after reading what arrived: after a stall (a slow callback,
+    // the machine swapping), the beats waiting in the sockets still count.
+    now = now_ms();
+    apply(live.tick(now));
+    fetcher.tick(now);
+  }
+  shutdown_io();
+}
+
+void bus::impl::beat_due(int64_t now) {
+  const int64_t interval = opt.knobs.heartbeat_interval_ms;
+  // A peer not connected yet is tried again after the first reconnect delay, so it hears
+  // of us as soon as its connection is up rather than an interval later.
+  const int64_t retry = std::min<int64_t>(interval, opt.knobs.reconnect_min_ms);
+  for (std::size_t i = 0; i < dealers.size(); ++i) {
+    if (now < next_beat_ms[i])
+      continue;
+    // Paced from now, not from the missed slot: a late loop skips beats, never bursts.
+    next_beat_ms[i] = now + (send_heartbeat(dealers[i].first) ? interval : retry);
+  }
+}
+
+void bus::impl::drain_queue() {
+  std::deque<outgoing> frames;
+  std::deque<std::function<void()>> todo;
+  {
+    std::lock_guard<std::mutex> lock(queue_mutex);
+    frames.swap(queued);
+    todo.swap(tasks);
+  }
+  for (auto& o : frames)
+    transmit(o.where, o.address, o.frame);
+  for (auto& task : todo)
+    guarded("a posted task", task);
+}
+
+void bus::impl::run_local() {
+  for (int i = 0; i < io_batch && !local.empty(); ++i) {
+    auto m = std::make_shared<zmq::message_t>(std::move(local.front()));
+    local.pop_front();
+    handle(std::move(m), ingress{"", "", true});
+  }
+}
+
+void bus::impl::read_router() {
+  for (int i = 0; i < io_batch; ++i) {
+    zmq::message_t id;
+    if (!router.recv(id, zmq::recv_flags::dontwait))
+      return;
+    ingress in{id.to_string(), "", false};
+    in.path = "r:" + in.reply_to;
+    auto frame = std::make_shared<zmq::message_t>();
+    if (!id.more() || !router.recv(*frame, zmq::recv_flags::dontwait)) {
+      count(&bus_stats::frames_received);
+      drop(msg::decode_error::malformed, in, "no frame after the routing id");
+      continue;
+    }
+    if (frame->more()) {  // one frame per message: drop the whole multipart message
+      drain_parts(router);
+      count(&bus_stats::frames_received);
+      drop(msg::decode_error::malformed, in, "multipart message");
+      continue;
+    }
+    handle(std::move(frame), in);
+  }
+}
+
+void bus::impl::read_dealer(std::size_t i) {
+  auto& [host, s] = dealers[i];
+  for (int n = 0; n < io_batch; ++n) {
+    auto frame = std::make_shared<zmq::message_t>();
+    if (!s.recv(*frame, zmq::recv_flags::dontwait))
+      return;
+    ingress in{"", "d:" + host, false};
+    if (frame->more()) {
+      drain_parts(s);
+      count(&bus_stats::frames_received);
+      drop(msg::decode_error::malformed, in, "multipart message");
+      continue;
+    }
+    handle(std::move(frame), in);
+  }
+}
+
+bool bus::impl::transmit(route where, const std::string& address, zmq::message_t& frame) {
+  try {
+    switch (where) {
+    case route::local:
+      local.push_back(std::move(frame));
+      return true;
+    case route::peer: {
+      auto it = dealer_of.find(address);
+      if (it == dealer_of.end()) {
+        count(&bus_stats::unroutable);
+        return false;
+      }
+      // With ZMQ_IMMEDIATE a DEALER refuses (EAGAIN) while its peer is not connected:
+      // the frame is dropped now instead of delivered stale after a reconnect.
+      if (dealers[it->second].second.send(frame, zmq::send_flags::dontwait)) {
+        count(&bus_stats::sent);
+        return true;
+      }
+      count(&bus_stats::send_dropped);
+      return false;
+    }
+    case route::router: {
+      zmq::message_t id(address.data(), address.size());
+      // ROUTER_MANDATORY: EHOSTUNREACH (throws) for a routing id that is gone, EAGAIN
+      // (empty result) at the HWM.
+      if (router.send(id, zmq::send_flags::sndmore | zmq::send_flags::dontwait) &&
+          router.send(frame, zmq::send_flags::dontwait)) {
+        count(&bus_stats::sent);
+        return true;
+      }
+      count(&bus_stats::send_dropped);
+      return false;
+    }
+    }
+  } catch (const zmq::error_t&) {
+    count(&bus_stats::send_dropped);
+  }
+  return false;
+}
+
+bool bus::impl::send_direct(const std::string& host, std::string_view type,
+                            std::string_view body, uint64_t corr) {
+  const msg::envelope env = make_env(type, bus_target, corr);
+  zmq::message_t frame = make_frame(env, body);
+  return transmit(host == opt.self ? route::local : route::peer, host, frame);
+}
+
+bool bus::impl::send_heartbeat(const std::string& host) {
+  using namespace std::chrono;
+  msg::heartbeat hb;
+  hb.host = opt.self;
+  hb.boot_id = boot;
+  hb.seq = ++beat_seq;
+  hb.sent_unix_s = duration<double>(system_clock::now().time_since_epoch()).count();
+  if (!send_direct(host, msg::heartbeat::wire_name, msg::pack_body(hb), 0))
+    return false;
+  count(&bus_stats::heartbeats_sent);
+  return true;
+}
+
+void bus::impl::handle(std::shared_ptr<zmq::message_t> m, const ingress& in) {
+  count(&bus_stats::frames_received);
+  msg::frame f;
+  const auto err = msg::decode_frame(m->data<char>(), m->size(), limits, f);
+  if (err != msg::decode_error::none)
+    return drop(err, in);
+  const msg::envelope& env = f.env;
+  if (env.type == msg::heartbeat::wire_name)
+    return on_heartbeat(f, in);  // idempotent, and must see a restarted peer's first beat
+  if (!in.local && !dedup.accept(in.path, env.sender, env.id)) {
+    count(&bus_stats::duplicates);
+    return;
+  }
+  msgpack::object_handle keep;
+  if (!msg::unpack_body(f.body, limits, keep))
+    return drop(msg::decode_error::bad_body, in, env.type);
+
+  if (env.type == msg::latent_fetch::wire_name) {
+    msg::latent_fetch req;
+    try {
+      keep.get().convert(req);
+    } catch (const std::exception&) {
+      return drop(msg::decode_error::bad_body, in, env.type);
+    }
+    return on_fetch(env, req, in);
+  }
+  if (env.type == msg::latent_chunk::wire_name) {
+    msg::latent_chunk chunk;  // its data points into *m, which the disk worker keeps
+    try {
+      keep.get().convert(chunk);
+    } catch (const std::exception&) {
+      return drop(msg::decode_error::bad_body, in, env.type);
+    }
+    if (fetcher.on_chunk(env.sender, chunk, std::move(m)))
+      count(&bus_stats::chunks_received);
+    else
+      count(&bus_stats::stale_chunks);
+    return;
+  }
+  count(&bus_stats::delivered);
+  if (on_message) {
+    const inbound msg_in{env, std::string(f.body), in.reply_to};
+    guarded("on_message", [&] { on_message(msg_in); });
+  }
+}
+
+void bus::impl::on_heartbeat(const msg::frame& f, const ingress& in) {
+  msg::heartbeat hb;
+  if (!msg::unpack_body_as(f.body, limits, hb))
+    return drop(msg::decode_error::bad_body, in, msg::heartbeat::wire_name);
+  count(&bus_stats::heartbeats_received);
+  if (hb.host != f.env.sender || live.peer(hb.host) == nullptr) {
+    count(&bus_stats::heartbeats_ignored);
+    return;
+  }
+  apply(live.beat_received(hb.host, hb.boot_id, now_ms()));
+}
+
+void bus::impl::on_fetch(const msg::envelope& env, const msg::latent_fetch& req,
+                         const ingress& in) {
+  const msg::envelope reply_env = make_env(msg::latent_chunk::wire_name, bus_target, env.id);
+  zmq::message_t out;
+  const bool data = server.serve(req, [&](std::size_t body_size) {
+    const std::string head = msg::encode_frame_head(reply_env, body_size);
+    out.rebuild(head.size() + body_size);
+    std::memcpy(out.data(), head.data(), head.size());
+    return static_cast<char*>(out.data()) + head.size();
+  });
+  if (data)
+    count(&bus_stats::chunks_served);
+  if (!in.reply_to.empty())
+    transmit(route::router, in.reply_to, out);
+  else
+    transmit(in.local ? route::local : route::peer, env.sender, out);
+}
+
+void bus::impl::apply(const std::vector<liveness_effect>& effects) {
+  for (const auto& e : effects) {
+    msg::peer_event ev;
+    ev.host = e.host;
+    ev.boot_id = e.boot_id;
+    switch (e.what) {
+    case liveness_effect::kind::peer_up:
+      ev.up = true;
+      send_heartbeat(e.host);  // so it hears of us now, not an interval later
+      break;
+    case liveness_effect::kind::peer_down:
+      ev.up = false;
+      fetcher.fail_host(e.host, "peer down");
+      break;
+    case liveness_effect::kind::peer_restarted:
+      ev.up = true;
+      ev.restarted = true;
+      dedup.forget_sender(e.host);
+      fetcher.fail_host(e.host, "peer restarted");
+      break;
+    }
+    spdlog::info("bus {}: {} {} (boot {:016x})", opt.self, to_string(e.what), e.host,
+                 e.boot_id);
+    if (on_peer)
+      guarded("on_peer", [&] { on_peer(ev); });
+  }
+}
+
+void bus::impl::drop(msg::decode_error e, const ingress& in, std::string_view detail) {
+  const auto i = static_cast<std::size_t>(e);
+  {
+    std::lock_guard<std::mutex> lock(stats_mutex);
+    ++counters.decode_errors[i];
+  }
+  // A flood of bad frames must not become a flood of log lines.
+  log_gate& g = log_gates[i];
+  const int64_t now = now_ms();
+  if (g.ever && now - g.last_ms < opt.log_interval_ms) {
+    ++g.suppressed;
+    return;
+  }
+  spdlog::warn("bus {}: dropped a frame from {}: {}{}{}{}", opt.self, describe(in),
+               msg::to_string(e), detail.empty() ? "" : ", ", detail,
+               g.suppressed == 0 ? std::string()
+                                 : fmt::format(" ({} more since the last report)", g.suppressed));
+  g.ever = true;
+  g.last_ms = now;
+  g.suppressed = 0;
+}
+
+void bus::impl::shutdown_io() {
+  // Running fetches end now (their callbacks run here); the fsync worker finishes what
+  // it holds and posts the results, which the last drain below delivers.
+  fetcher.shutdown();
+  std::deque<outgoing> frames;
+  std::deque<std::function<void()>> todo;
+  {
+    std::lock_guard<std::mutex> lock(queue_mutex);
+    closed = true;
+    frames.swap(queued);
+    todo.swap(tasks);
+  }
+  for (auto& task : todo)
+    guarded("a posted task", task);
+  if (!frames.empty())
+    count(&bus_stats::send_dropped, frames.size());
+  local.clear();
+  router.close();
+  for (auto& [host, s] : dealers)
+    s.close();
+}
+
+// -- the public face -----------------------------------------------------------------------
+
+bus::bus(bus_options options, message_handler on_message, peer_handler on_peer) {
+  validate(options);
+  impl_ = std::make_unique<impl>(std::move(options), std::move(on_message), std::move(on_peer));
+}
+
+bus::~bus() { stop(); }
+
+void bus::start() {
+  impl& d = *impl_;
+  std::lock_guard<std::mutex> lock(d.lifecycle_mutex);
+  if (d.started.load())
+    throw std::logic_error("bus: already started");
+  d.router = zmq::socket_t(d.ctx, zmq::socket_type::router);
+  set_common_options(d.router, d.opt);
+  d.router.set(zmq::sockopt::router_mandatory, true);
+  // A restarted peer reconnects with the same routing id before its old connection is
+  // seen closed: hand the id over instead of refusing the newcomer.
+  d.router.set(zmq::sockopt::router_handover, true);
+  try {
+    d.router.bind(d.opt.bind_endpoint);
+  } catch (const zmq::error_t& e) {
+    throw std::runtime_error("bus " + d.opt.self + ": cannot bind " + d.opt.bind_endpoint +
+                             ": " + e.what());
+  }
+  {
+    std::lock_guard<std::mutex> block(d.bound_mutex);
+    d.bound = d.router.get(zmq::sockopt::last_endpoint);
+  }
+  for (const auto& [host, ep] : d.opt.peers) {
+    zmq::socket_t s(d.ctx, zmq::socket_type::dealer);
+    set_common_options(s, d.opt);
+    s.set(zmq::sockopt::routing_id, d.opt.self);
+    s.set(zmq::sockopt::immediate, true);
+    s.set(zmq::sockopt::connect_timeout, liveness_window_ms(d.opt.knobs));
+    try {
+      s.connect(ep);
+    } catch (const zmq::error_t& e) {
+      throw std::runtime_error("bus " + d.opt.self + ": cannot connect to peer " + host +
+                               " at " + ep + ": " + e.what());
+    }
+    d.dealer_of[host] = d.dealers.size();
+    d.dealers.emplace_back(host, std::move(s));
+  }
+  d.io = std::thread([&d] { d.run(); });
+  d.started.store(true);
+  spdlog::info("bus {}: listening on {} (boot {:016x}, {} peers)", d.opt.self, d.bound, d.boot,
+               d.dealers.size());
+}
+
+void bus::stop() {
+  impl& d = *impl_;
+  if (std::this_thread::get_id() == d.io_id.load()) {
+    d.stopping.store(true);  // from a callback: the loop ends after it returns
+    return;
+  }
+  std::lock_guard<std::mutex> lock(d.lifecycle_mutex);
+  if (!d.started.load() || d.joined)
+    return;
+  d.stopping.store(true);
+  d.wake();
+  d.io.join();
+  d.joined = true;
+}
+
+const std::string& bus::self() const { return impl_->opt.self; }
+
+uint64_t bus::boot_id() const { return impl_->boot; }
+
+std::string bus::endpoint() const {
+  std::lock_guard<std::mutex> lock(impl_->bound_mutex);
+  return impl_->bound;
+}
+
+uint64_t bus::send(const std::string& host, const std::string& target, std::string_view type,
+                   std::string_view body, uint64_t correlation) {
+  impl& d = *impl_;
+  route where = route::peer;
+  if (host == d.opt.self)
+    where = route::local;
+  else if (d.opt.peers.count(host) == 0) {
+    d.count(&bus_stats::unroutable);
+    return 0;
+  }
+  return d.enqueue(where, host, d.make_env(type, target, correlation), body);
+}
+
+uint64_t bus::reply(const std::string& reply_to, std::string_view type, std::string_view body,
+                    uint64_t correlation) {
+  impl& d = *impl_;
+  if (reply_to.empty()) {
+    d.count(&bus_stats::unroutable);
+    return 0;
+  }
+  return d.enqueue(route::router, reply_to, d.make_env(type, "", correlation), body);
+}
+
+void bus::fetch_latent(const std::string& host, const std::string& sha256_hex, uint64_t bytes,
+                       const std::string& dest_path, fetch_callback callback) {
+  impl& d = *impl_;
+  if (!is_sha256_hex(sha256_hex))
+    throw std::invalid_argument("fetch_latent: sha256 must be 64 lowercase hex digits");
+  if (host != d.opt.self && d.opt.peers.count(host) == 0)
+    throw std::invalid_argument("fetch_latent: unknown host " + host);
+  if (dest_path.empty())
+    throw std::invalid_argument("fetch_latent: empty destination path");
+  auto task = [&d, host, sha256_hex, bytes, dest_path, callback]() mutable {
+    d.fetcher.start(host, sha256_hex, bytes, dest_path, std::move(callback));
+  };
+  if (!d.started.load() || !d.post(std::move(task))) {
+    if (callback)
+      callback(fetch_result{fetch_outcome::transient, "bus not running", 0, 0});
+  }
+}
+
+bus_stats bus::stats() const {
+  std::lock_guard<std::mutex> lock(impl_->stats_mutex);
+  return impl_->counters;
+}
+
+} // namespace vidline::nodes

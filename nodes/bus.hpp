@@ -1,0 +1,164 @@
+#pragma once
+/// The node's message bus over ZeroMQ (docs/design.md, "The bus"; messages/PROTOCOL.md).
+///
+/// One I/O thread owns every socket: a ROUTER bound on this node's port, and one DEALER
+/// per peer (routing id = this host's name) connected to that peer's ROUTER. Other threads
+/// hand it frames through a queue and wake it through an eventfd that zmq::poll watches,
+/// so a send never waits for a poll timeout; the timeout only paces heartbeats, liveness
+/// and transfer deadlines. The bus itself handles heartbeats (liveness, peer events) and
+/// the data plane (latent_fetch / latent_chunk); every other valid message goes to the
+/// user's callback. Bad frames are dropped, counted and logged at a bounded rate.
+///
+/// No CAF here: the node wires the callbacks to its actors.
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "config/knobs.hpp"
+#include "messages/envelope.hpp"
+#include "messages/messages.hpp"
+#include "nodes/transfer.hpp"
+
+namespace vidline::nodes {
+
+/// One message delivered by the bus (or the reply a client receives).
+struct inbound {
+  msg::envelope env;
+  std::string body;      ///< the packed struct named by env.type (msg::unpack_body_as)
+  std::string reply_to;  ///< opaque: where bus::reply answers; empty when the message did
+                         ///< not come in on this node's ROUTER (answer with send(env.sender))
+};
+
+/// Everything a bus needs to run.
+struct bus_options {
+  std::string self;                          ///< this host's name (also its routing id)
+  std::string bind_endpoint;                 ///< "tcp://ADDR:PORT" ("tcp://ADDR:*": any port)
+  std::map<std::string, std::string> peers;  ///< host name -> its "tcp://ADDR:PORT"
+  config::knobs knobs;                       ///< liveness, reconnect, data plane, limits
+  std::string latent_dir;                    ///< this host's latents, as <sha256>.latent
+  uint64_t boot_id = 0;                      ///< random per process start; 0 = pick one
+
+  // -- bounds of the bus itself (not cluster knobs: they protect this process) --
+  int socket_hwm = 1000;             ///< messages queued per socket and direction; a send
+                                     ///< beyond it is dropped and counted, never blocks
+  std::size_t max_queued = 10000;    ///< frames waiting for the I/O thread before send()
+                                     ///< refuses (a stuck I/O thread must not eat memory)
+  std::size_t dedup_window = 4096;   ///< ids remembered per (path, sender): reordering
+                                     ///< tolerated between a peer's two connections
+  std::size_t dedup_keys = 4096;     ///< (path, sender) pairs remembered, LRU
+  int log_interval_ms = 10000;       ///< at most one warning per reason in this interval
+
+  // -- fault injection, tests only --
+  uint32_t corrupt_every_nth_chunk = 0;  ///< flip a byte in every nth latent chunk served
+                                         ///< (0 = off): the receiver must refuse the latent
+};
+
+/// How many decode_error values there are (counters are indexed by them).
+inline constexpr std::size_t decode_error_kinds =
+    static_cast<std::size_t>(msg::decode_error::bad_body) + 1;
+
+/// Counters of one bus since it started.
+struct bus_stats {
+  std::array<uint64_t, decode_error_kinds> decode_errors{};  ///< frames dropped, by reason
+  uint64_t frames_received = 0;      ///< frames read (valid or not, local included)
+  uint64_t delivered = 0;            ///< messages handed to on_message
+  uint64_t duplicates = 0;           ///< dropped as a repeated (sender, id)
+  uint64_t sent = 0;                 ///< frames handed to ZeroMQ
+  uint64_t send_dropped = 0;         ///< refused by ZeroMQ: peer not connected, HWM, gone
+  uint64_t unroutable = 0;           ///< send()/reply() to an unknown host or empty reply_to
+  uint64_t queue_full = 0;           ///< send()/reply() refused: max_queued reached
+  uint64_t heartbeats_sent = 0;
+  uint64_t heartbeats_received = 0;
+  uint64_t heartbeats_ignored = 0;   ///< from hosts that are not peers, or not who they say
+  uint64_t chunks_served = 0;        ///< latent chunks sent with data
+  uint64_t chunks_received = 0;      ///< latent chunks taken by a running fetch
+  uint64_t stale_chunks = 0;         ///< latent chunks no running fetch expected
+  uint64_t handler_errors = 0;       ///< exceptions thrown by on_message / on_peer
+
+  uint64_t decode_error_count(msg::decode_error e) const {
+    return decode_errors[static_cast<std::size_t>(e)];
+  }
+  uint64_t decode_errors_total() const;
+};
+
+/// Decode limits for frames from outside under these knobs (frame and bin sizes follow
+/// max_frame_bytes; the rest are msg::decode_limits' defaults).
+msg::decode_limits wire_limits(const config::knobs& knobs);
+
+/// The first envelope id of a sender's boot: its start time in microseconds since the
+/// Unix epoch, so a restarted sender's ids continue above those of its previous boot.
+uint64_t first_envelope_id();
+
+/// A random non-zero boot id.
+uint64_t random_boot_id();
+
+/// The node's bus. Thread-safe: send, reply, fetch_latent, stats and stop may be called
+/// from any thread; callbacks run on the I/O thread and must not block.
+class bus {
+public:
+  using message_handler = std::function<void(const inbound&)>;
+  using peer_handler = std::function<void(const msg::peer_event&)>;
+
+  /// Validates `options` (throws std::invalid_argument naming the field). Nothing runs
+  /// until start().
+  bus(bus_options options, message_handler on_message, peer_handler on_peer = {});
+  ~bus();
+  bus(const bus&) = delete;
+  bus& operator=(const bus&) = delete;
+
+  /// Binds the ROUTER, connects the DEALERs and starts the I/O thread. Throws
+  /// std::runtime_error when the endpoint cannot be bound.
+  void start();
+
+  /// Stops the I/O thread and closes the sockets (no linger). Running fetches end with
+  /// outcome transient first. Idempotent; from a callback it only asks the thread to end.
+  void stop();
+
+  const std::string& self() const;
+  uint64_t boot_id() const;
+  /// The bound endpoint, with the port resolved (valid after start()).
+  std::string endpoint() const;
+
+  /// Queues a message for actor `target` on `host` (this host: delivered locally, through
+  /// the same decoding as remote frames). Returns its envelope id, 0 when refused (unknown
+  /// host, queue full, stopped). Delivery is not guaranteed: PROTOCOL.md says what is.
+  uint64_t send(const std::string& host, const std::string& target, std::string_view type,
+                std::string_view body, uint64_t correlation = 0);
+
+  template <class T>
+  uint64_t send(const std::string& host, const std::string& target, const T& m,
+                uint64_t correlation = 0) {
+    return send(host, target, T::wire_name, msg::pack_body(m), correlation);
+  }
+
+  /// Answers a message that came in on the ROUTER (inbound::reply_to), e.g. a client's
+  /// request. The reply's target is empty. Returns its envelope id, 0 when refused.
+  uint64_t reply(const std::string& reply_to, std::string_view type, std::string_view body,
+                 uint64_t correlation);
+
+  template <class T>
+  uint64_t reply(const std::string& reply_to, const T& m, uint64_t correlation) {
+    return reply(reply_to, T::wire_name, msg::pack_body(m), correlation);
+  }
+
+  /// Pulls latent `sha256_hex` (`bytes` long) from `host` (a peer or this host) into
+  /// `dest_path`, verified (transfer.hpp). `callback` is called exactly once, on the I/O
+  /// thread; if the bus has already stopped, on this thread with outcome transient.
+  /// Throws std::invalid_argument for a malformed digest, unknown host or empty path.
+  void fetch_latent(const std::string& host, const std::string& sha256_hex, uint64_t bytes,
+                    const std::string& dest_path, fetch_callback callback);
+
+  /// A snapshot of the counters.
+  bus_stats stats() const;
+
+private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+} // namespace vidline::nodes

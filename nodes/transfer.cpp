@@ -1,0 +1,489 @@
+/// The data plane's fetcher and server (transfer.hpp).
+
+#include "nodes/transfer.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <stdexcept>
+#include <vector>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <spdlog/spdlog.h>
+
+#include "common/files.hpp"
+#include "messages/envelope.hpp"
+
+namespace vidline::nodes {
+namespace {
+
+using steady = std::chrono::steady_clock;
+
+double ms_since(steady::time_point t0) {
+  return std::chrono::duration<double, std::milli>(steady::now() - t0).count();
+}
+
+std::string errno_text() { return std::strerror(errno); }
+
+/// Closes a file descriptor when it goes out of scope.
+struct unique_fd {
+  int fd = -1;
+  explicit unique_fd(int f) : fd(f) {}
+  ~unique_fd() {
+    if (fd >= 0)
+      ::close(fd);
+  }
+  unique_fd(const unique_fd&) = delete;
+  unique_fd& operator=(const unique_fd&) = delete;
+};
+
+bool write_all_at(int fd, const char* p, std::size_t n, uint64_t offset) {
+  while (n > 0) {
+    ssize_t w = ::pwrite(fd, p, n, static_cast<off_t>(offset));
+    if (w < 0) {
+      if (errno == EINTR)
+        continue;
+      return false;
+    }
+    p += w;
+    n -= static_cast<std::size_t>(w);
+    offset += static_cast<uint64_t>(w);
+  }
+  return true;
+}
+
+void call_guarded(fetch_callback& callback, const fetch_result& r) {
+  if (!callback)
+    return;
+  try {
+    callback(r);
+  } catch (const std::exception& e) {
+    spdlog::error("transfer: fetch callback threw: {}", e.what());
+  } catch (...) {
+    spdlog::error("transfer: fetch callback threw");
+  }
+}
+
+} // namespace
+
+const char* to_string(fetch_outcome o) {
+  switch (o) {
+  case fetch_outcome::ok:
+    return "ok";
+  case fetch_outcome::corrupt:
+    return "corrupt";
+  case fetch_outcome::not_found:
+    return "not_found";
+  case fetch_outcome::transient:
+    return "transient";
+  }
+  return "unknown";
+}
+
+// -- receiver ------------------------------------------------------------------------------
+
+/// The disk side of one transfer. Filled in by start(); once its first job is queued only
+/// the worker touches it, until the worker posts the completion that reads `callback`.
+struct latent_fetcher::part_file {
+  int fd = -1;
+  std::string part;
+  std::string dest;
+  std::string sha256;
+  uint64_t bytes = 0;
+  vidline::sha256 hasher;
+  bool failed = false;  ///< a write failed: later writes are skipped
+  steady::time_point started;
+  fetch_callback callback;
+};
+
+/// The network side of one running transfer.
+struct latent_fetcher::transfer {
+  uint64_t id = 0;
+  std::string host;
+  std::string sha256;
+  uint64_t bytes = 0;
+  std::shared_ptr<part_file> file;
+  uint64_t requests_sent = 0;  ///< chunk requests issued so far
+  uint64_t next_expected = 0;  ///< offset of the next chunk to take
+  int in_flight = 0;           ///< requested, not received
+  int unwritten = 0;           ///< received, not yet written by the worker
+  int64_t last_progress_ms = 0;
+};
+
+/// Work for the disk worker, done in the order queued.
+struct latent_fetcher::disk_job {
+  enum class kind {
+    write,   ///< write and hash one chunk
+    verify,  ///< all chunks queued: compare the digest, fsync, rename (or delete)
+    abort,   ///< the transfer failed: close and delete the part file
+  };
+  kind what = kind::write;
+  uint64_t transfer_id = 0;
+  std::shared_ptr<part_file> file;
+  uint64_t offset = 0;
+  const char* data = nullptr;
+  std::size_t size = 0;
+  std::shared_ptr<const void> owner;  ///< keeps `data` alive
+  fetch_outcome outcome = fetch_outcome::transient;  ///< abort: how it ended
+  std::string error;                                 ///< abort: why
+};
+
+latent_fetcher::latent_fetcher(const config::knobs& knobs, send_fn send, post_fn post,
+                               clock_fn now_ms)
+    : knobs_(knobs), send_(std::move(send)), post_(std::move(post)), now_ms_(std::move(now_ms)) {
+  if (knobs_.chunk_bytes == 0)
+    throw std::invalid_argument("knobs.chunk_bytes must be positive");
+  if (knobs_.chunk_window <= 0)
+    throw std::invalid_argument("knobs.chunk_window must be positive");
+  worker_ = std::thread([this] { worker_loop(); });
+}
+
+latent_fetcher::~latent_fetcher() {
+  {
+    std::lock_guard<std::mutex> lock(worker_mutex_);
+    worker_stop_ = true;
+  }
+  worker_cv_.notify_all();
+  if (worker_.joinable())
+    worker_.join();
+  // Only without shutdown(): files of transfers still running are removed, silently.
+  for (auto& [id, t] : running_) {
+    if (t.file->fd >= 0)
+      ::close(t.file->fd);
+    ::unlink(t.file->part.c_str());
+  }
+}
+
+void latent_fetcher::start(const std::string& host, const std::string& sha256_hex,
+                           uint64_t bytes, const std::string& dest_path,
+                           fetch_callback callback) {
+  const auto started = steady::now();
+  auto refuse = [&](std::string why) {
+    call_guarded(callback,
+                 fetch_result{fetch_outcome::transient, std::move(why), 0, ms_since(started)});
+  };
+  if (shut_down_)
+    return refuse("bus stopping");
+  if (busy_dests_.count(dest_path) != 0)
+    return refuse("a fetch into " + dest_path + " is already running");
+  auto file = std::make_shared<part_file>();
+  file->part = dest_path + ".part";
+  file->fd = ::open(file->part.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (file->fd < 0)
+    return refuse("cannot create " + file->part + ": " + errno_text());
+  file->dest = dest_path;
+  file->sha256 = sha256_hex;
+  file->bytes = bytes;
+  file->started = started;
+  file->callback = std::move(callback);
+
+  const uint64_t id = next_transfer_id_++;
+  transfer& t = running_[id];
+  t.id = id;
+  t.host = host;
+  t.sha256 = sha256_hex;
+  t.bytes = bytes;
+  t.file = std::move(file);
+  busy_dests_.insert(dest_path);
+  if (!issue_requests(t))
+    finish(id, fetch_outcome::transient, "cannot reach " + host);
+}
+
+bool latent_fetcher::issue_requests(transfer& t) {
+  // An empty latent still takes one request: its reply confirms the size.
+  const uint64_t chunks = std::max<uint64_t>(1, (t.bytes + knobs_.chunk_bytes - 1) /
+                                                    knobs_.chunk_bytes);
+  while (t.in_flight + t.unwritten < knobs_.chunk_window && t.requests_sent < chunks) {
+    const uint64_t offset = t.requests_sent * knobs_.chunk_bytes;
+    const auto length =
+        static_cast<uint32_t>(std::min<uint64_t>(knobs_.chunk_bytes, t.bytes - offset));
+    if (!send_(t.host, msg::latent_fetch{t.id, t.sha256, offset, length}))
+      return false;
+    if (t.in_flight == 0)
+      t.last_progress_ms = now_ms_();  // the timeout runs while something is asked for
+    ++t.requests_sent;
+    ++t.in_flight;
+  }
+  return true;
+}
+
+bool latent_fetcher::on_chunk(const std::string& from, const msg::latent_chunk& c,
+                              std::shared_ptr<const void> owner) {
+  auto it = running_.find(c.transfer_id);
+  if (it == running_.end() || it->second.host != from || it->second.sha256 != c.sha256)
+    return false;
+  transfer& t = it->second;
+  t.last_progress_ms = now_ms_();
+  if (!c.error.empty()) {
+    finish(t.id, c.error == latent_not_found ? fetch_outcome::not_found : fetch_outcome::transient,
+           "source " + from + ": " + c.error);
+    return true;
+  }
+  if (c.total != t.bytes) {
+    finish(t.id, fetch_outcome::corrupt,
+           "source " + from + " has " + std::to_string(c.total) + " bytes, expected " +
+               std::to_string(t.bytes));
+    return true;
+  }
+  if (c.offset != t.next_expected) {
+    // One connection keeps requests and replies in order; a gap means a reconnect lost
+    // some. Retrying the whole latent is simpler than patching holes and just as cheap.
+    finish(t.id, fetch_outcome::transient,
+           "chunk at " + std::to_string(c.offset) + " arrived, expected " +
+               std::to_string(t.next_expected));
+    return true;
+  }
+  const uint64_t expected_len = std::min<uint64_t>(knobs_.chunk_bytes, t.bytes - c.offset);
+  if (c.data.size != expected_len) {
+    finish(t.id, fetch_outcome::corrupt,
+           "chunk at " + std::to_string(c.offset) + " holds " + std::to_string(c.data.size) +
+               " bytes, expected " + std::to_string(expected_len));
+    return true;
+  }
+  disk_job w;
+  w.what = disk_job::kind::write;
+  w.transfer_id = t.id;
+  w.file = t.file;
+  w.offset = c.offset;
+  w.data = c.data.ptr;
+  w.size = c.data.size;
+  w.owner = std::move(owner);
+  queue(std::move(w));
+  t.next_expected += c.data.size;
+  --t.in_flight;
+  ++t.unwritten;
+
+  if (t.next_expected < t.bytes) {
+    if (!issue_requests(t))
+      finish(t.id, fetch_outcome::transient, "cannot reach " + t.host);
+    return true;
+  }
+  // Everything is in: the worker verifies after the last write and reports.
+  disk_job v;
+  v.what = disk_job::kind::verify;
+  v.transfer_id = t.id;
+  v.file = t.file;
+  running_.erase(it);
+  queue(std::move(v));
+  return true;
+}
+
+void latent_fetcher::on_written(uint64_t id) {
+  auto it = running_.find(id);
+  if (it == running_.end())
+    return;  // ended meanwhile
+  --it->second.unwritten;
+  // The window reopens as the disk catches up; waiting for the disk is not a timeout.
+  if (!issue_requests(it->second))
+    finish(id, fetch_outcome::transient, "cannot reach " + it->second.host);
+}
+
+void latent_fetcher::finish(uint64_t id, fetch_outcome outcome, std::string error) {
+  auto it = running_.find(id);
+  if (it == running_.end())
+    return;
+  disk_job a;
+  a.what = disk_job::kind::abort;
+  a.transfer_id = id;
+  a.file = std::move(it->second.file);
+  a.outcome = outcome;
+  a.error = std::move(error);
+  running_.erase(it);
+  queue(std::move(a));  // after the writes already queued; the callback follows it
+}
+
+void latent_fetcher::queue(disk_job job) {
+  {
+    std::lock_guard<std::mutex> lock(worker_mutex_);
+    worker_jobs_.push_back(std::move(job));
+  }
+  worker_cv_.notify_one();
+}
+
+void latent_fetcher::tick(int64_t now_ms) {
+  std::vector<uint64_t> expired;
+  for (const auto& [id, t] : running_)
+    if (t.in_flight > 0 && now_ms - t.last_progress_ms >= knobs_.transfer_timeout_ms)
+      expired.push_back(id);
+  for (uint64_t id : expired)
+    finish(id, fetch_outcome::transient,
+           "no chunk for " + std::to_string(knobs_.transfer_timeout_ms) + " ms");
+}
+
+std::optional<int64_t> latent_fetcher::next_deadline() const {
+  std::optional<int64_t> next;
+  for (const auto& [id, t] : running_) {
+    if (t.in_flight == 0)
+      continue;
+    const int64_t d = t.last_progress_ms + knobs_.transfer_timeout_ms;
+    if (!next || d < *next)
+      next = d;
+  }
+  return next;
+}
+
+void latent_fetcher::fail_host(const std::string& host, const std::string& why) {
+  std::vector<uint64_t> ids;
+  for (const auto& [id, t] : running_)
+    if (t.host == host)
+      ids.push_back(id);
+  for (uint64_t id : ids)
+    finish(id, fetch_outcome::transient, "source " + host + ": " + why);
+}
+
+void latent_fetcher::shutdown() {
+  if (shut_down_)
+    return;
+  shut_down_ = true;
+  std::vector<uint64_t> ids;
+  for (const auto& [id, t] : running_)
+    ids.push_back(id);
+  for (uint64_t id : ids)
+    finish(id, fetch_outcome::transient, "bus stopping");
+  {
+    std::lock_guard<std::mutex> lock(worker_mutex_);
+    worker_stop_ = true;
+  }
+  worker_cv_.notify_all();
+  if (worker_.joinable())
+    worker_.join();
+}
+
+void latent_fetcher::worker_loop() {
+  for (;;) {
+    disk_job job;
+    {
+      std::unique_lock<std::mutex> lock(worker_mutex_);
+      worker_cv_.wait(lock, [&] { return worker_stop_ || !worker_jobs_.empty(); });
+      if (worker_jobs_.empty())
+        return;  // stopping, and every job handed over is done
+      job = std::move(worker_jobs_.front());
+      worker_jobs_.pop_front();
+    }
+    if (job.what == disk_job::kind::write)
+      write_chunk(job);
+    else
+      close_file(job);
+  }
+}
+
+void latent_fetcher::write_chunk(disk_job& job) {
+  part_file& f = *job.file;
+  if (!f.failed) {
+    if (write_all_at(f.fd, job.data, job.size, job.offset)) {
+      f.hasher.update(job.data, job.size);
+    } else {
+      f.failed = true;
+      const std::string error = "cannot write " + f.part + ": " + errno_text();
+      post_([this, id = job.transfer_id, error] { finish(id, fetch_outcome::transient, error); });
+    }
+  }
+  job.owner.reset();  // the frame's memory goes back now, not when the transfer ends
+  post_([this, id = job.transfer_id] { on_written(id); });
+}
+
+void latent_fetcher::close_file(disk_job& job) {
+  part_file& f = *job.file;
+  fetch_result r{job.outcome, std::move(job.error), 0, 0};
+  if (job.what == disk_job::kind::verify) {
+    if (f.failed) {
+      r = fetch_result{fetch_outcome::transient, "a write of " + f.part + " failed", 0, 0};
+    } else if (const std::string got = to_hex(f.hasher.finish()); got != f.sha256) {
+      r = fetch_result{fetch_outcome::corrupt, "sha256 mismatch: received " + got, 0, 0};
+    } else {
+      try {
+        if (::fsync(f.fd) != 0)
+          throw std::runtime_error("cannot fsync " + f.part + ": " + errno_text());
+        ::close(f.fd);
+        f.fd = -1;
+        files::rename_durable(f.part, f.dest);
+        r = fetch_result{fetch_outcome::ok, "", f.bytes, 0};
+      } catch (const std::exception& e) {
+        r = fetch_result{fetch_outcome::transient, e.what(), 0, 0};
+      }
+    }
+  }
+  if (r.outcome != fetch_outcome::ok) {
+    if (f.fd >= 0)
+      ::close(f.fd);
+    f.fd = -1;
+    ::unlink(f.part.c_str());
+  }
+  r.elapsed_ms = ms_since(f.started);
+  post_([this, file = job.file, r] {
+    busy_dests_.erase(file->dest);
+    call_guarded(file->callback, r);
+  });
+}
+
+// -- sender --------------------------------------------------------------------------------
+
+latent_server::latent_server(std::string latent_dir, uint32_t max_chunk_bytes,
+                             uint32_t corrupt_every_nth_chunk)
+    : latent_dir_(std::move(latent_dir)),
+      max_chunk_bytes_(max_chunk_bytes),
+      corrupt_every_nth_chunk_(corrupt_every_nth_chunk) {}
+
+bool latent_server::serve(const msg::latent_fetch& req, const body_allocator& alloc) {
+  const bool valid_sha = is_sha256_hex(req.sha256);
+  auto refuse = [&](std::string error) {
+    msg::latent_chunk c;
+    c.transfer_id = req.transfer_id;
+    c.sha256 = valid_sha ? req.sha256 : std::string();
+    c.offset = req.offset;
+    c.error = std::move(error);
+    const std::string body = msg::pack_body(c);
+    std::memcpy(alloc(body.size()), body.data(), body.size());
+    return false;
+  };
+  // The name is checked before it touches the file system: 64 lowercase hex digits and
+  // nothing else, so no "../" or "/" can reach the path.
+  if (!valid_sha)
+    return refuse("bad sha256");
+  if (req.length > max_chunk_bytes_)
+    return refuse("chunk of " + std::to_string(req.length) + " bytes asked, at most " +
+                  std::to_string(max_chunk_bytes_) + " served");
+  if (latent_dir_.empty())
+    return refuse(latent_not_found);
+  const std::string path = latent_dir_ + "/" + req.sha256 + ".latent";
+  unique_fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.fd < 0)
+    return refuse(errno == ENOENT ? std::string(latent_not_found)
+                                  : "cannot open " + path + ": " + errno_text());
+  struct stat st {};
+  if (::fstat(fd.fd, &st) != 0 || !S_ISREG(st.st_mode))
+    return refuse("cannot stat " + path);
+  const auto total = static_cast<uint64_t>(st.st_size);
+  if (req.offset > total)
+    return refuse("offset " + std::to_string(req.offset) + " beyond the end");
+  const auto n = static_cast<std::size_t>(std::min<uint64_t>(req.length, total - req.offset));
+
+  msg::latent_chunk c;
+  c.transfer_id = req.transfer_id;
+  c.sha256 = req.sha256;
+  c.offset = req.offset;
+  c.total = total;
+  const std::string head = msg::pack_latent_chunk_head(c, n);
+  char* out = alloc(head.size() + n);
+  std::memcpy(out, head.data(), head.size());
+  char* data = out + head.size();
+  std::size_t got = 0;
+  while (got < n) {  // straight from the file into the outgoing frame
+    ssize_t r = ::pread(fd.fd, data + got, n - got, static_cast<off_t>(req.offset + got));
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r <= 0)
+      return refuse(r == 0 ? "short read of " + path : "cannot read " + path + ": " + errno_text());
+    got += static_cast<std::size_t>(r);
+  }
+  ++served_;
+  if (corrupt_every_nth_chunk_ != 0 && n > 0 && served_ % corrupt_every_nth_chunk_ == 0)
+    data[n / 2] ^= 0x5a;  // fault injection, tests only
+  return true;
+}
+
+} // namespace vidline::nodes

@@ -1,0 +1,493 @@
+/// Integration tests of the bus over loopback: two buses in one process on 127.0.0.1,
+/// a raw ZeroMQ socket sending garbage, the CLI client, and latent transfers.
+/// Every wait is on a condition variable with a generous deadline, never a bare sleep.
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <functional>
+#include <future>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+#include <zmq.hpp>
+
+#include "common/files.hpp"
+#include "common/sha256.hpp"
+#include "messages/envelope.hpp"
+#include "messages/messages.hpp"
+#include "nodes/bus.hpp"
+#include "nodes/client.hpp"
+
+namespace fs = std::filesystem;
+using namespace vidline;
+using namespace vidline::nodes;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr auto generous = 10s;  ///< deadline for anything that should take milliseconds
+
+/// A port nobody listens on right now (the kernel's choice; racy only against other
+/// processes binding in the same instant).
+int free_port() {
+  zmq::context_t ctx;
+  zmq::socket_t s(ctx, zmq::socket_type::router);
+  s.set(zmq::sockopt::linger, 0);
+  s.bind("tcp://127.0.0.1:*");
+  const std::string ep = s.get(zmq::sockopt::last_endpoint);
+  return std::stoi(ep.substr(ep.rfind(':') + 1));
+}
+
+std::string endpoint_of(int port) { return "tcp://127.0.0.1:" + std::to_string(port); }
+
+/// Knobs scaled down so liveness is observable in a test: down after 3 x 50 ms. Tests
+/// that must not see a peer go down while the shared machine hiccups take 10 x 100 ms.
+config::knobs test_knobs(bool tight_liveness = true) {
+  config::knobs k;
+  k.heartbeat_interval_ms = tight_liveness ? 50 : 100;
+  k.heartbeat_misses = tight_liveness ? 3 : 10;
+  k.reconnect_min_ms = 20;
+  k.reconnect_max_ms = 200;
+  return k;
+}
+
+/// A fresh directory under `base` (the system's temp dir by default), removed at the end.
+struct temp_dir {
+  fs::path path;
+  explicit temp_dir(const fs::path& base = fs::temp_directory_path()) {
+    std::string tmpl = (base / "vidline-bus-XXXXXX").string();
+    REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
+    path = tmpl;
+  }
+  ~temp_dir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+/// What one bus delivered, for the test thread to wait on.
+struct recorder {
+  std::mutex m;
+  std::condition_variable cv;
+  std::vector<inbound> messages;
+  std::vector<msg::peer_event> events;
+  std::function<void(const inbound&)> also;  ///< runs on the bus thread, e.g. to answer
+
+  bus::message_handler message_handler() {
+    return [this](const inbound& in) {
+      if (also)
+        also(in);
+      std::lock_guard<std::mutex> lock(m);
+      messages.push_back(in);
+      cv.notify_all();
+    };
+  }
+  bus::peer_handler peer_handler() {
+    return [this](const msg::peer_event& e) {
+      std::lock_guard<std::mutex> lock(m);
+      events.push_back(e);
+      cv.notify_all();
+    };
+  }
+  /// Waits until `pred` (called under the lock) holds; false at the deadline.
+  template <class Pred>
+  bool wait(Pred pred, std::chrono::milliseconds deadline = generous) {
+    std::unique_lock<std::mutex> lock(m);
+    return cv.wait_for(lock, deadline, [&] { return pred(); });
+  }
+  bool has_event(const std::string& host, bool up, uint64_t boot = 0) {
+    return std::any_of(events.begin(), events.end(), [&](const msg::peer_event& e) {
+      return e.host == host && e.up == up && (boot == 0 || e.boot_id == boot);
+    });
+  }
+};
+
+/// One bus with its recorder.
+struct node {
+  recorder rec;
+  std::unique_ptr<bus> b;
+  node(bus_options o) {
+    b = std::make_unique<bus>(std::move(o), rec.message_handler(), rec.peer_handler());
+    b->start();
+  }
+};
+
+bus_options options_for(const std::string& self, int port,
+                        std::map<std::string, std::string> peers,
+                        const std::string& latent_dir = {}, bool tight_liveness = true) {
+  bus_options o;
+  o.self = self;
+  o.bind_endpoint = endpoint_of(port);
+  o.peers = std::move(peers);
+  o.knobs = test_knobs(tight_liveness);
+  o.latent_dir = latent_dir;
+  return o;
+}
+
+/// A pair of buses, A and B, each the other's peer, both seen up by the other.
+struct pair_fixture {
+  int port_a = free_port();
+  int port_b = free_port();
+  temp_dir dir_a, dir_b;
+  std::unique_ptr<node> a, b;
+  bool tight;
+
+  explicit pair_fixture(bool tight_liveness = true, uint32_t corrupt_every_nth_chunk_on_a = 0)
+      : tight(tight_liveness) {
+    auto oa = options_for("A", port_a, {{"B", endpoint_of(port_b)}}, dir_a.path.string(),
+                          tight);
+    oa.corrupt_every_nth_chunk = corrupt_every_nth_chunk_on_a;
+    a = std::make_unique<node>(oa);
+    start_b();
+    REQUIRE(a->rec.wait([&] { return a->rec.has_event("B", true); }));
+    REQUIRE(b->rec.wait([&] { return b->rec.has_event("A", true); }));
+  }
+  void start_b(uint64_t boot = 0) {
+    auto ob = options_for("B", port_b, {{"A", endpoint_of(port_a)}}, dir_b.path.string(),
+                          tight);
+    ob.boot_id = boot;
+    b = std::make_unique<node>(ob);
+  }
+};
+
+/// Writes `n` random bytes as latent `<sha>.latent` in `dir`; returns the sha.
+std::string make_latent(const fs::path& dir, std::size_t n, uint64_t seed) {
+  std::string data(n, '\0');
+  std::mt19937_64 rng(seed);
+  for (std::size_t i = 0; i + 8 <= n; i += 8) {
+    const uint64_t v = rng();
+    std::memcpy(&data[i], &v, 8);
+  }
+  const std::string sha = to_hex(sha256_of(data));
+  files::write_atomic((dir / (sha + ".latent")).string(), data);
+  return sha;
+}
+
+/// Runs one fetch and waits for its result.
+fetch_result fetch(bus& b, const std::string& host, const std::string& sha, uint64_t bytes,
+                   const std::string& dest) {
+  std::promise<fetch_result> p;
+  auto f = p.get_future();
+  b.fetch_latent(host, sha, bytes, dest, [&p](const fetch_result& r) { p.set_value(r); });
+  REQUIRE(f.wait_for(generous) == std::future_status::ready);
+  return f.get();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+} // namespace
+
+TEST_CASE("two buses exchange messages both ways, locally too, with a low round trip",
+          "[bus]") {
+  pair_fixture p;
+
+  SECTION("A to B, B to A, and each to itself") {
+    const uint64_t id = p.a->b->send("B", "coordinator", msg::result_ack{"t10x8", 7});
+    REQUIRE(id != 0);
+    REQUIRE(p.b->rec.wait([&] { return !p.b->rec.messages.empty(); }));
+    {
+      const inbound& in = p.b->rec.messages.front();
+      CHECK(in.env.type == "result_ack");
+      CHECK(in.env.sender == "A");
+      CHECK(in.env.target == "coordinator");
+      CHECK(in.env.id == id);
+      CHECK(in.reply_to == "A");  // came in on B's ROUTER from A's DEALER
+      msg::result_ack ack;
+      REQUIRE(msg::unpack_body_as(in.body, msg::decode_limits{}, ack));
+      CHECK(ack.target == "t10x8");
+      CHECK(ack.attempt == 7);
+    }
+    REQUIRE(p.b->b->send("A", "pool:t10x8", msg::result_ack{"t10x8", 8}, id) != 0);
+    REQUIRE(p.a->rec.wait([&] { return !p.a->rec.messages.empty(); }));
+    CHECK(p.a->rec.messages.front().env.correlation == id);
+    CHECK(p.a->rec.messages.front().env.target == "pool:t10x8");
+
+    REQUIRE(p.a->b->send("A", "decoder:x", msg::status_query{"run-1"}) != 0);
+    REQUIRE(p.a->rec.wait([&] { return p.a->rec.messages.size() == 2; }));
+    CHECK(p.a->rec.messages.back().env.sender == "A");
+    CHECK(p.a->rec.messages.back().reply_to.empty());
+    CHECK(p.a->b->send("nowhere", "x", msg::status_query{}) == 0);
+    CHECK(p.a->b->stats().unroutable == 1);
+  }
+
+  SECTION("round trips: B answers on its I/O thread, by send and by reply") {
+    bool by_reply = GENERATE(false, true);
+    p.b->rec.also = [&](const inbound& in) {
+      if (by_reply)
+        p.b->b->reply(in.reply_to, msg::status_reply{"{}", ""}, in.env.id);
+      else
+        p.b->b->send(in.env.sender, "cli", msg::status_reply{"{}", ""}, in.env.id);
+    };
+    constexpr int rounds = 300;
+    std::vector<double> rtt_us;
+    for (int i = 0; i < rounds; ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      const uint64_t id = p.a->b->send("B", "coordinator", msg::status_query{""});
+      REQUIRE(id != 0);
+      REQUIRE(p.a->rec.wait([&] {
+        return !p.a->rec.messages.empty() && p.a->rec.messages.back().env.correlation == id;
+      }));
+      rtt_us.push_back(
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
+              .count());
+    }
+    std::printf("bus round trip A->B->A (%s), median of %d: %.0f us\n",
+                by_reply ? "reply on ROUTER" : "send on DEALER", rounds, median(rtt_us));
+    // No tight bound (shared machines); a poll-timeout wake-up would show as >= 50 ms.
+    CHECK(median(rtt_us) < 20000);
+    CHECK(p.a->b->stats().decode_errors_total() == 0);
+    CHECK(p.b->b->stats().duplicates == 0);
+  }
+}
+
+TEST_CASE("a peer that stops is declared down, and restarted when it comes back", "[bus]") {
+  pair_fixture p;
+  const uint64_t first_boot = p.b->b->boot_id();
+  const auto stopped_at = std::chrono::steady_clock::now();
+  p.b->b->stop();
+  REQUIRE(p.a->rec.wait([&] { return p.a->rec.has_event("B", false); }));
+  const double down_ms = std::chrono::duration<double, std::milli>(
+                             std::chrono::steady_clock::now() - stopped_at).count();
+  std::printf("peer down detected after %.0f ms (limit 3 x 50 ms)\n", down_ms);
+  CHECK(down_ms >= 50.0);  // not before at least some beats were missed
+
+  p.b.reset();
+  const uint64_t second_boot = first_boot + 1;
+  p.start_b(second_boot);
+  REQUIRE(p.a->rec.wait([&] {
+    const auto& ev = p.a->rec.events;
+    return std::any_of(ev.begin(), ev.end(), [&](const msg::peer_event& e) {
+      return e.host == "B" && e.up && !e.restarted && e.boot_id == second_boot;
+    });
+  }));
+  std::lock_guard<std::mutex> lock(p.a->rec.m);
+  const auto& ev = p.a->rec.events;
+  // In order: up (first boot), down (first boot), restarted (second), up (second). A
+  // loaded machine may add down/up pairs of one boot in between; the order must hold.
+  auto next = [&](std::size_t from, auto pred) {
+    for (std::size_t i = from; i < ev.size(); ++i)
+      if (pred(ev[i]))
+        return i + 1;
+    return std::size_t{0};
+  };
+  std::size_t i = next(0, [&](auto& e) { return e.up && e.boot_id == first_boot; });
+  REQUIRE(i != 0);
+  i = next(i, [&](auto& e) { return !e.up && e.boot_id == first_boot; });
+  REQUIRE(i != 0);
+  i = next(i, [&](auto& e) { return e.up && e.restarted && e.boot_id == second_boot; });
+  REQUIRE(i != 0);
+  i = next(i, [&](auto& e) { return e.up && !e.restarted && e.boot_id == second_boot; });
+  REQUIRE(i != 0);
+  for (const auto& e : ev)
+    CHECK((e.boot_id == first_boot || e.boot_id == second_boot));
+}
+
+TEST_CASE("garbage from a raw socket is counted and dropped; the bus keeps delivering",
+          "[bus]") {
+  const int port = free_port();
+  node a(options_for("A", port, {}));
+  zmq::context_t ctx;
+  zmq::socket_t raw(ctx, zmq::socket_type::dealer);
+  raw.set(zmq::sockopt::linger, 0);
+  raw.connect(endpoint_of(port));
+  auto send_raw = [&](const std::string& bytes) {
+    REQUIRE(raw.send(zmq::buffer(bytes), zmq::send_flags::none));
+  };
+
+  msg::envelope env;
+  env.type = "status_query";
+  env.id = 1000;
+  env.sender = "mallory";
+  env.target = "coordinator";
+  const std::string body = msg::pack_body(msg::status_query{"r"});
+
+  send_raw("hello, is this the bus?");                              // malformed
+  send_raw(std::string("\xdd\xff\xff\xff\xff", 5) + std::string(13, '\0'));  // limit
+  send_raw(msg::pack_body(msg::status_query{"r"}));                 // a map: bad shape
+  {
+    msgpack::sbuffer b;
+    msgpack::packer<msgpack::sbuffer> pk(b);
+    pk.pack_array(2);
+    pk.pack(std::string("VIDLINX"));
+    pk.pack(1);
+    send_raw(std::string(b.data(), b.size()));                      // bad magic
+  }
+  {
+    msg::envelope v2 = env;
+    v2.version = 2;
+    send_raw(msg::encode_frame(v2, body));                          // unknown version
+  }
+  send_raw(msg::encode_frame(env, "\x01\x02"));                     // body not a map
+  {
+    REQUIRE(raw.send(zmq::buffer(std::string("part1")), zmq::send_flags::sndmore));
+    send_raw(msg::encode_frame(env, body));                         // multipart: malformed
+  }
+  send_raw("");                                                     // empty: malformed
+  // Then a valid message, twice: taken once.
+  env.id = 1001;
+  send_raw(msg::encode_frame(env, body));
+  send_raw(msg::encode_frame(env, body));
+  env.id = 1002;
+  send_raw(msg::encode_frame(env, body));
+  REQUIRE(a.rec.wait([&] { return a.rec.messages.size() == 2; }));
+  CHECK(a.rec.messages[0].env.id == 1001);
+  CHECK(a.rec.messages[1].env.id == 1002);
+  CHECK(a.rec.messages[0].env.sender == "mallory");
+
+  const bus_stats s = a.b->stats();
+  using e = msg::decode_error;
+  CHECK(s.decode_error_count(e::malformed) == 3);
+  CHECK(s.decode_error_count(e::limit_exceeded) == 1);
+  CHECK(s.decode_error_count(e::bad_shape) == 1);
+  CHECK(s.decode_error_count(e::bad_magic) == 1);
+  CHECK(s.decode_error_count(e::unknown_version) == 1);
+  CHECK(s.decode_error_count(e::bad_body) == 1);
+  CHECK(s.decode_errors_total() == 8);
+  CHECK(s.duplicates == 1);
+  CHECK(s.delivered == 2);
+}
+
+TEST_CASE("the CLI client gets its reply by correlation, and times out cleanly", "[bus]") {
+  const int port = free_port();
+  node a(options_for("A", port, {}));
+  std::atomic<bool> answer{true};
+  a.rec.also = [&](const inbound& in) {
+    if (answer && in.env.type == msg::status_query::wire_name)
+      a.b->reply(in.reply_to, msg::status_reply{"{\"run\":\"" + in.env.target + "\"}", ""},
+                 in.env.id);
+  };
+  client c(endpoint_of(port), test_knobs());
+  CHECK(c.sender().rfind("cli:", 0) == 0);
+  auto r = c.request("coordinator", msg::status_query{""}, 5000);
+  REQUIRE(r);
+  CHECK(r->env.type == "status_reply");
+  CHECK(r->env.correlation == c.last_request_id());
+  msg::status_reply sr;
+  REQUIRE(msg::unpack_body_as(r->body, msg::decode_limits{}, sr));
+  CHECK(sr.json == "{\"run\":\"coordinator\"}");
+
+  answer = false;
+  const auto t0 = std::chrono::steady_clock::now();
+  CHECK_FALSE(c.request("coordinator", msg::status_query{""}, 200));
+  CHECK(std::chrono::steady_clock::now() - t0 < generous);
+  answer = true;
+  CHECK(c.request("coordinator", msg::status_query{""}, 5000));  // usable after a timeout
+
+  client nobody(endpoint_of(free_port()), test_knobs());
+  CHECK_FALSE(nobody.request("coordinator", msg::status_query{""}, 200));
+}
+
+/// Fetches a latent `rounds` times into `dest_dir`, checks each copy, returns the median ms.
+double fetch_rounds(bus& b, const std::string& sha, std::size_t size, const fs::path& dest_dir,
+                    int rounds) {
+  std::vector<double> ms;
+  for (int i = 0; i < rounds; ++i) {
+    const std::string dest = (dest_dir / ("got-" + std::to_string(i) + ".latent")).string();
+    const fetch_result r = fetch(b, "A", sha, size, dest);
+    INFO(r.error);
+    REQUIRE(r.outcome == fetch_outcome::ok);
+    CHECK(r.bytes == size);
+    CHECK(sha256_file_hex(dest) == sha);
+    CHECK_FALSE(fs::exists(dest + ".part"));
+    ms.push_back(r.elapsed_ms);
+  }
+  return median(ms);
+}
+
+TEST_CASE("a 13 MB latent moves between hosts, verified and renamed", "[bus][transfer]") {
+  pair_fixture p(/*tight_liveness=*/false);
+  constexpr std::size_t size = 13'000'000;
+  const std::string sha = make_latent(p.dir_a.path, size, 42);
+  std::vector<double> ms;
+  for (int i = 0; i < 5; ++i) {
+    const std::string dest = (p.dir_b.path / ("got-" + std::to_string(i) + ".latent")).string();
+    const fetch_result r = fetch(*p.b->b, "A", sha, size, dest);
+    INFO(r.error);
+    REQUIRE(r.outcome == fetch_outcome::ok);
+    CHECK(r.bytes == size);
+    uint64_t got = 0;
+    CHECK(sha256_file_hex(dest, &got) == sha);
+    CHECK(got == size);
+    CHECK_FALSE(fs::exists(dest + ".part"));
+    ms.push_back(r.elapsed_ms);
+  }
+  std::printf("13 MB latent A->B (1 MiB chunks, window 4, sha256, fsync, rename): "
+              "median of 5: %.1f ms\n", median(ms));
+  CHECK(p.a->b->stats().chunks_served == 5 * 13);
+  CHECK(p.b->b->stats().chunks_received == 5 * 13);
+
+  SECTION("into tmpfs: the bus and SHA-256 without the disk") {
+    if (fs::is_directory("/dev/shm")) {
+      temp_dir shm("/dev/shm");
+      std::printf("13 MB latent A->B into tmpfs (no disk write or fsync cost): "
+                  "median of 5: %.1f ms\n", fetch_rounds(*p.b->b, sha, size, shm.path, 5));
+    }
+  }
+  SECTION("from this host itself") {
+    const std::string dest = (p.dir_a.path / "self.latent").string();
+    const fetch_result r = fetch(*p.a->b, "A", sha, size, dest);
+    CHECK(r.outcome == fetch_outcome::ok);
+    CHECK(sha256_file_hex(dest) == sha);
+  }
+  SECTION("an empty latent") {
+    const std::string empty = make_latent(p.dir_a.path, 0, 1);
+    const std::string dest = (p.dir_b.path / "empty.latent").string();
+    const fetch_result r = fetch(*p.b->b, "A", empty, 0, dest);
+    CHECK(r.outcome == fetch_outcome::ok);
+    CHECK(fs::file_size(dest) == 0);
+  }
+}
+
+TEST_CASE("a latent corrupted in transit is refused and leaves no file", "[bus][transfer]") {
+  pair_fixture p(/*tight_liveness=*/false, /*corrupt_every_nth_chunk_on_a=*/3);
+  constexpr std::size_t size = 13'000'000;
+  const std::string sha = make_latent(p.dir_a.path, size, 43);
+  const std::string dest = (p.dir_b.path / "bad.latent").string();
+  const fetch_result r = fetch(*p.b->b, "A", sha, size, dest);
+  CHECK(r.outcome == fetch_outcome::corrupt);
+  CHECK(r.error.find("sha256 mismatch") != std::string::npos);
+  CHECK_FALSE(fs::exists(dest));
+  CHECK_FALSE(fs::exists(dest + ".part"));
+}
+
+TEST_CASE("fetches that cannot succeed end with the right outcome", "[bus][transfer]") {
+  pair_fixture p(/*tight_liveness=*/false);
+  const std::string dest = (p.dir_b.path / "x.latent").string();
+
+  SECTION("not found on the source") {
+    const fetch_result r = fetch(*p.b->b, "A", std::string(64, 'a'), 100, dest);
+    CHECK(r.outcome == fetch_outcome::not_found);
+  }
+  SECTION("the source holds a different size than expected") {
+    const std::string sha = make_latent(p.dir_a.path, 1000, 44);
+    const fetch_result r = fetch(*p.b->b, "A", sha, 2000, dest);
+    CHECK(r.outcome == fetch_outcome::corrupt);
+  }
+  SECTION("the source goes down mid-way or was never there") {
+    p.a->b->stop();
+    const std::string sha = make_latent(p.dir_a.path, 1000, 45);
+    const fetch_result r = fetch(*p.b->b, "A", sha, 1000, dest);
+    CHECK(r.outcome == fetch_outcome::transient);
+  }
+  SECTION("malformed requests are refused at the call") {
+    CHECK_THROWS_AS(p.b->b->fetch_latent("A", "../../etc/passwd", 1, dest, {}),
+                    std::invalid_argument);
+    CHECK_THROWS_AS(p.b->b->fetch_latent("Z", std::string(64, 'a'), 1, dest, {}),
+                    std::invalid_argument);
+  }
+  CHECK_FALSE(fs::exists(dest));
+  CHECK_FALSE(fs::exists(dest + ".part"));
+}
