@@ -1,5 +1,7 @@
 #include "common/files.hpp"
 
+#include "common/crash_points.hpp"
+
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -56,7 +58,7 @@ void rename_durable(const std::string& from, const std::string& to) {
   fsync_dir(parent_of(to));
 }
 
-void write_atomic(const std::string& path, std::string_view contents) {
+void write_atomic(const std::string& path, std::string_view contents, const char* crash_point) {
   std::string tmp = path + ".tmp." + std::to_string(::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0)
@@ -85,6 +87,8 @@ void write_atomic(const std::string& path, std::string_view contents) {
     fail("cannot fsync", tmp);
   }
   ::close(fd);
+  if (crash_point != nullptr)
+    crash::point(crash_point);
   rename_durable(tmp, path);
 }
 

@@ -9,8 +9,10 @@
 namespace vidline::files {
 
 /// Writes `contents` to `path` atomically and durably. Throws std::runtime_error naming
-/// the path and the errno text on failure.
-void write_atomic(const std::string& path, std::string_view contents);
+/// the path and the errno text on failure. `crash_point` (crash_points.hpp), if given, is
+/// tried between the fsync of the temporary file and the rename.
+void write_atomic(const std::string& path, std::string_view contents,
+                  const char* crash_point = nullptr);
 
 /// fsyncs the file at `path`. Throws on failure.
 void fsync_file(const std::string& path);

@@ -7,6 +7,7 @@
 #include <sqlite3.h>
 
 #include "actors/coordinator/records.hpp"
+#include "common/crash_points.hpp"
 #include "common/sha256.hpp"
 
 namespace vidline::nodes {
@@ -89,6 +90,7 @@ void sqlite_journal::exec(const char* sql) {
 
 void sqlite_journal::write(const std::vector<const sched::run*>& runs,
                            const std::vector<const sched::job*>& jobs, uint64_t next_attempt) {
+  crash::point("journal.before_append");
   exec("BEGIN IMMEDIATE");
   try {
     statement put_run(db_,
@@ -120,6 +122,7 @@ void sqlite_journal::write(const std::vector<const sched::run*>& runs,
     put_meta.bind(1, std::to_string(next_attempt));
     put_meta.step();
     exec("COMMIT");
+    crash::point("journal.after_append");
   } catch (...) {
     char* err = nullptr;
     sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, &err);

@@ -16,6 +16,7 @@
 #include "actors/encoder/encoder_actor.hpp"
 #include "actors/pool/pool_actor.hpp"
 #include "actors/supervisor/supervisor.hpp"
+#include "common/crash_points.hpp"
 #include "common/files.hpp"
 #include "nodes/bus.hpp"
 #include "nodes/exit_codes.hpp"
@@ -121,6 +122,12 @@ int run_node(const config::cluster& c, const std::string& host_name) {
       known += (known.empty() ? "" : ", ") + x.name;
     std::fprintf(stderr, "config error: /hosts: no host named '%s' (known: %s)\n",
                  host_name.c_str(), known.c_str());
+    return exit_code::usage;
+  }
+  try {
+    crash::init_from_env();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
     return exit_code::usage;
   }
   // Signals are taken by wait_for_end only: block them before any thread starts.

@@ -11,7 +11,9 @@
 #include "actors/decoder/decoder_machine.hpp"
 #include "actors/worker.hpp"
 #include "backends/backend.hpp"
+#include "common/crash_points.hpp"
 #include "common/files.hpp"
+#include "common/stage_records.hpp"
 #include "common/sha256.hpp"
 #include "messages/actor_types.hpp"
 
@@ -85,12 +87,30 @@ void decode(caf::event_based_actor* self, const std::shared_ptr<shell>& sh,
   auto job = o.job;
   auto sha = o.latent_sha256;
   uint64_t attempt = o.attempt;
+  auto data_dir = sh->ctx.data_dir;
+  auto name = sh->dec.name;
   run_on_worker(
     self,
-    [backend, cancel, env, job, latent, sha, attempt]() {
+    [backend, cancel, env, job, latent, sha, attempt, data_dir, name]() {
+      // A video this host already made from this very latent is not made twice.
+      auto receipt = records::receipt_path(data_dir + "/receipts", job.run_id, job.index,
+                                           "decoded");
+      if (auto r = records::valid_receipt(receipt); r && r->source == sha) {
+        spdlog::info("decoder {}: {}/{} reuses {} decoded before", name, job.run_id, job.index,
+                     r->product);
+        return msg::stage_done{attempt, msg::outcome::ok, "", r->sha256, r->bytes, 0, false,
+                               r->product};
+      }
       files::make_dirs(env.work_dir);
       files::make_dirs(files::parent_of(env.output_path));
       auto r = backend->decode(job, latent, sha, env);
+      if (r.outcome == msg::outcome::ok) {
+        // The digest of the file as it lies on disk is what the receipt and status vouch for.
+        r.sha256 = sha256_file_hex(env.output_path, &r.bytes);
+        records::write_receipt(receipt, {env.output_path, r.sha256, r.bytes, sha});
+        records::ledger_append(data_dir, "decoded " + job.run_id + " " + std::to_string(job.index)
+                                           + " " + std::to_string(attempt) + " " + r.sha256);
+      }
       if (r.outcome == msg::outcome::corrupt) {
         // Never decode it again: move it aside so the next attempt fetches a fresh copy.
         std::error_code ec;
@@ -152,16 +172,18 @@ caf::behavior decoder_actor(caf::event_based_actor* self, context ctx, config::d
   spdlog::info("decoder {}: up (epoch {:x})", sh->dec.name, sh->st.epoch);
   return {
     [self, sh](msg::decode_order& o) {
-      execute(self, sh, decoding::step(sh->st, decoding::ev_order{std::move(o)}, sh->ctx.run_now()));
+      auto fx = decoding::step(sh->st, decoding::ev_order{std::move(o)}, sh->ctx.run_now());
+      for (auto& e : fx)
+        if (std::holds_alternative<decoding::fx_fetch>(e))
+          crash::point("decoder.after_dequeue");
+      execute(self, sh, std::move(fx));
     },
     [self, sh](msg::result_ack& a) {
       execute(self, sh, decoding::step(sh->st, decoding::ev_ack{a.attempt}, sh->ctx.run_now()));
     },
     [self, sh](msg::fetch_done& f) { fetched(self, sh, f.attempt, f.outcome, f.error); },
     [self, sh](msg::stage_done& d) {
-      std::string output_sha;
-      if (d.outcome == msg::outcome::ok)
-        output_sha = sha256_file_hex(d.product_path);
+      std::string output_sha = d.outcome == msg::outcome::ok ? d.sha256 : "";
       execute(self, sh,
             decoding::step(sh->st,
                            decoding::ev_decoded{d.attempt, d.outcome, d.error, d.product_path,

@@ -11,7 +11,9 @@
 #include "actors/pool/pool_machine.hpp"
 #include "actors/worker.hpp"
 #include "backends/backend.hpp"
+#include "common/crash_points.hpp"
 #include "common/files.hpp"
+#include "common/stage_records.hpp"
 #include "messages/actor_types.hpp"
 
 namespace vidline::actors {
@@ -81,20 +83,36 @@ void sample(caf::event_based_actor* self, const std::shared_ptr<shell>& sh,
   auto backend = sh->backend;
   auto cancel = sh->cancel;  // keeps the flag alive as long as the worker runs
   auto latents = latent_dir(sh->ctx);
+  auto data_dir = sh->ctx.data_dir;
   auto job = o.job;
   uint64_t attempt = o.attempt;
+  auto pool = sh->pool.name;
   run_on_worker(
     self,
-    [backend, cancel, env, job, conditioning_path, latents, attempt]() {
+    [backend, cancel, env, job, conditioning_path, latents, data_dir, attempt, pool]() {
+      // A latent this host finished before (for any attempt, any pool) is not paid twice.
+      auto receipt = records::receipt_path(data_dir + "/receipts", job.run_id, job.index,
+                                           "sampled");
+      if (auto r = records::valid_receipt(receipt)) {
+        spdlog::info("pool {}: {}/{} reuses latent {} sampled before", pool, job.run_id,
+                     job.index, r->sha256);
+        return msg::stage_done{attempt, msg::outcome::ok, "", r->sha256, r->bytes, 0, false,
+                               r->product};
+      }
       files::make_dirs(env.work_dir);
       auto r = backend->sample(job, conditioning_path, env);
       msg::stage_done d{attempt, r.outcome, r.error, r.sha256, r.bytes, r.elapsed_s, r.cold, ""};
       if (r.outcome == msg::outcome::ok) {
+        crash::point("latent.before_commit");
         // Content-addressed: the latent's name is its digest, so a second copy of the same
         // latent is the same file.
         files::make_dirs(latents);
         d.product_path = latents + "/" + r.sha256 + ".latent";
         files::rename_durable(env.output_path, d.product_path);
+        records::write_receipt(receipt, {d.product_path, r.sha256, r.bytes, ""});
+        records::ledger_append(data_dir, "sampled " + job.run_id + " " + std::to_string(job.index)
+                                           + " " + std::to_string(attempt) + " " + r.sha256);
+        crash::point("latent.after_commit");
       }
       std::error_code ec;
       std::filesystem::remove_all(env.work_dir, ec);

@@ -89,7 +89,7 @@ private:
     if (auto why = clock.wait_until(duration); why != stage_clock::stop::reached)
       return stopped(why, "decoding", clock);
     std::string text = video_file_text(job, *digest);
-    files::write_atomic(env.output_path, text);
+    files::write_atomic(env.output_path, text, "output.during_rename");
 
     stage_result r;
     r.outcome = msg::outcome::ok;

@@ -1,0 +1,79 @@
+#include "common/stage_records.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <sstream>
+#include <stdexcept>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "common/files.hpp"
+#include "common/sha256.hpp"
+
+namespace vidline::records {
+
+std::string receipt_path(const std::string& dir, const std::string& run_id, uint32_t index,
+                         const std::string& stage) {
+  return dir + "/" + run_id + "/" + std::to_string(index) + "." + stage;
+}
+
+void write_receipt(const std::string& path, const receipt& r) {
+  files::make_dirs(files::parent_of(path));
+  std::ostringstream out;
+  out << "vidline-receipt 1\nproduct " << r.product << "\nsha256 " << r.sha256 << "\nbytes "
+      << r.bytes << "\nsource " << r.source << "\n";
+  files::write_atomic(path, out.str());
+}
+
+std::optional<receipt> valid_receipt(const std::string& path) {
+  std::string text;
+  try {
+    text = files::read_all(path);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  std::istringstream in(text);
+  std::string line, magic;
+  receipt r;
+  if (!std::getline(in, magic) || magic != "vidline-receipt 1")
+    return std::nullopt;
+  while (std::getline(in, line)) {
+    auto sp = line.find(' ');
+    if (sp == std::string::npos)
+      continue;
+    auto key = line.substr(0, sp);
+    auto value = line.substr(sp + 1);
+    if (key == "product")
+      r.product = value;
+    else if (key == "sha256")
+      r.sha256 = value;
+    else if (key == "bytes")
+      r.bytes = std::strtoull(value.c_str(), nullptr, 10);
+    else if (key == "source")
+      r.source = value;
+  }
+  if (r.product.empty() || !is_sha256_hex(r.sha256))
+    return std::nullopt;
+  uint64_t bytes = 0;
+  if (sha256_file_hex(r.product, &bytes) != r.sha256 || bytes != r.bytes)
+    return std::nullopt;
+  return r;
+}
+
+void ledger_append(const std::string& data_dir, const std::string& line) {
+  auto path = data_dir + "/ledger.log";
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0)
+    throw std::runtime_error("cannot open " + path + ": " + std::strerror(errno));
+  std::string l = line + "\n";
+  // One write with O_APPEND: lines of concurrent writers never interleave.
+  ssize_t n = ::write(fd, l.data(), l.size());
+  int e = errno;
+  bool synced = ::fsync(fd) == 0;
+  ::close(fd);
+  if (n != static_cast<ssize_t>(l.size()) || !synced)
+    throw std::runtime_error("cannot append to " + path + ": " + std::strerror(e));
+}
+
+} // namespace vidline::records
