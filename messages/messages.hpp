@@ -121,8 +121,9 @@ struct decode_result {
   std::string output_sha256;
   double handoff_s = 0;        ///< run-clock seconds to fetch and verify the latent
   double decode_s = 0;         ///< run-clock seconds from the latent's arrival to the file
+  std::string stage;           ///< where it ended: "handoff" (fetching) or "decode"
   MSGPACK_DEFINE_MAP(decoder, host, attempt, run_id, index, outcome, error, output,
-                     output_sha256, handoff_s, decode_s)
+                     output_sha256, handoff_s, decode_s, stage)
 };
 
 /// decoder -> coordinator, every status interval and on every change (level-triggered).

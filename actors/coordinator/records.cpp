@@ -39,6 +39,8 @@ json job_record(const sched::job& j) {
           {"sample_attempts", j.sample_attempts},
           {"decode_attempts", j.decode_attempts},
           {"corrupt_handoffs", j.corrupt_handoffs},
+          {"lost_attempts", j.lost_attempts},
+          {"handoff_failures", j.handoff_failures},
           {"pool", j.pool},
           {"decoder", j.decoder},
           {"latent_sha256", j.latent_sha256},
@@ -70,6 +72,8 @@ sched::job job_from_record(const json& r) {
   j.sample_attempts = r.at("sample_attempts").get<uint32_t>();
   j.decode_attempts = r.at("decode_attempts").get<uint32_t>();
   j.corrupt_handoffs = r.value("corrupt_handoffs", 0u);
+  j.lost_attempts = r.value("lost_attempts", 0u);
+  j.handoff_failures = r.value("handoff_failures", 0u);
   j.pool = r.at("pool").get<std::string>();
   j.decoder = r.at("decoder").get<std::string>();
   j.latent_sha256 = r.at("latent_sha256").get<std::string>();

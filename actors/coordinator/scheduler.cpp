@@ -154,6 +154,14 @@ struct stepper {
       log(2, "job " + job_name(j) + " succeeded: " + j.output);
   }
 
+  /// An attempt lost to a crash or a host going down is given back, up to a bound that
+  /// stops a job which itself crashes its pool every time.
+  void refund_lost(job& j, uint32_t& attempts) {
+    ++j.lost_attempts;
+    if (attempts > 0 && j.lost_attempts <= s.p.lost_factor * s.p.max_attempts)
+      --attempts;
+  }
+
   /// Back to the queue for another sampling attempt, or failed when attempts are spent.
   void requeue_sampling(job& j, const std::string& why) {
     j.state = job_state::queued;
@@ -245,8 +253,10 @@ struct stepper {
       return;
     auto* j = s.find_job(p.assigned->first, p.assigned->second);
     p.assigned.reset();
-    if (j != nullptr && j->state == job_state::sampling && j->pool == p.name)
+    if (j != nullptr && j->state == job_state::sampling && j->pool == p.name) {
+      refund_lost(*j, j->sample_attempts);
       requeue_sampling(*j, "pool " + p.name + ": " + why);
+    }
   }
 
   void decoder_lost(decoder_view& d, const std::string& why) {
@@ -258,8 +268,10 @@ struct stepper {
     d.ordered.clear();
     for (auto& r : s.runs)
       for (auto& j : r.jobs)
-        if (j.state == job_state::decoding && j.decoder == d.name && lost.count(j.attempt))
+        if (j.state == job_state::decoding && j.decoder == d.name && lost.count(j.attempt)) {
+          refund_lost(j, j.decode_attempts);
           requeue_decoding(j, "decoder " + d.name + ": " + why);
+        }
   }
 
   void on(const ev_pool_status& e) {
@@ -407,6 +419,16 @@ struct stepper {
         requeue_decoding(*j, "latent did not verify: " + r.error);
     } else if (r.outcome == "not_found") {
       requeue_sampling(*j, "latent gone from " + j->latent_host + ": " + r.error);
+    } else if (r.outcome == msg::outcome::transient && r.stage == "handoff") {
+      // The latent's host restarted or the link failed: not the decoder's fault. A latent
+      // that keeps failing to move is made again instead.
+      ++j->handoff_failures;
+      if (j->handoff_failures > s.p.lost_factor * s.p.max_attempts) {
+        requeue_sampling(*j, "latent could not be moved from " + j->latent_host + ": " + r.error);
+      } else {
+        refund_lost(*j, j->decode_attempts);
+        requeue_decoding(*j, "handoff from " + j->latent_host + ": " + r.error);
+      }
     } else if (r.outcome == msg::outcome::transient) {
       requeue_decoding(*j, "decoder " + r.decoder + ": " + r.error);
     } else {

@@ -19,9 +19,11 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <variant>
 #include <vector>
 
@@ -41,6 +43,10 @@ struct job {
   uint32_t sample_attempts = 0;    ///< sampling attempts started
   uint32_t decode_attempts = 0;    ///< decoding attempts started
   uint32_t corrupt_handoffs = 0;   ///< decodes refused because the latent did not verify
+  uint32_t lost_attempts = 0;      ///< attempts lost to a crash or a host going down; they
+                                   ///< do not count against max_attempts (not the job's
+                                   ///< fault) unless a job keeps losing them (a poison job)
+  uint32_t handoff_failures = 0;   ///< transient failures to move the latent
   std::string pool;                ///< pool of the current/last sampling attempt
   std::string decoder;             ///< decoder of the current/last decoding attempt
   std::string latent_sha256;
@@ -73,6 +79,9 @@ struct pool_view {
   std::string host;
   std::string kind;                ///< profile key, e.g. "t10x8"
   std::set<std::string> conflicts; ///< pools sharing a GPU with this one
+  /// Largest job load (width x height x seconds) the profile says it holds; a larger job is
+  /// never ordered here. nullopt = no known limit (only an out-of-memory result stops it).
+  std::optional<uint64_t> max_load;
   bool alive = false;              ///< a status arrived and its host is up
   bool accepting = true;
   uint64_t epoch = 0;
@@ -81,6 +90,10 @@ struct pool_view {
   uint64_t reported_busy = 0;      ///< attempt the pool last said it runs (0 idle)
   std::optional<std::pair<std::string, uint32_t>> assigned;  ///< (run, index) we gave it
   double last_status = -1;
+  /// Its model is loaded: a result came back since it (re)started, and no pool sharing its
+  /// GPUs was ordered since. An estimate for the auto policy; the pool itself knows better.
+  bool warm = false;
+  double ordered_at = -1;          ///< when the current order first went out (-1 idle)
 };
 
 /// The coordinator's view of one decoder.
@@ -107,38 +120,120 @@ struct params {
   uint32_t handoff_retries = 3;    ///< corrupt latents per job before it fails
   double latent_wait_s = 10;       ///< a sampled latent's host may be down this long before
                                    ///< the job is sampled again elsewhere
+  uint32_t lost_factor = 3;        ///< lost attempts refunded per job: up to this x max_attempts
+  double home_wait_s = 10;         ///< in_turn: a job waits this long after submission for
+                                   ///< a home pool that never reported, then goes elsewhere
 };
 
-/// Picks a pool for a job among those free now; nullopt = leave it queued for now.
-/// The default (`pick_in_turn`) hands jobs to the mode's pools in the mode's order.
+/// A job a policy sends to a pool now: (job index in the run, pool name).
+struct assignment {
+  uint32_t job = 0;
+  std::string pool;
+};
+
 struct state;
-using pool_policy = std::function<std::optional<std::string>(const state&, const run&,
-                                                             const job&, double now)>;
+struct run_index;
+
+/// What a dispatch policy sees of one run at one moment.
+struct dispatch_view {
+  const state& s;
+  const run& r;
+  const run_index& queue;              ///< the run's queued jobs
+  const std::vector<std::string>& free;  ///< pools of the run's mode free now, in mode order
+  double now;
+};
+
+/// How a mode hands its queued jobs to its pools. The machine asks `next` again after
+/// every assignment (with the pool then taken out of `free`) until it answers nullopt.
+/// A policy must only name a pool from `free` that pool_may_take() the job.
+class dispatch_policy {
+public:
+  virtual ~dispatch_policy() = default;
+  /// The policy's name as a mode's config names it ("in_turn", "first_free", "auto").
+  virtual const char* name() const = 0;
+  virtual std::optional<assignment> next(const dispatch_view& v) const = 0;
+};
+
+/// Strict round robin, as the reference line dispatched: job i belongs to the pool
+/// i mod n of the mode's n pools able to hold its size, in the mode's order, and waits for
+/// it even while another pool is free. A job whose home pool is out of service (host down,
+/// restarted away, not accepting, or never reported within home_wait_s) goes to the first
+/// free able pool instead; a job that ran out of memory somewhere gets its home among the
+/// pools left to it. The default of every mode.
+class in_turn_policy : public dispatch_policy {
+public:
+  const char* name() const override { return "in_turn"; }
+  std::optional<assignment> next(const dispatch_view& v) const override;
+};
+
+/// The first free able pool in the mode's order takes the lowest queued job: jobs go to
+/// whichever source is free first (greedy).
+class first_free_policy : public dispatch_policy {
+public:
+  const char* name() const override { return "first_free"; }
+  std::optional<assignment> next(const dispatch_view& v) const override;
+};
+
+/// A job's load: width x height x seconds (what pool_view::max_load is stated in).
+uint64_t job_load(const msg::job_spec& j);
+
+/// Bookkeeping of one run's queue (part of state::idx).
+struct run_index {
+  std::set<uint32_t> queued;                  ///< every queued job, lowest index first
+  std::set<uint32_t> restricted;              ///< queued jobs that ran out of memory somewhere
+  std::vector<std::string> able;              ///< mode pools whose max_load holds the size
+  std::vector<std::set<uint32_t>> by_home;    ///< unrestricted queued jobs by home (i mod n)
+  uint32_t unfinished = 0;                    ///< jobs not yet succeeded or failed
+  std::map<std::string, double> first_order_on_host;  ///< conditioning starts there
+};
+
+/// Lookups that keep a step's cost independent of the number of jobs: queues per run,
+/// sampled jobs in decode order, decoding jobs per decoder, the free pools. Derived from the
+/// rest of the state: step() builds it the first time and keeps it current; after changing
+/// runs, jobs or pool views other than through step(), call reindex().
+struct state_index {
+  bool built = false;
+  std::map<std::string, std::size_t> run_pos;                 ///< run id -> position in runs
+  std::vector<run_index> runs;                                ///< same order as state::runs
+  std::set<std::tuple<double, std::size_t, uint32_t>> sampled;  ///< (sample_end, run, job)
+  std::map<std::string, std::set<std::pair<std::size_t, uint32_t>>> decoding;  ///< by decoder
+  std::set<std::string> free_pools;                           ///< pool_free() is true
+  std::map<std::string, std::vector<std::string>> conflicted_by;  ///< reverse of conflicts
+  std::map<std::string, std::map<std::string, std::size_t>> mode_pos;  ///< mode -> pool -> order
+};
 
 /// The whole machine state.
 struct state {
   params p;
   std::map<std::string, std::vector<std::string>> modes;  ///< mode -> pools, in order
   std::map<std::string, std::vector<std::string>> mode_decoders;
+  /// mode -> its dispatch policy; a mode not named here uses in_turn.
+  std::map<std::string, std::shared_ptr<const dispatch_policy>> mode_policy;
   std::map<std::string, pool_view> pools;
   std::map<std::string, decoder_view> decoders;
   std::map<std::string, bool> hosts_up;                   ///< from peer events
   std::map<std::string, double> host_down_since;
   std::deque<run> runs;                                   ///< oldest first
   uint64_t next_attempt = 1;
-  pool_policy policy;                                     ///< empty = pick_in_turn
+  state_index idx;
 
   run* find_run(const std::string& id);
   const run* find_run(const std::string& id) const;
   job* find_job(const std::string& run_id, uint32_t index);
   bool pool_free(const std::string& pool) const;
+  bool host_up(const std::string& host) const;
+  /// The policy of a mode (in_turn when none was installed).
+  const dispatch_policy& policy_of(const std::string& mode) const;
 };
 
-/// The default policy: the first free, able pool in the mode's order.
-std::optional<std::string> pick_in_turn(const state& s, const run& r, const job& j,
-                                        double now);
+/// Rebuilds state::idx from the rest of the state.
+void reindex(state& s);
 
-/// True when pool kind `kind` has not run out of memory on this job before.
+/// Where state::idx disagrees with a rebuilt one ("" = it agrees). For tests.
+std::string check_index(const state& s);
+
+/// True when pool `p` may take job `j`: its kind has not run out of memory on the job, and
+/// the job's load is within the pool's max_load.
 bool pool_may_take(const pool_view& p, const job& j);
 
 // -- events --------------------------------------------------------------------------------

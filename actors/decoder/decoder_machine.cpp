@@ -117,6 +117,7 @@ std::vector<effect> step(state& s, const event& e, double now) {
       auto r = result_of(s, *h);
       r.outcome = f->outcome;
       r.error = f->error;
+      r.stage = "handoff";
       finish(s, f->attempt, std::move(r));
       fx.push_back(fx_report{});
     }
@@ -127,6 +128,7 @@ std::vector<effect> step(state& s, const event& e, double now) {
     auto r = result_of(s, *h);
     r.outcome = d->outcome;
     r.error = d->error;
+    r.stage = "decode";
     r.output = d->output;
     r.output_sha256 = d->output_sha256;
     r.decode_s = d->decode_s;
