@@ -1,0 +1,61 @@
+#pragma once
+/// One child process run to its end: spawned without a shell from an argv, in a process
+/// group of its own, with its output in files, stopped by a deadline or a cancel flag.
+/// Whatever the end, nothing of its process group is left running afterwards.
+///
+/// Failures it handles (and how):
+/// - the program cannot be started (missing, not executable): `spawn_failed`, errno text;
+/// - it runs past its deadline: SIGTERM to the whole group, `grace` later SIGKILL;
+/// - the cancel flag is raised: the same, without waiting for the deadline;
+/// - it exits but leaves children in its group: they are SIGKILLed before the leader is
+///   reaped (while the leader is a zombie its pid, hence the group id, cannot be reused);
+/// - the caller's thread blocks SIGTERM/SIGINT or ignores SIGPIPE (the node does): the
+///   child starts with an empty signal mask and default dispositions.
+/// Not handled: a descendant that leaves the group (setsid/setpgid) escapes the kill.
+
+#include <atomic>
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include <sys/types.h>
+
+namespace vidline::backends::exec {
+
+/// What to run.
+struct child_spec {
+  std::vector<std::string> argv;      ///< argv[0] is a path or a name looked up in PATH
+  std::vector<std::string> env;       ///< the whole environment, "NAME=value" each
+  std::string cwd;                    ///< working directory; "" = the caller's
+  std::string stdout_path;            ///< created/truncated; "" = /dev/null
+  std::string stderr_path;            ///< created/truncated; "" = /dev/null
+};
+
+/// How long it may run and how it is stopped.
+struct child_limits {
+  std::chrono::steady_clock::duration timeout{0};   ///< 0 = none
+  std::chrono::steady_clock::duration grace{std::chrono::seconds(3)};  ///< SIGTERM -> SIGKILL
+  const std::atomic<bool>* cancel = nullptr;
+};
+
+/// How the child ended.
+struct child_end {
+  enum class kind { exited, signaled, timed_out, cancelled, spawn_failed };
+  kind how = kind::spawn_failed;
+  int exit_code = -1;                 ///< exited: its code
+  int signal = 0;                     ///< signaled (not by us): the signal
+  bool leftovers_killed = false;      ///< it left processes in its group; they were killed
+  double elapsed_s = 0;               ///< real seconds from spawn to reaping
+  std::string error;                  ///< spawn_failed: why
+};
+
+/// Runs `spec` to its end under `limits`. Blocks; never throws for the child's sake.
+child_end run_child(const child_spec& spec, const child_limits& limits);
+
+/// The caller's environment as "NAME=value" strings, without the names in `drop`.
+std::vector<std::string> current_environment(const std::vector<std::string>& drop = {});
+
+/// Whether a process group still has a member (zombies count as gone).
+bool group_alive(pid_t pgid);
+
+} // namespace vidline::backends::exec
