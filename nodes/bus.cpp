@@ -180,7 +180,10 @@ uint64_t bus_stats::decode_errors_total() const {
 msg::decode_limits wire_limits(const config::knobs& knobs) {
   msg::decode_limits l;
   l.max_frame_bytes = knobs.max_frame_bytes;
+  // A chunk's bin, and a status reply's JSON, may fill a frame. Strings and bins are
+  // referenced, not copied, while decoding: the frame size is what bounds them.
   l.max_bin = knobs.max_frame_bytes;
+  l.max_str = knobs.max_frame_bytes;
   return l;
 }
 

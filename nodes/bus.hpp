@@ -86,8 +86,8 @@ struct bus_stats {
   uint64_t decode_errors_total() const;
 };
 
-/// Decode limits for frames from outside under these knobs (frame and bin sizes follow
-/// max_frame_bytes; the rest are msg::decode_limits' defaults).
+/// Decode limits for frames from outside under these knobs (frame, bin and string sizes
+/// follow max_frame_bytes; the rest are msg::decode_limits' defaults).
 msg::decode_limits wire_limits(const config::knobs& knobs);
 
 /// The first envelope id of a sender's boot: its start time in microseconds since the

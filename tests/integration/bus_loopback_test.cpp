@@ -142,10 +142,15 @@ struct pair_fixture {
   std::unique_ptr<node> a, b;
   bool tight;
 
-  explicit pair_fixture(bool tight_liveness = true, uint32_t corrupt_every_nth_chunk_on_a = 0)
-      : tight(tight_liveness) {
+  std::function<void(config::knobs&)> tweak;
+
+  explicit pair_fixture(bool tight_liveness = true, uint32_t corrupt_every_nth_chunk_on_a = 0,
+                        std::function<void(config::knobs&)> tweak_knobs = {})
+      : tight(tight_liveness), tweak(std::move(tweak_knobs)) {
     auto oa = options_for("A", port_a, {{"B", endpoint_of(port_b)}}, dir_a.path.string(),
                           tight);
+    if (tweak)
+      tweak(oa.knobs);
     oa.corrupt_every_nth_chunk = corrupt_every_nth_chunk_on_a;
     a = std::make_unique<node>(oa);
     start_b();
@@ -155,6 +160,8 @@ struct pair_fixture {
   void start_b(uint64_t boot = 0) {
     auto ob = options_for("B", port_b, {{"A", endpoint_of(port_a)}}, dir_b.path.string(),
                           tight);
+    if (tweak)
+      tweak(ob.knobs);
     ob.boot_id = boot;
     b = std::make_unique<node>(ob);
   }
@@ -489,5 +496,156 @@ TEST_CASE("fetches that cannot succeed end with the right outcome", "[bus][trans
                     std::invalid_argument);
   }
   CHECK_FALSE(fs::exists(dest));
+  CHECK_FALSE(fs::exists(dest + ".part"));
+}
+
+TEST_CASE("many small chunks through a window of one", "[bus][transfer]") {
+  pair_fixture p(/*tight_liveness=*/false, 0, [](config::knobs& k) {
+    k.chunk_bytes = 64 * 1024;
+    k.chunk_window = 1;
+  });
+  constexpr std::size_t size = 3'000'001;  // not a multiple of the chunk
+  const std::string sha = make_latent(p.dir_a.path, size, 46);
+  const std::string dest = (p.dir_b.path / "small.latent").string();
+  const fetch_result r = fetch(*p.b->b, "A", sha, size, dest);
+  INFO(r.error);
+  REQUIRE(r.outcome == fetch_outcome::ok);
+  CHECK(sha256_file_hex(dest) == sha);
+  CHECK(p.b->b->stats().chunks_received == (size + 65535) / 65536);
+}
+
+namespace {
+
+/// A fake source host "A": a raw ROUTER that answers heartbeats (so the bus sees it up)
+/// and latent_fetch requests as the test says, or not at all.
+struct fake_source {
+  int port = free_port();
+  zmq::context_t ctx;
+  zmq::socket_t router{ctx, zmq::socket_type::router};
+  uint64_t next_id = first_envelope_id();
+
+  fake_source() {
+    router.set(zmq::sockopt::linger, 0);
+    router.set(zmq::sockopt::rcvtimeo, 100);
+    router.bind(endpoint_of(port));
+  }
+  template <class T>
+  void send_to(const std::string& to, const T& body, uint64_t correlation) {
+    msg::envelope env;
+    env.type = T::wire_name;
+    env.id = next_id++;
+    env.sender = "A";
+    env.correlation = correlation;
+    env.target = "bus";
+    const std::string wire = msg::encode_frame(env, msg::pack_body(body));
+    REQUIRE(router.send(zmq::buffer(to), zmq::send_flags::sndmore));
+    REQUIRE(router.send(zmq::buffer(wire), zmq::send_flags::none));
+  }
+  using request = std::pair<std::string, std::pair<msg::envelope, msg::latent_fetch>>;
+
+  /// Waits up to 100 ms for one frame: answers a heartbeat, returns a latent_fetch (and
+  /// the routing id it came from).
+  std::optional<request> serve_once() {
+    zmq::message_t id, frame;
+    if (!router.recv(id))
+      return std::nullopt;
+    REQUIRE(router.recv(frame));
+    msg::frame f;
+    REQUIRE(msg::decode_frame(frame.data<char>(), frame.size(), msg::decode_limits{}, f) ==
+            msg::decode_error::none);
+    if (f.env.type == msg::heartbeat::wire_name)
+      send_to(id.to_string(), msg::heartbeat{"A", 1, next_id, 0}, 0);
+    if (f.env.type != msg::latent_fetch::wire_name)
+      return std::nullopt;
+    msg::latent_fetch req;
+    REQUIRE(msg::unpack_body_as(f.body, msg::decode_limits{}, req));
+    return request{id.to_string(), {f.env, req}};
+  }
+  /// Serves heartbeats until a latent_fetch comes.
+  request next_request() {
+    const auto deadline = std::chrono::steady_clock::now() + generous;
+    for (;;) {
+      REQUIRE(std::chrono::steady_clock::now() < deadline);
+      if (auto r = serve_once())
+        return *r;
+    }
+  }
+  void answer(const std::string& to, const msg::envelope& req_env, const msg::latent_chunk& c) {
+    send_to(to, c, req_env.id);
+  }
+};
+
+} // namespace
+
+TEST_CASE("the receiver holds a source to the protocol", "[bus][transfer]") {
+  std::promise<fetch_result> done;  // before the bus: it must outlive any callback
+  auto result = done.get_future();
+  fake_source a;
+  temp_dir dir;
+  auto ob = options_for("B", free_port(), {{"A", endpoint_of(a.port)}}, dir.path.string(),
+                        /*tight_liveness=*/false);
+  ob.knobs.transfer_timeout_ms = 300;
+  node b(ob);
+  const std::string dest = (dir.path / "x.latent").string();
+  const std::string data(100, 'z');
+  const std::string sha = to_hex(sha256_of(data));
+
+  // Until B's DEALER is connected a fetch fails at once ("cannot reach A"): wait for A up.
+  const auto deadline = std::chrono::steady_clock::now() + generous;
+  while (!b.rec.wait([&] { return b.rec.has_event("A", true); }, 0ms)) {
+    REQUIRE(std::chrono::steady_clock::now() < deadline);
+    a.serve_once();
+  }
+  b.b->fetch_latent("A", sha, data.size(), dest,
+                    [&done](const fetch_result& r) { done.set_value(r); });
+  auto [to, req] = a.next_request();
+  CHECK(req.second.sha256 == sha);
+  CHECK(req.second.offset == 0);
+  CHECK(req.second.length == data.size());
+
+  msg::latent_chunk c;
+  c.transfer_id = req.second.transfer_id;
+  c.sha256 = sha;
+  c.total = data.size();
+  SECTION("silence ends the fetch as transient after transfer_timeout_ms") {
+    REQUIRE(result.wait_for(generous) == std::future_status::ready);
+    const fetch_result r = result.get();
+    CHECK(r.outcome == fetch_outcome::transient);
+    CHECK(r.error.find("no chunk") != std::string::npos);
+    CHECK(r.elapsed_ms >= 300 - 1);  // the bus's timers count whole milliseconds
+  }
+  SECTION("a short chunk is corrupt") {
+    c.data = msgpack::type::raw_ref(data.data(), 99);
+    a.answer(to, req.first, c);
+    REQUIRE(result.wait_for(generous) == std::future_status::ready);
+    CHECK(result.get().outcome == fetch_outcome::corrupt);
+  }
+  SECTION("a chunk at the wrong offset is transient") {
+    c.offset = 50;
+    c.data = msgpack::type::raw_ref(data.data(), 50);
+    a.answer(to, req.first, c);
+    REQUIRE(result.wait_for(generous) == std::future_status::ready);
+    CHECK(result.get().outcome == fetch_outcome::transient);
+  }
+  SECTION("a chunk for another transfer is ignored; the right one is taken") {
+    msg::latent_chunk other = c;
+    other.transfer_id += 1000;
+    other.data = msgpack::type::raw_ref(data.data(), static_cast<uint32_t>(data.size()));
+    a.answer(to, req.first, other);
+    c.data = msgpack::type::raw_ref(data.data(), static_cast<uint32_t>(data.size()));
+    a.answer(to, req.first, c);
+    REQUIRE(result.wait_for(generous) == std::future_status::ready);
+    CHECK(result.get().outcome == fetch_outcome::ok);
+    CHECK(b.b->stats().stale_chunks == 1);
+    CHECK(files::read_all(dest) == data);
+  }
+  SECTION("a source error other than not found is transient") {
+    c.error = "cannot read";
+    a.answer(to, req.first, c);
+    REQUIRE(result.wait_for(generous) == std::future_status::ready);
+    const fetch_result r = result.get();
+    CHECK(r.outcome == fetch_outcome::transient);
+    CHECK(r.error.find("cannot read") != std::string::npos);
+  }
   CHECK_FALSE(fs::exists(dest + ".part"));
 }
