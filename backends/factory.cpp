@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "backends/backend.hpp"
+#include "backends/comfyui/comfyui_backend.hpp"
 #include "backends/exec/exec_backend.hpp"
 #include "backends/sim/sim_backend.hpp"
 
@@ -12,8 +13,6 @@ namespace {
 /// Throws for a type that has no implementation in this build.
 [[noreturn]] void unavailable(const backend_params& p) {
   const std::string& type = p.backend.type;
-  if (type == "comfyui")
-    throw std::runtime_error("backend type '" + type + "' is not built yet");
   throw std::runtime_error("backend '" + p.backend.name + "': unknown type '" + type +
                            "' (known: sim, exec, comfyui)");
 }
@@ -25,6 +24,8 @@ std::unique_ptr<encoder_backend> make_encoder(const backend_params& p) {
     return sim::make_sim_encoder(p);
   if (p.backend.type == "exec")
     return exec::make_exec_encoder(p);
+  if (p.backend.type == "comfyui")
+    return comfyui::make_comfyui_encoder(p);
   unavailable(p);
 }
 
@@ -33,6 +34,8 @@ std::unique_ptr<sampler_backend> make_sampler(const backend_params& p) {
     return sim::make_sim_sampler(p);
   if (p.backend.type == "exec")
     return exec::make_exec_sampler(p);
+  if (p.backend.type == "comfyui")
+    return comfyui::make_comfyui_sampler(p);
   unavailable(p);
 }
 
@@ -41,6 +44,8 @@ std::unique_ptr<decoder_backend> make_decoder(const backend_params& p) {
     return sim::make_sim_decoder(p);
   if (p.backend.type == "exec")
     return exec::make_exec_decoder(p);
+  if (p.backend.type == "comfyui")
+    return comfyui::make_comfyui_decoder(p);
   unavailable(p);
 }
 
