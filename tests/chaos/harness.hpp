@@ -1,0 +1,318 @@
+#pragma once
+// The fault-injection campaign: real node processes on loopback, a seeded batch, 1-3 seeded
+// faults (kill -9 of a node, the coordinator's included; SIGSTOP then SIGCONT; named crash
+// points), nodes restarted as a service manager would, and an invariant checker that does
+// not trust the coordinator: it recomputes every latent from the sim contract, reads every
+// video file and the hosts' work ledgers.
+
+#include <cstdio>
+#include <map>
+#include <random>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/crash_points.hpp"
+#include "config/config.hpp"
+#include "nodes/commands.hpp"
+#include "tests/support/contract.hpp"
+#include "tests/support/processes.hpp"
+
+namespace chaos {
+
+using nlohmann::json;
+using testing_support::process;
+
+/// What the checker found in one scenario.
+struct verdict {
+  uint64_t seed = 0;
+  int jobs = 0;
+  int succeeded = 0;
+  int lost = 0;          ///< no correct video file and not reported failed
+  int failed = 0;        ///< reported failed by the coordinator (allowed, counted)
+  int duplicated = 0;    ///< a job decoded to completion more than once
+  int corrupt = 0;       ///< a video file whose contents break the contract
+  int unfinished = 0;    ///< the run did not end within the deadline
+  int resampled = 0;     ///< a latent sampled again after it was finished (info)
+  int faults = 0;
+  int kills = 0;         ///< kill -9 delivered
+  int stops = 0;         ///< SIGSTOP/SIGCONT delivered
+  int crash_exits = 0;   ///< nodes that exited through a crash point (code 86)
+  std::vector<std::string> notes;
+  bool ok() const { return lost == 0 && duplicated == 0 && corrupt == 0 && unfinished == 0; }
+  std::string describe() const {
+    std::ostringstream o;
+    o << "seed " << seed << ": " << succeeded << "/" << jobs << " ok, lost " << lost
+      << ", duplicated " << duplicated << ", corrupt " << corrupt << ", unfinished "
+      << unfinished << ", failed " << failed << ", resampled " << resampled << ", faults "
+      << faults << " (kill -9 " << kills << ", stop " << stops << ", crash points fired "
+      << crash_exits << ")";
+    for (auto& n : notes)
+      o << "\n    " << n;
+    return o.str();
+  }
+};
+
+/// One fault, planned from the seed.
+struct fault {
+  enum kind_t { kill9, stop_cont, crash_points } kind;
+  std::string host;
+  double at_s;       ///< real seconds after the submit
+  double length_s;   ///< down (kill9: before restart) or stopped (stop_cont)
+};
+
+inline std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  std::string l;
+  while (std::getline(in, l))
+    out.push_back(l);
+  return out;
+}
+
+/// Runs one seeded scenario end to end and checks it.
+class scenario {
+public:
+  explicit scenario(uint64_t seed) : seed_(seed), rng_(seed) {}
+
+  verdict run() {
+    verdict v;
+    v.seed = seed_;
+    testing_support::temp_dir dir("vl-chaos");
+    dir_ = dir.path();
+    write_config();
+    plan_faults(v);
+    for (auto& h : hosts_)
+      start(h);
+    auto cluster = vidline::config::load(config_);
+    vidline::nodes::coordinator_client cl(cluster);
+    msg_req_.request_id = "chaos-" + std::to_string(seed_);
+    auto t0 = std::chrono::steady_clock::now();
+    auto elapsed = [&] {
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    };
+    std::string run_id;
+    json st;
+    std::size_t next_fault = 0;
+    std::map<std::string, double> restart_at;
+    std::map<std::string, double> cont_at;
+    const double deadline_s = 90;
+    bool done = false;
+    while (elapsed() < deadline_s) {
+      // Faults due now.
+      while (next_fault < faults_.size() && faults_[next_fault].at_s <= elapsed()) {
+        auto& f = faults_[next_fault++];
+        auto& p = procs_[f.host];
+        if (f.kind == fault::kill9 && p && p->running()) {
+          ++v.kills;
+          p->signal(SIGKILL);
+          p->wait(10);
+          restart_at[f.host] = elapsed() + f.length_s;
+        } else if (f.kind == fault::stop_cont && p && p->running()) {
+          ++v.stops;
+          p->signal(SIGSTOP);
+          cont_at[f.host] = elapsed() + f.length_s;
+        }
+      }
+      for (auto it = cont_at.begin(); it != cont_at.end();) {
+        if (it->second <= elapsed()) {
+          if (procs_[it->first])
+            procs_[it->first]->signal(SIGCONT);
+          it = cont_at.erase(it);
+        } else {
+          ++it;
+        }
+      }
+      // The service manager: a node that exited comes back (after its planned downtime).
+      for (auto& h : hosts_) {
+        auto& p = procs_[h];
+        if (p && !p->running() && cont_at.count(h) == 0) {
+          int code = p->wait(0);
+          if (code == vidline::crash::exit_code && restart_at.count(h) == 0)
+            ++v.crash_exits;
+          if (code != vidline::crash::exit_code && code != 137)
+            v.notes.push_back("node " + h + " exited with " + std::to_string(code) + ": "
+                              + tail(p->err()));
+          if (restart_at.count(h) == 0)
+            restart_at[h] = elapsed();
+        }
+      }
+      for (auto it = restart_at.begin(); it != restart_at.end();) {
+        if (it->second <= elapsed()) {
+          start(it->first);
+          it = restart_at.erase(it);
+        } else {
+          ++it;
+        }
+      }
+      // Submit (idempotent by request id) until accepted, then follow.
+      try {
+        if (run_id.empty()) {
+          run_id = cl.submit(msg_req_, 1500);
+        } else if (auto s = cl.status(run_id, 500)) {
+          st = *s;
+          if (st["state"] != "running" && next_fault >= faults_.size()) {
+            done = true;
+            break;
+          }
+        }
+      } catch (const std::exception&) {
+        // No coordinator right now (killed/stopped): keep injecting and restarting.
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));  // supervision pace
+    }
+    for (auto& [h, at] : cont_at)
+      if (procs_[h])
+        procs_[h]->signal(SIGCONT);
+    for (auto& h : hosts_)
+      if (procs_[h] && procs_[h]->running()) {
+        procs_[h]->signal(SIGTERM);
+        if (procs_[h]->wait(20) != 0)
+          v.notes.push_back("node " + h + " did not stop cleanly: " + tail(procs_[h]->err()));
+      }
+    if (!done)
+      v.unfinished = 1;
+    check(v, run_id, st);
+    if (!v.ok())
+      dir.keep();
+    return v;
+  }
+
+private:
+  static std::string tail(const std::string& s) {
+    return s.size() > 600 ? s.substr(s.size() - 600) : s;
+  }
+
+  void write_config() {
+    auto cfg = json::parse(testing_support::read_file(std::string(VIDLINE_SOURCE_DIR)
+                                                      + "/config/examples/reference.json"));
+    auto ports = testing_support::free_ports(static_cast<int>(cfg["hosts"].size()));
+    for (std::size_t i = 0; i < cfg["hosts"].size(); ++i) {
+      cfg["hosts"][i]["port"] = ports[i];
+      cfg["hosts"][i]["data_dir"] = dir_ + "/" + cfg["hosts"][i]["name"].get<std::string>();
+      hosts_.push_back(cfg["hosts"][i]["name"].get<std::string>());
+    }
+    cfg["backends"]["sim"]["time_scale"] = 0.004;
+    cfg["knobs"] = {{"heartbeat_interval_ms", 200}, {"heartbeat_misses", 3},
+                    {"status_interval_ms", 100},    {"order_resend_ms", 400},
+                    {"reconnect_max_ms", 500},      {"transfer_timeout_ms", 1500},
+                    {"max_attempts", 3}};
+    static const char* modes[] = {"single_eight_plus_one", "four_four_plus_one",
+                                  "four_four_xtx_plus_one", "eight_xtx_plus_one"};
+    msg_req_.mode = modes[std::uniform_int_distribution<int>(0, 3)(rng_)];
+    msg_req_.prompt = "chaos scenario prompt";
+    msg_req_.width = 416;
+    msg_req_.height = 736;
+    msg_req_.seconds = 5;
+    msg_req_.count = static_cast<uint32_t>(std::uniform_int_distribution<int>(3, 6)(rng_));
+    msg_req_.seed = 987654321123ull + seed_ * 100;
+    config_ = dir_ + "/cluster.json";
+    std::ofstream(config_) << cfg.dump(2);
+  }
+
+  void plan_faults(verdict& v) {
+    int n = std::uniform_int_distribution<int>(1, 3)(rng_);
+    std::uniform_real_distribution<double> when(0.2, 2.0);
+    for (int i = 0; i < n; ++i) {
+      fault f;
+      int k = std::uniform_int_distribution<int>(0, 2)(rng_);
+      f.kind = static_cast<fault::kind_t>(k);
+      f.host = hosts_[std::uniform_int_distribution<std::size_t>(0, hosts_.size() - 1)(rng_)];
+      f.at_s = when(rng_);
+      f.length_s = std::uniform_real_distribution<double>(0.0, 1.5)(rng_);
+      if (f.kind == fault::crash_points)
+        crash_hosts_.insert(f.host);
+      else
+        faults_.push_back(f);
+    }
+    std::sort(faults_.begin(), faults_.end(),
+              [](const fault& a, const fault& b) { return a.at_s < b.at_s; });
+    v.faults = n;
+  }
+
+  void start(const std::string& host) {
+    std::vector<std::string> args{VIDLINE_BINARY, "node", "--config", config_, "--host", host};
+    // A host chosen for crash-point faults runs with points armed (at every start, as
+    // a flaky machine would); the probability keeps progress possible.
+    if (crash_hosts_.count(host)) {
+      auto env_value = std::to_string(seed_ * 7919 + starts_[host]) + ":0.15:*";
+      ::setenv("VIDLINE_CRASH", env_value.c_str(), 1);
+    } else {
+      ::unsetenv("VIDLINE_CRASH");
+    }
+    procs_[host].reset();
+    procs_[host] = std::make_unique<process>(
+      args, dir_ + "/" + host + "." + std::to_string(starts_[host]++) + ".out");
+    ::unsetenv("VIDLINE_CRASH");
+  }
+
+  /// The invariants, from the files alone.
+  void check(verdict& v, const std::string& run_id, const json& st) {
+    v.jobs = static_cast<int>(msg_req_.count);
+    std::map<std::string, int> decoded, sampled;
+    for (auto& h : hosts_)
+      for (auto& l : lines_of(testing_support::read_file(dir_ + "/" + h + "/ledger.log"))) {
+        std::istringstream in(l);
+        std::string what, run, idx;
+        in >> what >> run >> idx;
+        if (run != run_id)
+          continue;
+        (what == "decoded" ? decoded : sampled)[idx]++;
+      }
+    std::map<int, std::string> reported;
+    if (st.contains("jobs"))
+      for (auto& j : st["jobs"])
+        reported[j["index"].get<int>()] = j["state"].get<std::string>();
+    uint32_t w = msg_req_.width, h = msg_req_.height, s = msg_req_.seconds;
+    auto bytes = contract::reference_latent_bytes(w, h, s);
+    for (uint32_t i = 0; i < msg_req_.count; ++i) {
+      uint64_t seed = msg_req_.seed + i;
+      auto path = dir_ + "/host_b/outputs/" + run_id + "/job-" + std::to_string(i) + "-"
+                  + std::to_string(seed) + ".simvideo";
+      bool exists = std::filesystem::exists(path);
+      if (exists) {
+        auto expect = contract::video_file(contract::latent_sha256(seed, w, h, s, bytes), seed,
+                                           w, h, s);
+        if (testing_support::read_file(path) != expect) {
+          ++v.corrupt;
+          v.notes.push_back("job " + std::to_string(i) + ": " + path + " breaks the contract");
+        } else {
+          ++v.succeeded;
+        }
+      } else if (reported[static_cast<int>(i)] == "failed") {
+        ++v.failed;
+        v.notes.push_back("job " + std::to_string(i) + " reported failed");
+      } else if (!v.unfinished) {
+        ++v.lost;
+        v.notes.push_back("job " + std::to_string(i) + ": no video, reported "
+                          + reported[static_cast<int>(i)]);
+      }
+      if (exists && reported[static_cast<int>(i)] != "succeeded" && !v.unfinished)
+        v.notes.push_back("job " + std::to_string(i) + " has its video but is reported "
+                          + reported[static_cast<int>(i)]);
+      auto key = std::to_string(i);
+      if (decoded[key] > 1) {
+        ++v.duplicated;
+        v.notes.push_back("job " + key + " decoded " + std::to_string(decoded[key]) + " times");
+      }
+      if (sampled[key] > 1)
+        v.resampled += sampled[key] - 1;
+    }
+  }
+
+  uint64_t seed_;
+  std::mt19937_64 rng_;
+  std::string dir_;
+  std::string config_;
+  std::vector<std::string> hosts_;
+  std::vector<fault> faults_;
+  std::set<std::string> crash_hosts_;
+  std::map<std::string, std::unique_ptr<process>> procs_;
+  std::map<std::string, int> starts_;
+  vidline::msg::submit_run msg_req_;
+};
+
+} // namespace chaos
