@@ -233,8 +233,15 @@ private:
     v.faults = n;
   }
 
+  /// The binary under test: VIDLINE_BINARY from the environment (a campaign run on a copy),
+  /// else the one this test was built with.
+  static std::string binary() {
+    const char* b = std::getenv("VIDLINE_BINARY");
+    return b != nullptr && *b != '\0' ? b : VIDLINE_BINARY;
+  }
+
   void start(const std::string& host) {
-    std::vector<std::string> args{VIDLINE_BINARY, "node", "--config", config_, "--host", host};
+    std::vector<std::string> args{binary(), "node", "--config", config_, "--host", host};
     // A host chosen for crash-point faults runs with points armed (at every start, as
     // a flaky machine would); the probability keeps progress possible.
     if (crash_hosts_.count(host)) {
