@@ -250,6 +250,23 @@ struct status_reply {
   MSGPACK_DEFINE_MAP(json, error)
 };
 
+/// CLI -> coordinator: finish a run's failed jobs, redoing only the missing stages.
+struct resume_run {
+  static constexpr const char* wire_name = "resume_run";
+  std::string run_id;
+  MSGPACK_DEFINE_MAP(run_id)
+};
+
+/// coordinator -> CLI.
+struct resume_reply {
+  static constexpr const char* wire_name = "resume_reply";
+  std::string run_id;
+  uint32_t reopened = 0;     ///< failed jobs put back to work
+  std::string state;         ///< the run's state afterwards
+  std::string error;
+  MSGPACK_DEFINE_MAP(run_id, reopened, state, error)
+};
+
 /// CLI -> any node: stop cleanly (used by `vidline demo` and `vidline stop`).
 struct shutdown_request {
   static constexpr const char* wire_name = "shutdown";

@@ -166,6 +166,29 @@ void add_line_verbs(CLI::App& app, verb_list& out) {
   status->add_flag("--json", o->json, "Print the status JSON");
   out.push_back({status, [o] { return do_status(o->config_path, o->run_id, o->json); }});
 
+  auto* resume = app.add_subcommand(
+    "resume", "Finish a run's failed jobs, redoing only missing stages, and follow it");
+  resume->add_option("run_id", o->run_id, "Run id")->required();
+  resume->add_option("--config", o->config_path, "Cluster config (default: the last one used)");
+  resume->add_option("--timeout", o->timeout_s, "Seconds to wait (0 = forever)")->check(CLI::NonNegativeNumber);
+  resume->add_flag("--json", o->json, "Print the final status JSON");
+  out.push_back({resume, [o] {
+                   auto cluster = cluster_for(o->config_path);
+                   coordinator_client cl(cluster);
+                   try {
+                     auto r = cl.resume(o->run_id);
+                     std::fprintf(o->json ? stderr : stdout, "run %s: %u failed jobs resumed; %s\n",
+                                  r.run_id.c_str(), r.reopened, r.state.c_str());
+                   } catch (const std::exception& e) {
+                     std::fprintf(stderr, "error: %s\n", e.what());
+                     return exit_code::usage;
+                   }
+                   wait_options wo;
+                   wo.timeout_s = o->timeout_s;
+                   wo.json = o->json;
+                   return wait_for_run(cl, o->run_id, wo);
+                 }});
+
   auto* demo = app.add_subcommand("demo", "Run the reference 6-job batch on two local nodes");
   demo->add_flag("--json", o->json, "Print the final status JSON");
   out.push_back({demo, [o] { return run_demo(o->json, self_exe("vidline")); }});
@@ -177,6 +200,8 @@ int cli_main(int argc, char** argv) {
   app.set_help_all_flag("--help-all", "Help for every verb");
   verb_list verbs;
   add_line_verbs(app, verbs);
+  add_backend_verbs(app, verbs);
+  add_plan_verbs(app, verbs);
 
   try {
     app.parse(argc, argv);

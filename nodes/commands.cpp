@@ -75,6 +75,20 @@ std::string coordinator_client::submit(const msg::submit_run& req, int timeout_m
   throw std::runtime_error("no answer from the coordinator at " + endpoint_);
 }
 
+msg::resume_reply coordinator_client::resume(const std::string& run_id, int timeout_ms) {
+  client cl(endpoint_, knobs_);
+  auto reply = cl.request("coordinator", msg::resume_run{run_id}, timeout_ms);
+  if (!reply)
+    throw std::runtime_error("no answer from the coordinator at " + endpoint_);
+  msg::resume_reply r;
+  if (reply->env.type != msg::resume_reply::wire_name
+      || !msg::unpack_body_as(reply->body, msg::decode_limits{}, r))
+    throw std::runtime_error("the coordinator answered something else than a resume_reply");
+  if (!r.error.empty())
+    throw std::runtime_error(r.error);
+  return r;
+}
+
 std::optional<json> coordinator_client::status(const std::string& run_id, int timeout_ms) {
   client cl(endpoint_, knobs_);
   auto reply = cl.request("coordinator", msg::status_query{run_id}, timeout_ms);

@@ -32,6 +32,10 @@ public:
   /// within `timeout_ms`; throws std::runtime_error with the coordinator's error otherwise.
   std::optional<nlohmann::json> status(const std::string& run_id, int timeout_ms = 5000);
 
+  /// Asks the coordinator to finish a run's failed jobs; throws std::runtime_error with the
+  /// coordinator's reason or "no answer".
+  msg::resume_reply resume(const std::string& run_id, int timeout_ms = 10000);
+
   const std::string& endpoint() const { return endpoint_; }
 
 private:

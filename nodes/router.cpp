@@ -20,6 +20,7 @@ router::router(std::string self_host, msg::decode_limits limits)
   // Requests from command-line clients, answered on the ROUTER.
   handlers_[msg::submit_run::wire_name] = [this](const inbound& in) { route_client<msg::submit_run>(in); };
   handlers_[msg::status_query::wire_name] = [this](const inbound& in) { route_client<msg::status_query>(in); };
+  handlers_[msg::resume_run::wire_name] = [this](const inbound& in) { route_client<msg::resume_run>(in); };
 }
 
 void router::drop(const inbound& in, const char* why) {

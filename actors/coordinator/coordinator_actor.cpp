@@ -228,6 +228,25 @@ caf::behavior coordinator_actor(caf::event_based_actor* self, context ctx,
       auto reply = submit(*sh, c.body);
       sh->ctx.out->reply(c.reply_to, c.correlation, reply);
     },
+    [sh](msg::client_call<msg::resume_run>& c) {
+      msg::resume_reply reply{c.body.run_id, 0, "", ""};
+      auto* r = sh->st.find_run(c.body.run_id);
+      if (r == nullptr) {
+        reply.error = "no run " + c.body.run_id;
+      } else {
+        auto before = std::count_if(r->jobs.begin(), r->jobs.end(), [](const sched::job& j) {
+          return j.state == sched::job_state::failed;
+        });
+        handle(*sh, sched::ev_resume{c.body.run_id});
+        r = sh->st.find_run(c.body.run_id);
+        auto after = std::count_if(r->jobs.begin(), r->jobs.end(), [](const sched::job& j) {
+          return j.state == sched::job_state::failed;
+        });
+        reply.reopened = static_cast<uint32_t>(before - after);
+        reply.state = run_state(*r);
+      }
+      sh->ctx.out->reply(c.reply_to, c.correlation, reply);
+    },
     [sh](msg::client_call<msg::status_query>& c) {
       sh->ctx.out->reply(c.reply_to, c.correlation, status(*sh, c.body.run_id));
     },

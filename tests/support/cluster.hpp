@@ -1,0 +1,127 @@
+#pragma once
+// A local cluster for integration tests: the reference example rewritten with free loopback
+// ports and data under a temporary directory, node processes, and the contract check of a
+// finished job.
+
+#include <chrono>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "config/config.hpp"
+#include "nodes/commands.hpp"
+#include "tests/support/contract.hpp"
+#include "tests/support/processes.hpp"
+
+namespace testing_support {
+
+using nlohmann::json;
+
+/// The reference example with free loopback ports, data under `dir`, the given clock and
+/// knob overrides. Returns the config file's path.
+inline std::string write_reference_config(const std::string& dir, double time_scale,
+                                          const json& knobs = json::object()) {
+  auto cfg = json::parse(read_file(std::string(VIDLINE_SOURCE_DIR)
+                                   + "/config/examples/reference.json"));
+  auto ports = free_ports(static_cast<int>(cfg["hosts"].size()));
+  for (std::size_t i = 0; i < cfg["hosts"].size(); ++i) {
+    cfg["hosts"][i]["port"] = ports[i];
+    cfg["hosts"][i]["data_dir"] = dir + "/" + cfg["hosts"][i]["name"].get<std::string>();
+  }
+  cfg["backends"]["sim"]["time_scale"] = time_scale;
+  if (!knobs.empty())
+    cfg["knobs"] = knobs;
+  auto path = dir + "/cluster.json";
+  std::ofstream(path) << cfg.dump(2);
+  return path;
+}
+
+/// Starts `vidline node` for `host`; its output goes to <dir>/<host>.<n>.out.
+inline std::unique_ptr<process> start_node(const std::string& dir, const std::string& config,
+                                           const std::string& host) {
+  static std::map<std::string, int> starts;
+  auto n = starts[dir + host]++;
+  return std::make_unique<process>(
+    std::vector<std::string>{VIDLINE_BINARY, "node", "--config", config, "--host", host},
+    dir + "/" + host + "." + std::to_string(n) + ".out");
+}
+
+/// Waits until the coordinator answers (an error reply is an answer).
+inline bool coordinator_answers(vidline::nodes::coordinator_client& cl, double seconds) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < deadline) {
+    try {
+      if (cl.status("", 500))
+        return true;
+    } catch (const std::exception&) {
+      return true;
+    }
+  }
+  return false;
+}
+
+/// Polls a run's status until `done(status)` holds or `seconds` pass; the last status seen.
+template <class Pred>
+json wait_status(vidline::nodes::coordinator_client& cl, const std::string& run_id,
+                 double seconds, Pred done) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  json last;
+  while (std::chrono::steady_clock::now() < deadline) {
+    try {
+      if (auto s = cl.status(run_id, 1000)) {
+        last = *s;
+        if (done(last))
+          return last;
+      }
+    } catch (const std::exception&) {
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // status polling pace
+  }
+  return last;
+}
+
+/// Checks one job of a status JSON against the sim contract; "" when it holds.
+inline std::string contract_problem(const json& j) {
+  auto seed = j["seed"].get<uint64_t>();
+  auto w = j["width"].get<uint32_t>();
+  auto h = j["height"].get<uint32_t>();
+  auto s = j["seconds"].get<uint32_t>();
+  if (j["state"] != "succeeded")
+    return "state " + j["state"].get<std::string>();
+  auto bytes = contract::reference_latent_bytes(w, h, s);
+  if (j["latent_bytes"].get<uint64_t>() != bytes)
+    return "latent_bytes " + std::to_string(j["latent_bytes"].get<uint64_t>());
+  auto sha = contract::latent_sha256(seed, w, h, s, bytes);
+  if (j["latent_sha256"] != sha)
+    return "latent_sha256 " + j["latent_sha256"].dump() + " != " + sha;
+  auto out = j["output"].get<std::string>();
+  if (out.empty() || out[0] != '/')
+    return "output is not an absolute path: " + out;
+  if (read_file(out) != contract::video_file(sha, seed, w, h, s))
+    return "output file " + out + " does not read as the contract says";
+  return "";
+}
+
+/// How many times each job of `run_id` finished `stage` ("sampled" | "decoded"), from the
+/// work ledgers of the given data directories.
+inline std::map<int, int> ledger_counts(const std::vector<std::string>& data_dirs,
+                                        const std::string& run_id, const std::string& stage) {
+  std::map<int, int> out;
+  for (auto& d : data_dirs) {
+    std::istringstream in(read_file(d + "/ledger.log"));
+    std::string what, run;
+    int idx;
+    std::string rest;
+    while (in >> what >> run >> idx && std::getline(in, rest))
+      if (what == stage && run == run_id)
+        ++out[idx];
+  }
+  return out;
+}
+
+} // namespace testing_support
