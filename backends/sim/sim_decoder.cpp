@@ -6,6 +6,7 @@
 #include <optional>
 #include <vector>
 
+#include "backends/sim/faults.hpp"
 #include "backends/sim/outcome.hpp"
 #include "backends/sim/sim_backend.hpp"
 #include "common/files.hpp"
@@ -85,6 +86,17 @@ private:
                     "sim decoder: latent " + latent_path + " hashed to " + *digest +
                         ", expected " + expected + "; nothing decoded",
                     clock.elapsed_or(0));
+    switch (next_fault()) {
+      case injected::hang:
+        return stopped(clock.wait_until(1e18), "decoding", clock);
+      case injected::crash:
+        if (auto why = clock.wait_until(duration / 2); why != stage_clock::stop::reached)
+          return stopped(why, "decoding", clock);
+        return failed(msg::outcome::transient, "sim decoder: backend crashed (injected fault)",
+                      clock.elapsed_or(duration / 2));
+      case injected::none:
+        break;
+    }
     // The video file appears at the end of the decode time, as a real decoder's would.
     if (auto why = clock.wait_until(duration); why != stage_clock::stop::reached)
       return stopped(why, "decoding", clock);

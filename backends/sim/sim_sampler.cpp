@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <sstream>
 
+#include "backends/sim/faults.hpp"
 #include "backends/sim/latent.hpp"
 #include "backends/sim/outcome.hpp"
 #include "backends/sim/sim_backend.hpp"
@@ -78,6 +79,17 @@ stage_result sim_sampler::run(const msg::job_spec& job, const std::string& condi
   double duration =
       profile_.sampling(settings_.profile_key, size, cold ? model_state::cold : model_state::warm)
           .s;
+  switch (next_fault()) {
+    case injected::hang:  // until the stage timeout (or a cancel) ends it
+      return stopped(clock.wait_until(1e18), "sampling", clock, cold);
+    case injected::crash:
+      if (auto why = clock.wait_until(duration / 2); why != stage_clock::stop::reached)
+        return stopped(why, "sampling", clock, cold);
+      return failed(msg::outcome::transient, "sim sampler: backend crashed (injected fault)",
+                    clock.elapsed_or(duration / 2), cold);
+    case injected::none:
+      break;
+  }
   files::make_dirs(files::parent_of(env.output_path));
   std::string tmp = env.output_path + ".tmp";
   latent_key key{job.seed, job.width, job.height, job.seconds};

@@ -41,6 +41,8 @@ struct verdict {
   int kills = 0;         ///< kill -9 delivered
   int stops = 0;         ///< SIGSTOP/SIGCONT delivered
   int crash_exits = 0;   ///< nodes that exited through a crash point (code 86)
+  int backend_faults = 0;  ///< stages that crashed or hung past their timeout (from the
+                           ///< coordinator's log)
   std::vector<std::string> notes;
   bool ok() const { return lost == 0 && duplicated == 0 && corrupt == 0 && unfinished == 0; }
   std::string describe() const {
@@ -49,7 +51,7 @@ struct verdict {
       << ", duplicated " << duplicated << ", corrupt " << corrupt << ", unfinished "
       << unfinished << ", failed " << failed << ", resampled " << resampled << ", faults "
       << faults << " (kill -9 " << kills << ", stop " << stops << ", crash points fired "
-      << crash_exits << ")";
+      << crash_exits << ", backend crashes/hangs " << backend_faults << ")";
     for (auto& n : notes)
       o << "\n    " << n;
     return o.str();
@@ -58,7 +60,7 @@ struct verdict {
 
 /// One fault, planned from the seed.
 struct fault {
-  enum kind_t { kill9, stop_cont, crash_points } kind;
+  enum kind_t { kill9, stop_cont, crash_points, backend_faults } kind;
   std::string host;
   double at_s;       ///< real seconds after the submit
   double length_s;   ///< down (kill9: before restart) or stopped (stop_cont)
@@ -199,7 +201,8 @@ private:
     cfg["knobs"] = {{"heartbeat_interval_ms", 200}, {"heartbeat_misses", 3},
                     {"status_interval_ms", 100},    {"order_resend_ms", 400},
                     {"reconnect_max_ms", 500},      {"transfer_timeout_ms", 1500},
-                    {"max_attempts", 3}};
+                    {"max_attempts", 5},            {"sample_timeout_s", 600},
+                    {"decode_timeout_s", 120}};
     static const char* modes[] = {"single_eight_plus_one", "four_four_plus_one",
                                   "four_four_xtx_plus_one", "eight_xtx_plus_one"};
     msg_req_.mode = modes[std::uniform_int_distribution<int>(0, 3)(rng_)];
@@ -218,13 +221,15 @@ private:
     std::uniform_real_distribution<double> when(0.2, 2.0);
     for (int i = 0; i < n; ++i) {
       fault f;
-      int k = std::uniform_int_distribution<int>(0, 2)(rng_);
+      int k = std::uniform_int_distribution<int>(0, 3)(rng_);
       f.kind = static_cast<fault::kind_t>(k);
       f.host = hosts_[std::uniform_int_distribution<std::size_t>(0, hosts_.size() - 1)(rng_)];
       f.at_s = when(rng_);
       f.length_s = std::uniform_real_distribution<double>(0.0, 1.5)(rng_);
       if (f.kind == fault::crash_points)
         crash_hosts_.insert(f.host);
+      else if (f.kind == fault::backend_faults)
+        backend_fault_hosts_.insert(f.host);
       else
         faults_.push_back(f);
     }
@@ -250,15 +255,29 @@ private:
     } else {
       ::unsetenv("VIDLINE_CRASH");
     }
+    // A host chosen for backend faults has stages that hang (until the stage timeout) or
+    // crash half-way.
+    if (backend_fault_hosts_.count(host)) {
+      auto env_value = std::to_string(seed_ * 104729 + starts_[host]) + ":0.1:0.15";
+      ::setenv("VIDLINE_SIM_FAULTS", env_value.c_str(), 1);
+    } else {
+      ::unsetenv("VIDLINE_SIM_FAULTS");
+    }
     procs_[host].reset();
     procs_[host] = std::make_unique<process>(
       args, dir_ + "/" + host + "." + std::to_string(starts_[host]++) + ".out");
     ::unsetenv("VIDLINE_CRASH");
+    ::unsetenv("VIDLINE_SIM_FAULTS");
   }
 
   /// The invariants, from the files alone.
   void check(verdict& v, const std::string& run_id, const json& st) {
     v.jobs = static_cast<int>(msg_req_.count);
+    for (auto& l : lines_of(testing_support::read_file(dir_ + "/host_a/logs/node.log")))
+      if (l.find("queued again") != std::string::npos
+          && (l.find("(injected fault)") != std::string::npos
+              || l.find("exceeded the stage timeout") != std::string::npos))
+        ++v.backend_faults;
     std::map<std::string, int> decoded, sampled;
     for (auto& h : hosts_)
       for (auto& l : lines_of(testing_support::read_file(dir_ + "/" + h + "/ledger.log"))) {
@@ -317,6 +336,7 @@ private:
   std::vector<std::string> hosts_;
   std::vector<fault> faults_;
   std::set<std::string> crash_hosts_;
+  std::set<std::string> backend_fault_hosts_;
   std::map<std::string, std::unique_ptr<process>> procs_;
   std::map<std::string, int> starts_;
   vidline::msg::submit_run msg_req_;
