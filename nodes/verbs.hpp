@@ -19,5 +19,7 @@ using verb_list = std::vector<verb>;
 
 /// node, run, wait, status, demo (nodes/cli.cpp).
 void add_line_verbs(CLI::App& app, verb_list& out);
+void add_backend_verbs(CLI::App& app, verb_list& out);  ///< preflight, config-adapt, start, stop (nodes/service_verbs.cpp)
+void add_plan_verbs(CLI::App& app, verb_list& out);  ///< plan (nodes/plan_cmd.cpp)
 
 } // namespace vidline::nodes

@@ -1,6 +1,8 @@
 #include "actors/coordinator/scheduler.hpp"
 
 #include <algorithm>
+#include <cstdio>
+#include <unordered_map>
 
 namespace vidline::sched {
 
@@ -31,18 +33,20 @@ uint32_t decoder_view::credits() const {
   return busy.size() >= capacity ? 0 : capacity - static_cast<uint32_t>(busy.size());
 }
 
-run* state::find_run(const std::string& id) {
-  for (auto& r : runs)
+const run* state::find_run(const std::string& id) const {
+  if (idx.built) {
+    auto it = idx.run_pos.find(id);
+    if (it != idx.run_pos.end() && it->second < runs.size() && runs[it->second].id == id)
+      return &runs[it->second];
+  }
+  for (auto& r : runs)  // a new id, or runs added since the index was built
     if (r.id == id)
       return &r;
   return nullptr;
 }
 
-const run* state::find_run(const std::string& id) const {
-  for (auto& r : runs)
-    if (r.id == id)
-      return &r;
-  return nullptr;
+run* state::find_run(const std::string& id) {
+  return const_cast<run*>(static_cast<const state&>(*this).find_run(id));
 }
 
 job* state::find_job(const std::string& run_id, uint32_t index) {
@@ -70,21 +74,304 @@ bool state::pool_free(const std::string& name) const {
   return true;
 }
 
-bool pool_may_take(const pool_view& p, const job& j) {
-  return j.capacity_failed.count(p.kind) == 0;
+bool state::host_up(const std::string& host) const {
+  auto it = hosts_up.find(host);
+  return it == hosts_up.end() || it->second;
 }
 
-std::optional<std::string> pick_in_turn(const state& s, const run& r, const job& j,
-                                        double) {
-  auto mode = s.modes.find(r.mode);
-  if (mode == s.modes.end())
-    return std::nullopt;
-  for (auto& name : mode->second) {
-    auto it = s.pools.find(name);
-    if (it != s.pools.end() && pool_may_take(it->second, j) && s.pool_free(name))
-      return name;
+const dispatch_policy& state::policy_of(const std::string& mode) const {
+  static const in_turn_policy in_turn;
+  auto it = mode_policy.find(mode);
+  return it != mode_policy.end() && it->second ? *it->second : in_turn;
+}
+
+uint64_t job_load(const msg::job_spec& j) {
+  return uint64_t{j.width} * j.height * j.seconds;
+}
+
+bool pool_may_take(const pool_view& p, const job& j) {
+  return j.capacity_failed.count(p.kind) == 0 && (!p.max_load || job_load(j.spec) <= *p.max_load);
+}
+
+// -- the index -------------------------------------------------------------------------------
+
+namespace {
+
+/// A queued job every able pool may take: no out-of-memory history, the run's size.
+bool unrestricted(const run& r, const run_index& ri, const job& j) {
+  return j.capacity_failed.empty() && !ri.able.empty()
+         && job_load(j.spec) == job_load(r.jobs.front().spec);
+}
+
+void enter(state& s, std::size_t rp, const job& j) {
+  auto& ri = s.idx.runs[rp];
+  const uint32_t i = j.spec.index;
+  switch (j.state) {
+    case job_state::queued:
+      ri.queued.insert(i);
+      if (unrestricted(s.runs[rp], ri, j))
+        ri.by_home[i % ri.able.size()].insert(i);
+      else
+        ri.restricted.insert(i);
+      break;
+    case job_state::sampled: s.idx.sampled.emplace(j.sample_end, rp, i); break;
+    case job_state::decoding: s.idx.decoding[j.decoder].emplace(rp, i); break;
+    case job_state::succeeded:
+    case job_state::failed: --ri.unfinished; break;
+    case job_state::sampling: break;
   }
+}
+
+void leave(state& s, std::size_t rp, const job& j) {
+  auto& ri = s.idx.runs[rp];
+  const uint32_t i = j.spec.index;
+  switch (j.state) {
+    case job_state::queued:
+      ri.queued.erase(i);
+      ri.restricted.erase(i);
+      if (!ri.by_home.empty())
+        ri.by_home[i % ri.by_home.size()].erase(i);
+      break;
+    case job_state::sampled: s.idx.sampled.erase({j.sample_end, rp, i}); break;
+    case job_state::decoding: {
+      auto it = s.idx.decoding.find(j.decoder);
+      if (it != s.idx.decoding.end()) {
+        it->second.erase({rp, i});
+        if (it->second.empty())
+          s.idx.decoding.erase(it);
+      }
+      break;
+    }
+    case job_state::succeeded:
+    case job_state::failed: ++ri.unfinished; break;
+    case job_state::sampling: break;
+  }
+}
+
+/// Moves a job to another state, keeping the index current.
+void move_job(state& s, job& j, job_state to) {
+  if (j.state == to)
+    return;
+  auto rp = s.idx.run_pos.at(j.spec.run_id);
+  leave(s, rp, j);
+  j.state = to;
+  enter(s, rp, j);
+}
+
+/// Indexes run `rp` (its jobs as they are).
+void index_run(state& s, std::size_t rp) {
+  auto& r = s.runs[rp];
+  s.idx.run_pos[r.id] = rp;
+  if (s.idx.runs.size() <= rp)
+    s.idx.runs.resize(rp + 1);
+  auto& ri = s.idx.runs[rp];
+  ri = run_index{};
+  auto mode = s.modes.find(r.mode);
+  if (mode != s.modes.end() && !r.jobs.empty()) {
+    job probe;
+    probe.spec.width = r.jobs.front().spec.width;
+    probe.spec.height = r.jobs.front().spec.height;
+    probe.spec.seconds = r.jobs.front().spec.seconds;
+    for (auto& name : mode->second) {
+      auto it = s.pools.find(name);
+      if (it != s.pools.end() && pool_may_take(it->second, probe)
+          && ri.able_pos.emplace(name, ri.able.size()).second)
+        ri.able.push_back(name);
+    }
+  }
+  ri.by_home.assign(ri.able.size(), {});
+  ri.unfinished = static_cast<uint32_t>(r.jobs.size());
+  for (auto& j : r.jobs) {
+    enter(s, rp, j);
+    auto p = s.pools.find(j.pool);
+    if (j.sample_start >= 0 && p != s.pools.end()) {
+      auto [it, fresh] = ri.first_order_on_host.emplace(p->second.host, j.sample_start);
+      if (!fresh)
+        it->second = std::min(it->second, j.sample_start);
+    }
+  }
+}
+
+/// Out of service: its host is down, it never reported, or it reported itself away.
+bool unavailable(const state& s, const pool_view& p) {
+  return !s.host_up(p.host) || p.epoch == 0 || !p.alive || !p.accepting;
+}
+
+void set_free(state& s, const std::string& name) {
+  if (s.pool_free(name))
+    s.idx.free_pools.insert(name);
+  else
+    s.idx.free_pools.erase(name);
+  auto it = s.pools.find(name);
+  if (it != s.pools.end() && unavailable(s, it->second))
+    s.idx.unavailable.insert(name);
+  else
+    s.idx.unavailable.erase(name);
+}
+
+/// A pool changed: it, and every pool whose freedom depends on it, are looked at again.
+void refresh_free(state& s, const std::string& name) {
+  set_free(s, name);
+  auto it = s.pools.find(name);
+  if (it != s.pools.end())
+    for (auto& q : it->second.conflicts)
+      set_free(s, q);
+  auto by = s.idx.conflicted_by.find(name);
+  if (by != s.idx.conflicted_by.end())
+    for (auto& q : by->second)
+      set_free(s, q);
+}
+
+} // namespace
+
+void reindex(state& s) {
+  s.idx = state_index{};
+  s.idx.built = true;
+  for (auto& [name, p] : s.pools)
+    for (auto& q : p.conflicts)
+      s.idx.conflicted_by[q].push_back(name);
+  for (auto& [mode, pools] : s.modes) {
+    auto& pos = s.idx.mode_pos[mode];
+    for (std::size_t i = 0; i < pools.size(); ++i)
+      pos.emplace(pools[i], i);
+  }
+  for (auto& [name, p] : s.pools)
+    set_free(s, name);
+  for (std::size_t rp = 0; rp < s.runs.size(); ++rp)
+    index_run(s, rp);
+}
+
+std::string check_index(const state& s) {
+  state fresh = s;
+  reindex(fresh);
+  const auto& a = s.idx;
+  const auto& b = fresh.idx;
+  if (!a.built)
+    return "not built";
+  if (a.run_pos != b.run_pos)
+    return "run positions differ";
+  if (a.runs.size() != b.runs.size())
+    return "run count differs";
+  for (std::size_t rp = 0; rp < a.runs.size(); ++rp) {
+    const auto& x = a.runs[rp];
+    const auto& y = b.runs[rp];
+    std::string run = "run " + s.runs[rp].id + ": ";
+    if (x.queued != y.queued)
+      return run + "queued jobs differ";
+    if (x.restricted != y.restricted)
+      return run + "restricted jobs differ";
+    if (x.by_home != y.by_home)
+      return run + "jobs by home pool differ";
+    if (x.unfinished != y.unfinished)
+      return run + "unfinished count " + std::to_string(x.unfinished) + " != "
+             + std::to_string(y.unfinished);
+  }
+  if (a.sampled != b.sampled)
+    return "sampled jobs differ";
+  if (a.decoding != b.decoding)
+    return "decoding jobs differ";
+  if (a.free_pools != b.free_pools)
+    return "free pools differ";
+  if (a.unavailable != b.unavailable)
+    return "unavailable pools differ";
+  return "";
+}
+
+// -- dispatch policies -------------------------------------------------------------------------
+
+std::optional<assignment> first_free_policy::next(const dispatch_view& v) const {
+  auto pool_for = [&](uint32_t i) -> std::optional<assignment> {
+    const job& j = v.r.jobs[i];
+    for (auto& name : v.free)
+      if (pool_may_take(v.s.pools.at(name), j))
+        return assignment{i, name};
+    return std::nullopt;
+  };
+  // The lowest queued job some free pool may take, with the first such pool. Unrestricted
+  // jobs are alike: only the lowest of them needs asking.
+  std::optional<uint32_t> plain;
+  for (uint32_t i : v.queue.queued)
+    if (v.queue.restricted.count(i) == 0) {
+      plain = i;
+      break;
+    }
+  bool plain_asked = false;
+  for (uint32_t i : v.queue.restricted) {
+    if (plain && !plain_asked && *plain < i) {
+      plain_asked = true;
+      if (auto a = pool_for(*plain))
+        return a;
+    }
+    if (auto a = pool_for(i))
+      return a;
+  }
+  if (plain && !plain_asked)
+    return pool_for(*plain);
   return std::nullopt;
+}
+
+std::optional<assignment> in_turn_policy::next(const dispatch_view& v) const {
+  const auto& q = v.queue;
+  std::optional<assignment> best;
+  auto consider = [&](uint32_t i, const std::string& pool) {
+    if (!best || i < best->job)
+      best = assignment{i, pool};
+  };
+  auto first_free_for = [&](const job& j) -> const std::string* {
+    for (auto& name : v.free)
+      if (pool_may_take(v.s.pools.at(name), j))
+        return &name;
+    return nullptr;
+  };
+  // A home pool given up on: down or away, or silent since the run came in.
+  auto given_up = [&](const std::string& name) {
+    if (v.s.idx.unavailable.count(name) == 0)
+      return false;
+    const auto& p = v.s.pools.at(name);
+    return p.epoch != 0 || !v.s.host_up(p.host) || v.now - v.r.submitted_at >= v.s.p.home_wait_s;
+  };
+  // Each free pool takes the lowest job of its own turn.
+  for (auto& name : v.free) {
+    auto pos = q.able_pos.find(name);
+    if (pos != q.able_pos.end() && !q.by_home[pos->second].empty())
+      consider(*q.by_home[pos->second].begin(), name);
+  }
+  // Jobs whose home is out of service go to the first free pool.
+  if (!q.able.empty())
+    for (auto& name : v.s.idx.unavailable) {
+      auto pos = q.able_pos.find(name);
+      if (pos == q.able_pos.end() || q.by_home[pos->second].empty() || !given_up(name))
+        continue;
+      uint32_t i = *q.by_home[pos->second].begin();
+      if (auto* pool = first_free_for(v.r.jobs[i]))
+        consider(i, *pool);
+    }
+  // Jobs that ran out of memory somewhere, or of another size: their turn among the
+  // pools left to them.
+  if (!q.restricted.empty()) {
+    auto mode = v.s.modes.find(v.r.mode);
+    for (uint32_t i : q.restricted) {
+      if (best && best->job < i)
+        break;
+      const job& j = v.r.jobs[i];
+      std::vector<const std::string*> able;
+      if (mode != v.s.modes.end())
+        for (auto& name : mode->second) {
+          auto it = v.s.pools.find(name);
+          if (it != v.s.pools.end() && pool_may_take(it->second, j))
+            able.push_back(&name);
+        }
+      if (able.empty())
+        continue;
+      const std::string& home = *able[i % able.size()];
+      if (std::find(v.free.begin(), v.free.end(), home) != v.free.end())
+        consider(i, home);
+      else if (given_up(home))
+        if (auto* pool = first_free_for(j))
+          consider(i, *pool);
+    }
+  }
+  return best;
 }
 
 namespace {
@@ -130,8 +417,11 @@ struct stepper {
     auto it = s.pools.find(j.pool);
     if (it != s.pools.end() && it->second.assigned
         && it->second.assigned->first == j.spec.run_id
-        && it->second.assigned->second == j.spec.index)
+        && it->second.assigned->second == j.spec.index) {
       it->second.assigned.reset();
+      it->second.ordered_at = -1;
+      touch(it->first);
+    }
   }
 
   void release_decoder_of(const job& j) {
@@ -142,8 +432,13 @@ struct stepper {
     }
   }
 
+  void set_state(job& j, job_state to) { move_job(s, j, to); }
+
+  /// A pool's availability changed: refresh the free-list for it and the pools sharing GPUs.
+  void touch(const std::string& pool) { refresh_free(s, pool); }
+
   void finish(job& j, job_state final_state, std::string error) {
-    j.state = final_state;
+    set_state(j, final_state);
     j.error = std::move(error);
     j.order_sent_at = -1;
     persist(j);
@@ -164,7 +459,7 @@ struct stepper {
 
   /// Back to the queue for another sampling attempt, or failed when attempts are spent.
   void requeue_sampling(job& j, const std::string& why) {
-    j.state = job_state::queued;
+    set_state(j, job_state::queued);
     j.order_sent_at = -1;
     j.error = why;
     j.latent_sha256.clear();
@@ -181,7 +476,7 @@ struct stepper {
 
   /// Back to waiting for a decoder, or failed when attempts are spent.
   void requeue_decoding(job& j, const std::string& why) {
-    j.state = job_state::sampled;
+    set_state(j, job_state::sampled);
     j.order_sent_at = -1;
     j.error = why;
     if (j.decode_attempts >= s.p.max_attempts) {
@@ -201,6 +496,7 @@ struct stepper {
     s.runs.push_back(e.r);
     auto& r = s.runs.back();
     r.submitted_at = now;
+    index_run(s, s.runs.size() - 1);
     fx.push_back(fx_persist_run{r.id});
     for (auto& j : r.jobs)
       persist(j);
@@ -211,27 +507,46 @@ struct stepper {
 
   /// A job no pool of its mode can hold fails at once instead of waiting forever.
   void refuse_impossible(run& r) {
-    auto mode = s.modes.find(r.mode);
+    // Jobs of a run mostly share a size and have run out of memory nowhere: ask once.
+    std::map<uint64_t, bool> possible_by_load;
     for (auto& j : r.jobs) {
       if (j.state != job_state::queued)
         continue;
-      bool possible = false;
-      if (mode != s.modes.end())
-        for (auto& name : mode->second) {
-          auto it = s.pools.find(name);
-          if (it != s.pools.end() && pool_may_take(it->second, j))
-            possible = true;
-        }
-      if (!possible)
-        finish(j, job_state::failed,
-               j.error.empty() ? "no pool of mode " + r.mode + " can hold this job"
-                               : "capacity: no pool of mode " + r.mode
-                                   + " can hold this job; last: " + j.error);
+      if (j.capacity_failed.empty()) {
+        auto [it, fresh] = possible_by_load.emplace(job_load(j.spec), false);
+        if (fresh)
+          it->second = possible(r, j);
+        if (!it->second)
+          refuse(r, j);
+      } else if (!possible(r, j)) {
+        refuse(r, j);
+      }
     }
+  }
+
+  bool possible(const run& r, const job& j) const {
+    auto mode = s.modes.find(r.mode);
+    if (mode != s.modes.end())
+      for (auto& name : mode->second) {
+        auto it = s.pools.find(name);
+        if (it != s.pools.end() && pool_may_take(it->second, j))
+          return true;
+      }
+    return false;
+  }
+
+  void refuse(run& r, job& j) {
+    finish(j, job_state::failed,
+           j.error.empty() ? "no pool of mode " + r.mode + " can hold this job"
+                           : "capacity: no pool of mode " + r.mode
+                               + " can hold this job; last: " + j.error);
   }
 
   void on(const ev_peer& e) {
     s.hosts_up[e.host] = e.up;
+    for (auto& [name, p] : s.pools)
+      if (p.host == e.host)
+        touch(name);
     if (e.up) {
       s.host_down_since.erase(e.host);
       return;
@@ -249,10 +564,14 @@ struct stepper {
   void pool_lost(pool_view& p, const std::string& why) {
     p.alive = false;
     p.reported_busy = 0;
+    p.warm = false;
+    p.ordered_at = -1;
+    touch(p.name);
     if (!p.assigned)
       return;
     auto* j = s.find_job(p.assigned->first, p.assigned->second);
     p.assigned.reset();
+    touch(p.name);
     if (j != nullptr && j->state == job_state::sampling && j->pool == p.name) {
       refund_lost(*j, j->sample_attempts);
       requeue_sampling(*j, "pool " + p.name + ": " + why);
@@ -266,12 +585,13 @@ struct stepper {
       lost.insert(a);
     d.holding.clear();
     d.ordered.clear();
-    for (auto& r : s.runs)
-      for (auto& j : r.jobs)
-        if (j.state == job_state::decoding && j.decoder == d.name && lost.count(j.attempt)) {
-          refund_lost(j, j.decode_attempts);
-          requeue_decoding(j, "decoder " + d.name + ": " + why);
-        }
+    for (auto* jp : decoding_on(d.name)) {
+      auto& j = *jp;
+      if (j.state == job_state::decoding && j.decoder == d.name && lost.count(j.attempt)) {
+        refund_lost(j, j.decode_attempts);
+        requeue_decoding(j, "decoder " + d.name + ": " + why);
+      }
+    }
   }
 
   void on(const ev_pool_status& e) {
@@ -287,10 +607,13 @@ struct stepper {
       return;
     if (kind == report::restarted && had_epoch)
       pool_lost(p, "pool restarted");
+    if (kind == report::restarted)
+      p.warm = false;
     p.alive = host_up(p.host);
     p.accepting = e.s.accepting;
     p.reported_busy = e.s.busy_attempt;
     p.last_status = now;
+    touch(p.name);
     for (auto& r : e.s.unacked)
       on_sample_result(r);
     // An order the pool has not shown (neither running nor finished) was lost on the way.
@@ -332,11 +655,10 @@ struct stepper {
     }
     // An order neither held nor finished was lost on the way (or its decoder restarted
     // before taking it): after order_resend_s it goes again; the decoder ignores duplicates.
-    for (auto& r : s.runs)
-      for (auto& j : r.jobs)
-        if (j.state == job_state::decoding && j.decoder == d.name
-            && d.holding.count(j.attempt) == 0 && now - j.order_sent_at >= s.p.order_resend_s)
-          send_decode(d, j);
+    for (auto* j : decoding_on(d.name))
+      if (j->state == job_state::decoding && j->decoder == d.name
+          && d.holding.count(j->attempt) == 0 && now - j->order_sent_at >= s.p.order_resend_s)
+        send_decode(d, *j);
   }
 
   void on(const ev_sample_result& e) { on_sample_result(e.r); }
@@ -360,18 +682,22 @@ struct stepper {
     }
     release_pool_of(*j);
     j->order_sent_at = -1;
+    if (r.outcome == msg::outcome::ok || r.outcome == msg::outcome::capacity)
+      if (auto it = s.pools.find(r.pool); it != s.pools.end())
+        it->second.warm = true;  // the model stayed loaded
     if (r.outcome == msg::outcome::ok) {
       adopt_latent(*j, r);
     } else if (r.outcome == msg::outcome::capacity) {
       auto it = s.pools.find(r.pool);
       if (it != s.pools.end())
         j->capacity_failed.insert(it->second.kind);
-      j->state = job_state::queued;
+      set_state(*j, job_state::queued);
       j->error = "capacity on pool " + r.pool + ": " + r.error;
       persist(*j);
       log(3, "job " + job_name(*j) + " does not fit pool " + r.pool + ": " + r.error);
-      if (auto* run = s.find_run(r.run_id))
-        refuse_impossible(*run);
+      // Only this job's limits changed: the rest of its run was checked before.
+      if (auto* run = s.find_run(r.run_id); run != nullptr && !possible(*run, *j))
+        refuse(*run, *j);
     } else if (r.outcome == msg::outcome::transient) {
       requeue_sampling(*j, "pool " + r.pool + ": " + r.error);
     } else {
@@ -381,7 +707,6 @@ struct stepper {
   }
 
   void adopt_latent(job& j, const msg::sample_result& r) {
-    j.state = job_state::sampled;
     j.latent_sha256 = r.latent_sha256;
     j.latent_bytes = r.latent_bytes;
     j.latent_host = r.host;
@@ -389,7 +714,8 @@ struct stepper {
     j.cold = r.cold;
     j.conditioning_s = r.conditioning_s;
     j.sampling_s = r.sampling_s;
-    j.sample_end = now;
+    j.sample_end = now;  // the decode order's key: set before entering `sampled`
+    set_state(j, job_state::sampled);
     j.error.clear();
     persist(j);
   }
@@ -437,15 +763,57 @@ struct stepper {
     ack(r.host, "decoder:" + r.decoder, r.attempt);
   }
 
+  void on(const ev_resume& e) {
+    auto* r = s.find_run(e.run_id);
+    if (r == nullptr)
+      return;
+    int reopened = 0;
+    for (auto& j : r->jobs) {
+      if (j.state != job_state::failed)
+        continue;
+      j.sample_attempts = j.decode_attempts = j.corrupt_handoffs = 0;
+      j.lost_attempts = j.handoff_failures = 0;
+      j.error.clear();
+      set_state(j, (!j.latent_sha256.empty() && !j.latent_host.empty()) ? job_state::sampled
+                                                                          : job_state::queued);
+      persist(j);
+      ++reopened;
+    }
+    if (reopened == 0)
+      return;
+    r->done = false;
+    r->finished_at = -1;
+    fx.push_back(fx_persist_run{r->id});
+    log(2, "run " + r->id + ": " + std::to_string(reopened) + " failed jobs resumed");
+    refuse_impossible(*r);
+  }
+
   void on(const ev_tick&) {
-    // Latents on a host that stays down are sampled again elsewhere.
-    for (auto& r : s.runs)
-      for (auto& j : r.jobs)
-        if (j.state == job_state::sampled) {
-          auto down = s.host_down_since.find(j.latent_host);
-          if (down != s.host_down_since.end() && now - down->second >= s.p.latent_wait_s)
-            requeue_sampling(j, "latent host " + j.latent_host + " down");
-        }
+    // Latents on a host that stays down are sampled again elsewhere (in job order).
+    if (s.host_down_since.empty())
+      return;
+    std::vector<std::pair<std::size_t, uint32_t>> gone;
+    for (auto& [t, rp, ji] : s.idx.sampled) {
+      auto& j = s.runs[rp].jobs[ji];
+      auto down = s.host_down_since.find(j.latent_host);
+      if (down != s.host_down_since.end() && now - down->second >= s.p.latent_wait_s)
+        gone.emplace_back(rp, ji);
+    }
+    std::sort(gone.begin(), gone.end());
+    for (auto& [rp, ji] : gone) {
+      auto& j = s.runs[rp].jobs[ji];
+      requeue_sampling(j, "latent host " + j.latent_host + " down");
+    }
+  }
+
+  /// Jobs decoding on a decoder, in run and job order (a copy: callers change states).
+  std::vector<job*> decoding_on(const std::string& decoder) {
+    std::vector<job*> out;
+    auto it = s.idx.decoding.find(decoder);
+    if (it != s.idx.decoding.end())
+      for (auto& [rp, ji] : it->second)
+        out.push_back(&s.runs[rp].jobs[ji]);
+    return out;
   }
 
   // -- dispatch ----------------------------------------------------------------------------
@@ -463,56 +831,103 @@ struct stepper {
                                 j.latent_host}});
   }
 
-  bool host_up(const std::string& host) const {
-    auto it = s.hosts_up.find(host);
-    return it == s.hosts_up.end() || it->second;
+  bool host_up(const std::string& host) const { return s.host_up(host); }
+
+  /// Pool -> position in a mode's list (built on first use for a mode added late).
+  const std::map<std::string, std::size_t>& mode_positions(const std::string& mode) {
+    auto it = s.idx.mode_pos.find(mode);
+    if (it != s.idx.mode_pos.end())
+      return it->second;
+    auto& pos = s.idx.mode_pos[mode];
+    auto m = s.modes.find(mode);
+    if (m != s.modes.end())
+      for (std::size_t i = 0; i < m->second.size(); ++i)
+        pos.emplace(m->second[i], i);
+    return pos;
+  }
+
+  /// The free pools of a mode, in the mode's order.
+  std::vector<std::string> free_in_mode(const std::string& mode) {
+    const auto& pos = mode_positions(mode);
+    std::vector<std::pair<std::size_t, const std::string*>> found;
+    for (auto& name : s.idx.free_pools) {
+      auto it = pos.find(name);
+      if (it != pos.end())
+        found.emplace_back(it->second, &name);
+    }
+    std::sort(found.begin(), found.end());
+    std::vector<std::string> out;
+    out.reserve(found.size());
+    for (auto& f : found)
+      out.push_back(*f.second);
+    return out;
   }
 
   void dispatch_sampling() {
-    for (auto& r : s.runs) {
-      if (r.done)
+    for (std::size_t rp = 0; rp < s.runs.size(); ++rp) {
+      auto& r = s.runs[rp];
+      if (r.done || s.idx.runs[rp].queued.empty() || s.idx.free_pools.empty())
         continue;
-      for (auto& j : r.jobs) {
-        if (j.state != job_state::queued)
-          continue;
-        auto pick = s.policy ? s.policy(s, r, j, now) : pick_in_turn(s, r, j, now);
-        if (!pick)
-          continue;
-        auto& p = s.pools.at(*pick);
-        j.state = job_state::sampling;
-        j.attempt = s.next_attempt++;
-        ++j.sample_attempts;
-        j.pool = p.name;
-        if (j.sample_start < 0)
-          j.sample_start = now;
-        p.assigned = std::make_pair(r.id, j.spec.index);
-        persist(j);  // durable before the order leaves
-        send_sample(p, j);
+      auto free = free_in_mode(r.mode);
+      const auto& policy = s.policy_of(r.mode);
+      while (!free.empty()) {
+        auto a = policy.next(dispatch_view{s, r, s.idx.runs[rp], free, now});
+        if (!a)
+          break;
+        if (a->job >= r.jobs.size() || r.jobs[a->job].state != job_state::queued
+            || std::find(free.begin(), free.end(), a->pool) == free.end()
+            || !pool_may_take(s.pools.at(a->pool), r.jobs[a->job])) {
+          log(4, std::string("dispatch policy ") + policy.name() + " chose job "
+                   + std::to_string(a->job) + " for pool " + a->pool
+                   + ", which it may not have; nothing more dispatched for run " + r.id);
+          break;
+        }
+        order_sample(r, rp, r.jobs[a->job], s.pools.at(a->pool));
+        free.erase(std::remove_if(free.begin(), free.end(),
+                                  [&](const std::string& n) { return !s.pool_free(n); }),
+                   free.end());
       }
     }
   }
 
+  void order_sample(run& r, std::size_t rp, job& j, pool_view& p) {
+    set_state(j, job_state::sampling);
+    j.attempt = s.next_attempt++;
+    ++j.sample_attempts;
+    j.pool = p.name;
+    if (j.sample_start < 0)
+      j.sample_start = now;
+    p.assigned = std::make_pair(r.id, j.spec.index);
+    p.ordered_at = now;
+    // The pools sharing its GPUs lose their loaded model.
+    for (auto& q : p.conflicts)
+      if (auto it = s.pools.find(q); it != s.pools.end())
+        it->second.warm = false;
+    s.idx.runs[rp].first_order_on_host.emplace(p.host, now);
+    touch(p.name);
+    persist(j);  // durable before the order leaves
+    send_sample(p, j);
+  }
+
   /// Decoders take latents oldest-sampled first, only against a credit.
   void dispatch_decoding() {
-    std::vector<job*> ready;
-    for (auto& r : s.runs)
-      for (auto& j : r.jobs)
-        if (j.state == job_state::sampled && host_up(j.latent_host))
-          ready.push_back(&j);
-    std::stable_sort(ready.begin(), ready.end(),
-                     [](const job* a, const job* b) { return a->sample_end < b->sample_end; });
-    for (auto* j : ready) {
-      auto* d = pick_decoder(*j);
+    for (auto it = s.idx.sampled.begin(); it != s.idx.sampled.end();) {
+      auto [t, rp, ji] = *it;
+      ++it;  // the job leaves `sampled` below
+      auto& j = s.runs[rp].jobs[ji];
+      if (!host_up(j.latent_host))
+        continue;
+      auto* d = pick_decoder(j);
       if (d == nullptr)
         break;
-      j->state = job_state::decoding;
-      j->attempt = s.next_attempt++;
-      ++j->decode_attempts;
-      j->decoder = d->name;
-      if (j->decode_start < 0)
-        j->decode_start = now;
-      persist(*j);
-      send_decode(*d, *j);
+      j.decoder = d->name;  // the index files a decoding job by its decoder
+      set_state(j, job_state::decoding);
+      j.attempt = s.next_attempt++;
+      ++j.decode_attempts;
+      if (j.decode_start < 0)
+        j.decode_start = now;
+      persist(j);
+      send_decode(*d, j);
     }
   }
 
@@ -535,13 +950,9 @@ struct stepper {
   }
 
   void close_finished_runs() {
-    for (auto& r : s.runs) {
-      if (r.done)
-        continue;
-      bool all_final = std::all_of(r.jobs.begin(), r.jobs.end(), [](const job& j) {
-        return j.state == job_state::succeeded || j.state == job_state::failed;
-      });
-      if (!all_final)
+    for (std::size_t rp = 0; rp < s.runs.size(); ++rp) {
+      auto& r = s.runs[rp];
+      if (r.done || s.idx.runs[rp].unfinished != 0)
         continue;
       r.done = true;
       r.finished_at = now;
@@ -557,6 +968,8 @@ struct stepper {
 } // namespace
 
 std::vector<effect> step(state& s, const event& e, double now) {
+  if (!s.idx.built || s.idx.runs.size() != s.runs.size())
+    reindex(s);
   stepper st{s, now, {}};
   std::visit([&](const auto& ev) { st.on(ev); }, e);
   st.dispatch_sampling();

@@ -182,6 +182,7 @@ struct run_index {
   std::set<uint32_t> queued;                  ///< every queued job, lowest index first
   std::set<uint32_t> restricted;              ///< queued jobs that ran out of memory somewhere
   std::vector<std::string> able;              ///< mode pools whose max_load holds the size
+  std::map<std::string, std::size_t> able_pos;  ///< pool -> position in `able`
   std::vector<std::set<uint32_t>> by_home;    ///< unrestricted queued jobs by home (i mod n)
   uint32_t unfinished = 0;                    ///< jobs not yet succeeded or failed
   std::map<std::string, double> first_order_on_host;  ///< conditioning starts there
@@ -198,6 +199,7 @@ struct state_index {
   std::set<std::tuple<double, std::size_t, uint32_t>> sampled;  ///< (sample_end, run, job)
   std::map<std::string, std::set<std::pair<std::size_t, uint32_t>>> decoding;  ///< by decoder
   std::set<std::string> free_pools;                           ///< pool_free() is true
+  std::set<std::string> unavailable;      ///< host down, never reported, dead or not accepting
   std::map<std::string, std::vector<std::string>> conflicted_by;  ///< reverse of conflicts
   std::map<std::string, std::map<std::string, std::size_t>> mode_pos;  ///< mode -> pool -> order
 };
@@ -245,9 +247,13 @@ struct ev_sample_result { msg::sample_result r; };
 struct ev_decode_result { msg::decode_result r; };
 struct ev_peer { std::string host; bool up = false; };
 struct ev_tick {};                                 ///< time passed: resends, waits
+/// The user asks to finish a run's failed jobs (`vidline resume`): each failed job goes
+/// back to decoding when its latent is known (a latent gone is sampled again), else to
+/// sampling, with fresh attempt budgets. Capacity limits learned are kept.
+struct ev_resume { std::string run_id; };
 
 using event = std::variant<ev_submit, ev_pool_status, ev_decoder_status, ev_sample_result,
-                           ev_decode_result, ev_peer, ev_tick>;
+                           ev_decode_result, ev_peer, ev_tick, ev_resume>;
 
 // -- effects -------------------------------------------------------------------------------
 

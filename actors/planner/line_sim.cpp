@@ -1,5 +1,6 @@
 #include "actors/planner/line_sim.hpp"
 
+#include <chrono>
 #include <cstdio>
 #include <queue>
 #include <random>
@@ -35,8 +36,8 @@ struct encoder_model {
 
 class line {
 public:
-  line(sched::state s, const timing& t, const faults& f)
-      : s_(std::move(s)), t_(t), f_(f), rng_(f.seed) {
+  line(sched::state s, const timing& t, const faults& f, const sim_options& o)
+      : s_(std::move(s)), t_(t), f_(f), o_(o), rng_(f.seed) {
     for (auto& [name, p] : s_.pools) {
       pooling::state ps;
       ps.pool = name;
@@ -72,7 +73,7 @@ public:
       ++res_.events;
       std::visit([&](auto& p) { on(p); }, ev.p);
       maybe_crash();
-      check();
+      check(std::holds_alternative<to_coordinator>(ev.p));
     }
     if (auto* run = s_.find_run(run_id_))
       res_.run = *run;
@@ -102,8 +103,23 @@ private:
   // -- coordinator -------------------------------------------------------------------------
 
   void on(to_coordinator& m) {
-    auto fx = sched::step(s_, m.e, now_);
+    std::vector<sched::effect> fx;
+    if (o_.time_steps) {
+      auto t0 = std::chrono::steady_clock::now();
+      fx = sched::step(s_, m.e, now_);
+      res_.step_seconds.push_back(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    } else {
+      fx = sched::step(s_, m.e, now_);
+    }
+    if (o_.check_index)
+      if (auto bad = sched::check_index(s_); !bad.empty())
+        violation("scheduler index: " + bad);
+    touched_.clear();
     for (auto& e : fx) {
+      if (auto* pj = std::get_if<sched::fx_persist_job>(&e))
+        if (pj->run_id == run_id_)
+          touched_.push_back(pj->index);
       if (auto* o = std::get_if<sched::fx_send_sample>(&e)) {
         send(to_pool{o->order.pool, pooling::ev_order{o->order}});
       } else if (auto* o = std::get_if<sched::fx_send_decode>(&e)) {
@@ -161,6 +177,10 @@ private:
   void sample(const pooling::state& p, const msg::sample_order& o) {
     bool cold = warm_.count({p.pool, p.epoch}) == 0;
     warm_.insert({p.pool, p.epoch});
+    // Its GPUs are taken from the pools sharing them: their models go.
+    for (auto& other : s_.pools.at(p.pool).conflicts)
+      if (auto q = pools_.find(other); q != pools_.end())
+        warm_.erase({other, q->second.epoch});
     auto st = t_.sample(s_.pools.at(p.pool).kind, o.job, cold);
     double end = now_ + st.seconds;
     span(p.pool, "sampling", o.job.index, now_, end);
@@ -196,7 +216,11 @@ private:
     const auto& kind = s_.decoders.at(m.decoder).kind;
     for (auto& e : fx) {
       if (auto* f = std::get_if<decoding::fx_fetch>(&e)) {
-        double end = now_ + (t_.handoff ? t_.handoff(kind, f->order.latent_bytes) : 0);
+        double secs = t_.handoff_between
+                        ? t_.handoff_between(f->order.source_host, d.host, kind,
+                                             f->order.latent_bytes)
+                        : t_.handoff ? t_.handoff(kind, f->order.latent_bytes) : 0;
+        double end = now_ + secs;
         span(d.decoder, "handoff", f->order.job.index, now_, end);
         schedule(end, to_decoder{d.decoder, decoding::ev_fetched{f->order.attempt, "ok", ""},
                                  d.epoch});
@@ -246,7 +270,7 @@ private:
 
   // -- invariants --------------------------------------------------------------------------
 
-  void check() {
+  void check(bool coordinator_stepped) {
     for (auto& [name, d] : decoders_) {
       if (d.pending() > 1)
         violation("decoder " + name + " has " + std::to_string(d.pending()) + " pending");
@@ -256,16 +280,27 @@ private:
     if (s_.next_attempt < last_next_attempt_)
       violation("attempt counter went backwards");
     last_next_attempt_ = s_.next_attempt;
-    if (auto* r = s_.find_run(run_id_))
-      for (auto& j : r->jobs) {
-        bool final_now = j.state == sched::job_state::succeeded
-                         || j.state == sched::job_state::failed;
-        auto& was = final_state_[j.spec.index];
-        if (was && (!final_now || *was != j.state))
-          violation("job " + std::to_string(j.spec.index) + " left its final state");
-        if (final_now)
-          was = j.state;
-      }
+    auto* r = s_.find_run(run_id_);
+    if (r == nullptr)
+      return;
+    if (r->jobs.size() <= o_.full_check_jobs) {
+      for (auto& j : r->jobs)
+        check_job(j);
+    } else if (coordinator_stepped) {
+      for (uint32_t i : touched_)
+        if (i < r->jobs.size())
+          check_job(r->jobs[i]);
+    }
+  }
+
+  void check_job(const sched::job& j) {
+    bool final_now = j.state == sched::job_state::succeeded
+                     || j.state == sched::job_state::failed;
+    auto& was = final_state_[j.spec.index];
+    if (was && (!final_now || *was != j.state))
+      violation("job " + std::to_string(j.spec.index) + " left its final state");
+    if (final_now)
+      was = j.state;
   }
 
   void violation(std::string what) {
@@ -280,6 +315,7 @@ private:
   sched::state s_;
   const timing& t_;
   faults f_;
+  sim_options o_;
   std::mt19937_64 rng_;
   std::priority_queue<queued, std::vector<queued>, std::greater<>> q_;
   uint64_t seq_ = 0;
@@ -295,14 +331,15 @@ private:
   std::set<uint32_t> finals_;
   std::map<uint32_t, std::optional<sched::job_state>> final_state_;
   uint64_t last_next_attempt_ = 0;
+  std::vector<uint32_t> touched_;   ///< jobs the last coordinator step persisted
   result res_;
 };
 
 } // namespace
 
 result simulate(sched::state s, sched::run r, const timing& t, const faults& f,
-                double max_time) {
-  line l(std::move(s), t, f);
+                double max_time, const sim_options& o) {
+  line l(std::move(s), t, f, o);
   return l.run(std::move(r), max_time);
 }
 

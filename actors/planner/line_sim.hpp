@@ -3,6 +3,9 @@
 /// state machine, unchanged, wired by a simulated network, with stage times from a timing
 /// model. The planner (`vidline plan`) and the deterministic simulation tests run on it.
 ///
+/// A pool that starts sampling takes its GPUs from the pools sharing them: their models are
+/// unloaded, and their next job is cold (switching layouts, 8 vs 4+4, costs a model load).
+///
 /// Faults (seeded): messages dropped, duplicated, delayed and reordered; pools and decoders
 /// crashed (their state lost, a new epoch). After every event the invariants are checked:
 /// the decoder holds at most 1 pending latent, a job reaches a final state at most once,
@@ -33,6 +36,11 @@ struct timing {
   std::function<double(const std::string& host)> conditioning;
   /// Moving a latent of `bytes` from the sampling host to the decoder.
   std::function<double(const std::string& decoder_kind, uint64_t bytes)> handoff;
+  /// The same, knowing where the latent lies and where the decoder runs; used instead of
+  /// `handoff` when set (a latent already on the decoder's host costs less).
+  std::function<double(const std::string& from_host, const std::string& decoder_host,
+                       const std::string& decoder_kind, uint64_t bytes)>
+    handoff_between;
   /// Decoding on a decoder of `kind`.
   std::function<double(const std::string& kind, const msg::job_spec&)> decode;
   /// Latent size of a job.
@@ -47,6 +55,18 @@ struct faults {
   double max_delay_s = 0;   ///< extra random delay per message (reorders them)
   double crash = 0;         ///< after an event, a random pool or decoder crashes
   double status_interval_s = 5;  ///< periodic status reports (only when faults are on)
+};
+
+/// What else the simulation does besides running the line.
+struct sim_options {
+  /// After every coordinator step, compare the scheduler's index with a rebuilt one
+  /// (sched::check_index); a difference is a violation. Costly: for tests.
+  bool check_index = false;
+  /// Record the wall time of every coordinator step in result::step_seconds.
+  bool time_steps = false;
+  /// Check every job after every event up to this many jobs; above it, only the jobs the
+  /// coordinator persisted in that step (every change to a job is persisted).
+  std::size_t full_check_jobs = 5000;
 };
 
 /// One stage of one job as it happened in the simulation.
@@ -65,12 +85,13 @@ struct result {
   std::vector<std::string> violations;  ///< invariant breaches (empty = none)
   bool finished = false;                ///< every job reached a final state
   double end_time = 0;
+  std::vector<double> step_seconds;     ///< wall time per coordinator step (time_steps)
 };
 
 /// Runs `r` (jobs filled in, mode set) on a line whose coordinator state is `s` (from
 /// actors::initial_state), pools and decoders placed on the hosts `s` names.
 /// `max_time` bounds the virtual clock (a run that cannot finish ends there).
 result simulate(sched::state s, sched::run r, const timing& t, const faults& f = {},
-                double max_time = 1e9);
+                double max_time = 1e9, const sim_options& o = {});
 
 } // namespace vidline::planner

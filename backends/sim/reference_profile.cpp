@@ -124,10 +124,10 @@ constexpr std::string_view reference_text = R"json({
     "xtx": {
       "description": "1 x RX 7900 XTX 24 GB (ROCm) on host B, the decoder's host; samples a whole job by itself",
       "cold_extra": {
-        "s": 37.745,
-        "min_s": 23.473,
-        "max_s": 46.039,
-        "source": "ASSUMPTION: the XTX's model load was never timed; mean of the T10 pools' cold - warm (46.039, 36.113, 45.355, 23.473)"
+        "s": 88.922,
+        "min_s": 83.304,
+        "max_s": 94.54,
+        "source": "FITTED, not measured: mean of the fitted cold - warm at the two sizes (416x736x5 94.540, 736x1280x5 83.304). Far above the T10 pools' 23-46 s; a ROCm card loading the whole 20 GB model alone (and compiling kernels on first use) is a plausible cause"
       },
       "capacity": {
         "max_load": 9420800,
@@ -138,30 +138,29 @@ constexpr std::string_view reference_text = R"json({
         {
           "size": "416x736x5",
           "cold": {
-            "s": 132.524,
-            "source": "FITTED FROM ONE BATCH ROW, not measured: see warm"
+            "s": 160.922,
+            "source": "FITTED FROM TWO BATCH ROWS, not measured: see warm"
           },
           "warm": {
-            "s": 94.78,
-            "source": "FITTED FROM ONE BATCH ROW, not measured (the XTX was never timed alone inside a batch). Row '416x736, 5 s | two 4 x T10 pools + XTX' (makespan 266.324): the XTX took 2 of the 6 jobs and its second latent was decoded last, so conditioning 27 (xtx) + cold + warm + handoff 0 (same host) + decode 12.020 = 266.324, i.e. cold + warm = 227.304, split with cold_extra. Check: the one-host row (104.69 s end to end, warm) holds this warm time plus a decode. The row '... one 8 x T10 pool + XTX' (332.706) is then predicted about 5% low"
+            "s": 66.382,
+            "source": "FITTED FROM TWO BATCH ROWS, not measured (the XTX was never timed alone inside a batch). The reference handed jobs to its sources in turn (job i to source i mod n, docs/planner.md), so the XTX took 2 of 6 jobs in '416x736, 5 s | two 4 x T10 pools + XTX' and 3 of 6 in '... one 8 x T10 pool + XTX', its last latent the last decoded in both: conditioning 27 (xtx) + cold + warm + handoff 0 (same host) + decode 12.020 = 266.324, and 27 + cold + 2 x warm + 0 + 12.020 = 332.706. So warm = 332.706 - 266.324 = 66.382 and cold = 227.304 - 66.382 = 160.922. Check: the one-host row (104.69 s end to end, warm) = this warm + 27 conditioning + 11.3 left for decode on the XTX"
           }
         },
         {
           "size": "736x1280x5",
           "cold": {
-            "s": 328.314,
-            "max_s": 886.674,
-            "source": "FITTED FROM ONE BATCH ROW, not measured: see warm. max_s: the cold time the row '736x1280, 5 s | one 8 x T10 pool + XTX' implies (the XTX finished one job there: 945.328 - decode 31.654 - conditioning 27)"
+            "s": 351.094,
+            "source": "FITTED FROM TWO BATCH ROWS, not measured: see warm"
           },
           "warm": {
-            "s": 290.57,
-            "source": "FITTED FROM ONE BATCH ROW, not measured. Row '736x1280, 5 s | two 4 x T10 pools + XTX' (makespan 677.538): the XTX took 2 of the 6 jobs, second latent decoded last: 27 + cold + warm + 0 + 31.654 = 677.538, i.e. cold + warm = 618.884, split with cold_extra. The row '... one 8 x T10 pool + XTX' (945.328) contradicts it: there the XTX was about 2.7x slower (fast vs plain attention, 686 vs 1155 s in the one-host rows, is a plausible cause) and is predicted about 25% low"
+            "s": 267.79,
+            "source": "FITTED FROM TWO BATCH ROWS, not measured, as at 416x736x5: rows '736x1280, 5 s | two 4 x T10 pools + XTX' (XTX 2 of 6 jobs: 27 + cold + warm + 0 + 31.654 = 677.538) and '... one 8 x T10 pool + XTX' (XTX 3 of 6 jobs: 27 + cold + 2 x warm + 0 + 31.654 = 945.328). So warm = 945.328 - 677.538 = 267.790 and cold = 618.884 - 267.790 = 351.094. The one-host rows (686 s fast attention, 1155 s plain, end to end) measure another setup and are not used"
           }
         },
         {
           "size": "736x1280x10",
           "warm": {
-            "s": 365.538,
+            "s": 336.881,
             "source": "DERIVED: the fitted 736x1280x5 warm time x 862.99 / 686, the ratio of the one-host end-to-end rows 736x1280x10 and 736x1280x5 (fast attention assumed for both). Cold = warm + cold_extra"
           }
         }

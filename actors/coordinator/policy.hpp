@@ -1,0 +1,77 @@
+#pragma once
+/// Dispatch policies that look ahead, and the names every policy goes by.
+///
+/// `auto` decides, each time a pool of its mode is free, whether that pool takes the next
+/// queued job now. It reasons about *slots*: the times at which each pool would finish one
+/// more job of the run (video written: conditioning wait, cold or warm sampling, handoff and
+/// decode), the first after what the pool runs now, then one warm sampling time apart.
+///
+/// - **Earliest finish.** The run's Q queued jobs are alike, so the best the line can do is
+///   fill the Q earliest slots. A free pool takes a job when its next slot is among them,
+///   i.e. when the other pools cannot finish all Q jobs before it would finish this one.
+///   Otherwise it stays idle: that is how a slow source is left out at the end of a batch.
+/// - **Layouts.** Pools that share GPUs (8 x T10 vs 2 x 4 x T10) form a group; a layout is a
+///   largest set of them that can run together. When a pool of a group is free, auto
+///   estimates when the batch would end under each layout (a pool whose GPUs are still busy
+///   starts when they are free, cold: switching costs a model load) and keeps the current
+///   layout unless another ends the batch sooner by a margin.
+/// - **Decoders.** A slot includes handoff and decode on the mode's best decoder; a batch
+///   cannot end before the decoders have worked through every remaining latent.
+///
+/// Pure like the machine: everything comes from the state, `now` and `stage_estimates`.
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "actors/coordinator/scheduler.hpp"
+
+namespace vidline::sched {
+
+/// Expected stage times (run-clock seconds), for policies that look ahead.
+class stage_estimates {
+public:
+  virtual ~stage_estimates() = default;
+  /// Sampling seconds of `j` on a pool of `kind`, cold (model load first) or warm;
+  /// nullopt when the job does not fit that kind.
+  virtual std::optional<double> sampling(const std::string& kind, const msg::job_spec& j,
+                                         bool cold) const = 0;
+  /// Conditioning seconds of a prompt `host`'s encoder has not conditioned yet.
+  virtual double conditioning(const std::string& host) const = 0;
+  /// Seconds to move `j`'s latent from `from_host` to decoder `d`.
+  virtual double handoff(const std::string& from_host, const decoder_view& d,
+                         const msg::job_spec& j) const = 0;
+  /// Decode + mux seconds of `j` on decoder `d`.
+  virtual double decode(const decoder_view& d, const msg::job_spec& j) const = 0;
+};
+
+/// Knobs of the auto policy.
+struct auto_tuning {
+  double switch_margin = 0.005;  ///< a layout change must end the batch this much sooner
+  double switch_margin_s = 1.0;  ///< ... and by at least this many seconds
+  std::size_t exact_pools = 64;  ///< up to this many pools, batch ends are counted slot by
+                                 ///< slot; above, estimated as a fluid (cheaper, approximate)
+  std::size_t max_group = 12;    ///< larger conflict groups are not searched for layouts
+};
+
+/// The auto policy (see the file comment).
+class auto_policy : public dispatch_policy {
+public:
+  explicit auto_policy(std::shared_ptr<const stage_estimates> est, auto_tuning t = {});
+  const char* name() const override { return "auto"; }
+  std::optional<assignment> next(const dispatch_view& v) const override;
+
+private:
+  std::shared_ptr<const stage_estimates> est_;
+  auto_tuning t_;
+};
+
+/// The names a mode may give its policy.
+inline constexpr const char* policy_names[] = {"in_turn", "first_free", "auto"};
+
+/// A policy by name; "auto" needs `est`. nullptr for an unknown name (or auto without est).
+std::shared_ptr<const dispatch_policy> make_policy(const std::string& name,
+                                                   std::shared_ptr<const stage_estimates> est);
+
+} // namespace vidline::sched

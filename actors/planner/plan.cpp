@@ -1,0 +1,232 @@
+#include "actors/planner/plan.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace vidline::planner {
+
+using backends::sim::job_size;
+using backends::sim::model_state;
+
+namespace {
+
+job_size size_of(const msg::job_spec& j) { return job_size{j.width, j.height, j.seconds}; }
+
+std::string with_commas(uint64_t n) {
+  std::string s = std::to_string(n);
+  for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3)
+    s.insert(static_cast<std::size_t>(i), ",");
+  return s;
+}
+
+} // namespace
+
+// -- profile_estimates -----------------------------------------------------------------------
+
+profile_estimates::profile_estimates(const config::cluster& c, backends::sim::profile p)
+    : p_(std::move(p)) {
+  for (auto& e : c.encoders)
+    encoder_of_host_.emplace(e.host, e.profile_key);
+}
+
+std::optional<double> profile_estimates::sampling(const std::string& kind,
+                                                  const msg::job_spec& j, bool cold) const {
+  auto key = std::make_tuple(kind, j.width, j.height, j.seconds, cold);
+  auto it = sampling_.find(key);
+  if (it != sampling_.end())
+    return it->second;
+  std::optional<double> s;
+  if (p_.has_pool(kind) && p_.fits(kind, size_of(j)))
+    s = p_.sampling(kind, size_of(j), cold ? model_state::cold : model_state::warm).s;
+  sampling_.emplace(key, s);
+  return s;
+}
+
+double profile_estimates::conditioning(const std::string& host) const {
+  auto it = encoder_of_host_.find(host);
+  if (it == encoder_of_host_.end() || !p_.has_encoder(it->second))
+    return 0;
+  return p_.conditioning(it->second).s;
+}
+
+double profile_estimates::handoff(const std::string& from_host, const sched::decoder_view& d,
+                                  const msg::job_spec&) const {
+  return p_.handoff(from_host == d.host).s;
+}
+
+double profile_estimates::decode(const sched::decoder_view& d, const msg::job_spec& j) const {
+  auto key = std::make_tuple(d.kind, j.width, j.height, j.seconds);
+  auto it = decode_.find(key);
+  if (it != decode_.end())
+    return it->second;
+  double s = p_.decode(d.kind, size_of(j)).s;
+  decode_.emplace(key, s);
+  return s;
+}
+
+timing profile_estimates::line_timing() const {
+  timing t;
+  t.sample = [this](const std::string& kind, const msg::job_spec& j, bool cold) {
+    if (!p_.fits(kind, size_of(j)))
+      return sample_time{p_.capacity(kind).fail_after_s, true};
+    return sample_time{*sampling(kind, j, cold), false};
+  };
+  t.conditioning = [this](const std::string& host) { return conditioning(host); };
+  t.handoff = [this](const std::string&, uint64_t) { return p_.handoff(false).s; };
+  t.handoff_between = [this](const std::string& from, const std::string& to,
+                             const std::string&, uint64_t) { return p_.handoff(from == to).s; };
+  t.decode = [this](const std::string& kind, const msg::job_spec& j) {
+    sched::decoder_view d;
+    d.kind = kind;
+    return decode(d, j);
+  };
+  t.latent_bytes = [this](const msg::job_spec& j) { return p_.latent_bytes(size_of(j)); };
+  return t;
+}
+
+// -- configure -------------------------------------------------------------------------------
+
+void configure(sched::state& s, const config::cluster& c,
+               std::shared_ptr<const profile_estimates> est,
+               const std::map<std::string, std::string>& policies) {
+  for (auto& [name, p] : s.pools)
+    if (est->profile().has_pool(p.kind))
+      p.max_load = est->profile().capacity(p.kind).max_load;
+  if (c.find_mode(auto_mode) == nullptr) {
+    auto& pools = s.modes[auto_mode];
+    pools.clear();
+    for (auto& p : c.pools)
+      pools.push_back(p.name);
+    auto& decoders = s.mode_decoders[auto_mode];
+    decoders.clear();
+    for (auto& d : c.decoders)
+      decoders.push_back(d.name);
+  }
+  s.mode_policy[auto_mode] = sched::make_policy("auto", est);
+  for (auto& [mode, name] : policies) {
+    auto pol = sched::make_policy(name, est);
+    if (!pol)
+      throw std::invalid_argument("unknown dispatch policy '" + name + "' for mode " + mode
+                                  + " (known: in_turn, first_free, auto)");
+    s.mode_policy[mode] = pol;
+  }
+  if (s.idx.built)
+    sched::reindex(s);
+}
+
+// -- plan ------------------------------------------------------------------------------------
+
+std::string capacity_refusal(const sched::state& s, const std::string& mode, uint32_t width,
+                             uint32_t height, uint32_t seconds) {
+  auto m = s.modes.find(mode);
+  if (m == s.modes.end())
+    return "unknown mode '" + mode + "'";
+  sched::job probe;
+  probe.spec.width = width;
+  probe.spec.height = height;
+  probe.spec.seconds = seconds;
+  std::string limits;
+  for (auto& name : m->second) {
+    auto p = s.pools.find(name);
+    if (p == s.pools.end())
+      continue;
+    if (sched::pool_may_take(p->second, probe))
+      return "";
+    limits += (limits.empty() ? "" : ", ") + name + " (" + p->second.kind + ") holds up to "
+              + (p->second.max_load ? with_commas(*p->second.max_load) : "?");
+  }
+  return "no pool of mode " + mode + " can hold " + std::to_string(width) + "x"
+         + std::to_string(height) + ", " + std::to_string(seconds) + " s (load "
+         + with_commas(sched::job_load(probe.spec)) + " = width x height x seconds): "
+         + (limits.empty() ? "the mode has no pools" : limits);
+}
+
+plan_result plan(const sched::state& s0, const profile_estimates& est, const request& req,
+                 const sim_options& o) {
+  plan_result out;
+  out.mode = req.mode;
+  auto m = s0.modes.find(req.mode);
+  if (m == s0.modes.end()) {
+    std::string known;
+    for (auto& [name, pools] : s0.modes)
+      known += (known.empty() ? "" : ", ") + name;
+    out.refused = "unknown mode '" + req.mode + "' (known: " + known + ")";
+    return out;
+  }
+  out.pools = m->second;
+  if (auto d = s0.mode_decoders.find(req.mode); d != s0.mode_decoders.end())
+    out.decoders = d->second;
+  out.policy = s0.policy_of(req.mode).name();
+  for (auto& name : out.pools)
+    if (auto p = s0.pools.find(name); p != s0.pools.end() && !est.profile().has_pool(p->second.kind))
+      out.refused = "the profile has no timings for pool kind '" + p->second.kind + "' (pool "
+                    + name + ")";
+  for (auto& name : out.decoders)
+    if (auto d = s0.decoders.find(name);
+        d != s0.decoders.end() && !est.profile().has_decoder(d->second.kind))
+      out.refused = "the profile has no timings for decoder kind '" + d->second.kind
+                    + "' (decoder " + name + ")";
+  if (out.refused.empty() && out.decoders.empty())
+    out.refused = "mode " + req.mode + " has no decoder";
+  if (out.refused.empty())
+    out.refused = capacity_refusal(s0, req.mode, req.width, req.height, req.seconds);
+  if (out.refused.empty() && req.count == 0)
+    out.refused = "count must be at least 1";
+  if (!out.refused.empty())
+    return out;
+
+  sched::run r;
+  r.id = "plan";
+  r.mode = req.mode;
+  r.jobs.reserve(req.count);
+  for (uint32_t i = 0; i < req.count; ++i) {
+    sched::job j;
+    j.spec = msg::job_spec{r.id, i, req.seed + i, req.width, req.height, req.seconds,
+                           req.prompt, "plan-prompt", ""};
+    r.jobs.push_back(std::move(j));
+  }
+  auto res = simulate(s0, std::move(r), est.line_timing(), faults{}, 1e12, o);
+  out.finished = res.finished;
+  out.violations = std::move(res.violations);
+  out.events = res.events;
+  out.summary = sched::summarize(res.run);
+  out.jobs.resize(res.run.jobs.size());
+  for (auto& j : res.run.jobs) {
+    auto& pj = out.jobs[j.spec.index];
+    pj.index = j.spec.index;
+    pj.seed = j.spec.seed;
+    pj.pool = j.pool;
+    pj.decoder = j.decoder;
+    pj.cold = j.cold;
+    pj.state = sched::to_string(j.state);
+  }
+  // The last span of each stage is the one that counted (earlier ones were retried).
+  for (auto& sp : res.spans) {
+    if (sp.job >= out.jobs.size())
+      continue;
+    auto& pj = out.jobs[sp.job];
+    planned_job::span v{sp.start, sp.end};
+    if (sp.stage == "conditioning")
+      pj.conditioning = v;
+    else if (sp.stage == "sampling")
+      pj.sampling = v;
+    else if (sp.stage == "handoff")
+      pj.handoff = v;
+    else if (sp.stage == "decode")
+      pj.decode = v;
+  }
+  out.spans = std::move(res.spans);
+  out.step_seconds = std::move(res.step_seconds);
+  return out;
+}
+
+std::vector<std::string> modes_to_compare(const sched::state& s, const config::cluster& c) {
+  std::vector<std::string> out;
+  for (auto& m : c.modes)
+    out.push_back(m.name);
+  if (s.modes.count(auto_mode) && std::find(out.begin(), out.end(), auto_mode) == out.end())
+    out.push_back(auto_mode);
+  return out;
+}
+
+} // namespace vidline::planner

@@ -1,0 +1,115 @@
+#pragma once
+/// The planner: a batch run ahead of time on a virtual clock, by the coordinator's own
+/// scheduler and the pools' and decoders' own machines (line_sim), with every stage taking
+/// the time a timing profile says. `vidline plan` prints what it returns.
+///
+/// The same functions set up the live coordinator's state (`configure`), so a plan and a
+/// run of the same batch dispatch alike: pool capacity limits from the profile, the `auto`
+/// mode, and each mode's dispatch policy.
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "actors/coordinator/policy.hpp"
+#include "actors/coordinator/scheduler.hpp"
+#include "actors/planner/line_sim.hpp"
+#include "backends/sim/profile.hpp"
+#include "config/config.hpp"
+
+namespace vidline::planner {
+
+/// The name of the mode that lets the coordinator choose: every pool and decoder of the
+/// cluster, policy auto.
+inline constexpr const char* auto_mode = "auto";
+
+/// Expected stage times from a profile, for a cluster (encoders per host, decoder hosts).
+/// Lookups are cached: not for use from several threads at once.
+class profile_estimates : public sched::stage_estimates {
+public:
+  profile_estimates(const config::cluster& c, backends::sim::profile p);
+
+  std::optional<double> sampling(const std::string& kind, const msg::job_spec& j,
+                                 bool cold) const override;
+  double conditioning(const std::string& host) const override;
+  double handoff(const std::string& from_host, const sched::decoder_view& d,
+                 const msg::job_spec& j) const override;
+  double decode(const sched::decoder_view& d, const msg::job_spec& j) const override;
+
+  const backends::sim::profile& profile() const { return p_; }
+  /// The stage times line_sim runs the line with (the sim backend's, from this profile).
+  timing line_timing() const;
+
+private:
+  backends::sim::profile p_;
+  std::map<std::string, std::string> encoder_of_host_;  ///< host -> encoder profile key
+  mutable std::map<std::tuple<std::string, uint32_t, uint32_t, uint32_t, bool>,
+                   std::optional<double>> sampling_;
+  mutable std::map<std::tuple<std::string, uint32_t, uint32_t, uint32_t>, double> decode_;
+};
+
+/// Makes the coordinator's state plan like the line will run: pools get the profile's
+/// capacity limits (max_load) for kinds it knows; the mode "auto" (every pool and decoder,
+/// unless the config defines a mode of that name) gets the auto policy; a mode named in
+/// `policies` gets that policy ("in_turn", "first_free", "auto"), every other mode in_turn.
+/// Throws std::invalid_argument for an unknown policy name.
+void configure(sched::state& s, const config::cluster& c,
+               std::shared_ptr<const profile_estimates> est,
+               const std::map<std::string, std::string>& policies = {});
+
+/// One batch to plan.
+struct request {
+  std::string mode;
+  uint32_t width = 0, height = 0, seconds = 0, count = 1;
+  uint64_t seed = 0;
+  std::string prompt = "vidline plan";
+};
+
+/// One job as planned: where it ran and when each stage began and ended (run-clock seconds
+/// from submission; nullopt = the stage did not happen, e.g. conditioning already done).
+struct planned_job {
+  uint32_t index = 0;
+  uint64_t seed = 0;
+  std::string pool;
+  std::string decoder;
+  bool cold = false;
+  std::string state;
+  struct span { double start = 0, end = 0; };
+  std::optional<span> conditioning, sampling, handoff, decode;
+};
+
+/// A plan of one batch in one mode.
+struct plan_result {
+  std::string mode;
+  std::string policy;                 ///< the mode's dispatch policy
+  std::vector<std::string> pools;     ///< the mode's pools, in order
+  std::vector<std::string> decoders;
+  std::string refused;                ///< why it was not planned ("" = it was)
+  sched::summary summary;
+  std::vector<planned_job> jobs;
+  std::vector<stage_span> spans;      ///< for the Gantt chart
+  std::vector<double> step_seconds;   ///< wall time per coordinator step (sim_options)
+  bool finished = false;
+  std::vector<std::string> violations;
+  uint64_t events = 0;
+};
+
+/// Why no pool of `mode` can hold jobs of this size ("" when some pool can). Names each
+/// pool with its limit.
+std::string capacity_refusal(const sched::state& s, const std::string& mode, uint32_t width,
+                             uint32_t height, uint32_t seconds);
+
+/// Plans `req` on a state from actors::initial_state + configure. Refuses up front (result
+/// `refused`) an unknown mode, a mode without pools or decoders, or a size no pool of the
+/// mode can hold.
+plan_result plan(const sched::state& s, const profile_estimates& est, const request& req,
+                 const sim_options& o = {});
+
+/// The modes of `s` in the order `vidline plan --mode all` shows them: the config's, then
+/// auto.
+std::vector<std::string> modes_to_compare(const sched::state& s, const config::cluster& c);
+
+} // namespace vidline::planner

@@ -1,0 +1,348 @@
+#include "nodes/plan_cmd.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <set>
+
+#include <vidline/embedded_config.hpp>
+
+#include "actors/coordinator/coordinator_actor.hpp"
+#include "actors/planner/gantt.hpp"
+#include "actors/planner/reference_rows.hpp"
+#include "common/files.hpp"
+#include "nodes/exit_codes.hpp"
+#include "nodes/verbs.hpp"
+
+namespace vidline::nodes {
+
+using nlohmann::json;
+
+plan_setup load_plan_setup(const std::string& config_file, const std::string& profile_file,
+                           const std::string& policy) {
+  plan_setup out;
+  out.cluster = config_file.empty() ? config::parse(embedded::reference_config, "")
+                                    : config::load(config_file);
+  std::optional<backends::sim::profile> prof;
+  if (!profile_file.empty()) {
+    prof = backends::sim::profile::load(profile_file);
+    out.profile_source = profile_file;
+  } else {
+    // The profile the config's sim backends pace themselves by (plan == run).
+    std::set<std::string> named;
+    for (auto& p : out.cluster.pools)
+      if (auto* b = out.cluster.find_backend(p.backend); b != nullptr && b->type == "sim")
+        named.insert(b->profile);
+    named.erase("");
+    if (named.size() > 1)
+      std::fprintf(stderr, "warning: the config's sim backends name %zu profiles; planning "
+                           "with %s (give --profile to choose)\n",
+                   named.size(), named.begin()->c_str());
+    if (!named.empty()) {
+      prof = backends::sim::profile::load(*named.begin());
+      out.profile_source = *named.begin();
+    } else {
+      prof = backends::sim::profile::reference();
+      out.profile_source = "embedded reference";
+    }
+  }
+  auto est = std::make_shared<planner::profile_estimates>(out.cluster, std::move(*prof));
+  out.est = est;
+  out.state = actors::initial_state(out.cluster, 1.0);
+  std::map<std::string, std::string> policies;
+  if (!policy.empty())
+    for (auto& m : out.cluster.modes)
+      if (m.name != planner::auto_mode)
+        policies[m.name] = policy;
+  planner::configure(out.state, out.cluster, est, policies);
+  return out;
+}
+
+namespace {
+
+json span_json(const std::optional<planner::planned_job::span>& s) {
+  if (!s)
+    return nullptr;
+  return {{"start_s", s->start}, {"end_s", s->end}};
+}
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), f, v);
+  return buf;
+}
+
+std::string span_text(const std::optional<planner::planned_job::span>& s) {
+  if (!s)
+    return "-";
+  return fmt("%.1f", s->start) + "-" + fmt("%.1f", s->end);
+}
+
+std::string join(const std::vector<std::string>& v, const char* sep = ", ") {
+  std::string out;
+  for (auto& s : v)
+    out += (out.empty() ? "" : sep) + s;
+  return out;
+}
+
+std::string size_text(const planner::request& r) {
+  return std::to_string(r.width) + "x" + std::to_string(r.height) + ", "
+         + std::to_string(r.seconds) + " s";
+}
+
+bool complete(const planner::plan_result& p) {
+  return p.refused.empty() && p.finished && p.summary.failed == 0;
+}
+
+/// The best of several plans: all jobs done, then the earliest makespan (first listed wins
+/// a tie). -1 when none finished.
+int best_of(const std::vector<planner::plan_result>& plans) {
+  int best = -1;
+  for (std::size_t i = 0; i < plans.size(); ++i)
+    if (complete(plans[i])
+        && (best < 0 || plans[i].summary.makespan_s < plans[best].summary.makespan_s - 1e-9))
+      best = static_cast<int>(i);
+  return best;
+}
+
+planner::gantt_chart chart_of(const planner::plan_result& p, const planner::request& req) {
+  planner::gantt_chart c;
+  c.title = p.mode + " (" + p.policy + "): " + std::to_string(req.count) + " x "
+            + size_text(req) + ", makespan " + fmt("%.1f", p.summary.makespan_s) + " s";
+  c.lanes = p.pools;
+  c.lanes.insert(c.lanes.end(), p.decoders.begin(), p.decoders.end());
+  c.spans = p.spans;
+  return c;
+}
+
+void print_plan(const planner::plan_result& p, const planner::request& req,
+                const std::string& profile) {
+  std::printf("plan: %u x %s on mode %s (policy %s)\n", req.count, size_text(req).c_str(),
+              p.mode.c_str(), p.policy.c_str());
+  std::printf("pools: %s; decoders: %s; profile: %s\n", join(p.pools).c_str(),
+              join(p.decoders).c_str(), profile.c_str());
+  std::printf("times in seconds from submission (the run clock)\n\n");
+  std::printf("%5s  %-20s  %-10s %-4s  %-15s %-15s %-15s %-15s %9s\n", "job", "seed", "pool",
+              "cold", "conditioning", "sampling", "handoff", "decode", "done");
+  for (auto& j : p.jobs)
+    std::printf("%5u  %-20llu  %-10s %-4s  %-15s %-15s %-15s %-15s %9s\n", j.index,
+                static_cast<unsigned long long>(j.seed), j.pool.c_str(), j.cold ? "yes" : "no",
+                span_text(j.conditioning).c_str(), span_text(j.sampling).c_str(),
+                span_text(j.handoff).c_str(), span_text(j.decode).c_str(),
+                j.state == "succeeded" && j.decode ? fmt("%.1f", j.decode->end).c_str()
+                                                   : j.state.c_str());
+  std::printf("\nfirst finish %.1f s   makespan %.1f s   %.2f clips/hour   (%u/%u succeeded)\n",
+              p.summary.first_finish_s, p.summary.makespan_s, p.summary.clips_per_hour,
+              p.summary.succeeded, req.count);
+}
+
+/// The reference line's measurement of this batch, when the embedded cluster is planned.
+const planner::reference_row* measured(const plan_options& o, const std::string& mode) {
+  if (!o.config.empty() || !o.profile.empty())
+    return nullptr;
+  return planner::find_reference_row(mode, o.width, o.height, o.seconds, o.count);
+}
+
+} // namespace
+
+json plan_json(const planner::plan_result& p, const planner::request& req) {
+  json out = {{"mode", p.mode},
+              {"policy", p.policy},
+              {"pools", p.pools},
+              {"decoders", p.decoders},
+              {"width", req.width},
+              {"height", req.height},
+              {"seconds", req.seconds},
+              {"count", req.count},
+              {"seed", req.seed}};
+  if (!p.refused.empty()) {
+    out["refused"] = p.refused;
+    return out;
+  }
+  json jobs = json::array();
+  for (auto& j : p.jobs)
+    jobs.push_back({{"index", j.index},
+                    {"seed", j.seed},
+                    {"state", j.state},
+                    {"pool", j.pool.empty() ? json(nullptr) : json(j.pool)},
+                    {"decoder", j.decoder.empty() ? json(nullptr) : json(j.decoder)},
+                    {"cold", j.cold},
+                    {"stages", {{"conditioning", span_json(j.conditioning)},
+                                {"sampling", span_json(j.sampling)},
+                                {"handoff", span_json(j.handoff)},
+                                {"decode", span_json(j.decode)}}},
+                    {"finish_s", j.decode && j.state == "succeeded" ? json(j.decode->end)
+                                                                     : json(nullptr)}});
+  out["jobs"] = std::move(jobs);
+  out["summary"] = {{"succeeded", p.summary.succeeded},
+                    {"failed", p.summary.failed},
+                    {"first_finish_s", p.summary.first_finish_s},
+                    {"makespan_s", p.summary.makespan_s},
+                    {"clips_per_hour", p.summary.clips_per_hour}};
+  return out;
+}
+
+int run_plan(const plan_options& o) {
+  plan_setup setup = load_plan_setup(o.config, o.profile, o.policy);
+  planner::request req;
+  req.width = o.width;
+  req.height = o.height;
+  req.seconds = o.seconds;
+  req.count = o.count;
+  req.seed = o.seed;
+
+  std::vector<std::string> modes;
+  const bool all = o.mode == "all";
+  if (all)
+    modes = planner::modes_to_compare(setup.state, setup.cluster);
+  else
+    modes = {o.mode};
+
+  std::vector<planner::plan_result> plans;
+  for (auto& m : modes) {
+    req.mode = m;
+    plans.push_back(planner::plan(setup.state, *setup.est, req));
+  }
+
+  if (!all && !plans[0].refused.empty()) {
+    if (o.json)
+      std::printf("%s\n", plan_json(plans[0], req).dump(2).c_str());
+    std::fprintf(stderr, "error: plan refused: %s\n", plans[0].refused.c_str());
+    return exit_code::usage;
+  }
+  if (all && std::none_of(plans.begin(), plans.end(),
+                          [](auto& p) { return p.refused.empty(); })) {
+    std::fprintf(stderr, "error: plan refused: no mode can run this batch:\n");
+    for (auto& p : plans)
+      std::fprintf(stderr, "  %s: %s\n", p.mode.c_str(), p.refused.c_str());
+    if (o.json) {
+      json arr = json::array();
+      for (auto& p : plans)
+        arr.push_back({{"mode", p.mode}, {"refused", p.refused}});
+      std::printf("%s\n", json{{"modes", arr}, {"best", nullptr}}.dump(2).c_str());
+    }
+    return exit_code::usage;
+  }
+  for (auto& p : plans)
+    for (auto& v : p.violations)
+      std::fprintf(stderr, "warning: %s: simulation invariant broken: %s\n", p.mode.c_str(),
+                   v.c_str());
+
+  int best = best_of(plans);
+  if (!o.gantt.empty()) {
+    std::vector<planner::gantt_chart> charts;
+    for (std::size_t i = 0; i < plans.size(); ++i) {
+      if (!plans[i].refused.empty())
+        continue;
+      req.mode = plans[i].mode;
+      auto c = chart_of(plans[i], req);
+      if (all && static_cast<int>(i) == best)
+        c.title += "  (best)";
+      charts.push_back(std::move(c));
+    }
+    files::write_atomic(o.gantt, planner::gantt_svg(charts));
+  }
+
+  if (o.json) {
+    if (!all) {
+      req.mode = plans[0].mode;
+      auto j = plan_json(plans[0], req);
+      j["profile"] = setup.profile_source;
+      std::printf("%s\n", j.dump(2).c_str());
+    } else {
+      json arr = json::array();
+      for (auto& p : plans) {
+        req.mode = p.mode;
+        auto j = plan_json(p, req);
+        if (auto* m = measured(o, p.mode))
+          j["measured"] = {{"first_finish_s", m->first_s}, {"makespan_s", m->makespan_s},
+                           {"clips_per_hour", m->clips_per_hour}};
+        arr.push_back(std::move(j));
+      }
+      std::printf("%s\n", json{{"width", o.width}, {"height", o.height}, {"seconds", o.seconds},
+                               {"count", o.count}, {"seed", o.seed},
+                               {"profile", setup.profile_source}, {"modes", arr},
+                               {"best", best < 0 ? json(nullptr) : json(plans[best].mode)}}
+                            .dump(2)
+                            .c_str());
+    }
+  } else if (!all) {
+    req.mode = plans[0].mode;
+    print_plan(plans[0], req, setup.profile_source);
+    if (auto* m = measured(o, plans[0].mode))
+      std::printf("the reference line measured: first %.3f s, makespan %.3f s, %.2f clips/hour"
+                  " (plan %+.1f%%)\n",
+                  m->first_s, m->makespan_s, m->clips_per_hour,
+                  100 * (plans[0].summary.makespan_s / m->makespan_s - 1));
+  } else {
+    req.mode = "all";
+    std::printf("plan: %u x %s, every mode; profile: %s; seconds from submission\n\n",
+                o.count, size_text(req).c_str(), setup.profile_source.c_str());
+    bool any_measured = false;
+    for (auto& p : plans)
+      any_measured = any_measured || measured(o, p.mode) != nullptr;
+    std::printf("  %-24s %-10s %-28s %7s %10s %10s %9s%s\n", "mode", "policy", "pools", "ok",
+                "first", "makespan", "clips/h", any_measured ? "   measured makespan" : "");
+    for (std::size_t i = 0; i < plans.size(); ++i) {
+      auto& p = plans[i];
+      std::string pools = join(p.pools, ",");
+      if (pools.size() > 28)
+        pools = pools.substr(0, 25) + "...";
+      if (!p.refused.empty()) {
+        std::printf("  %-24s %-10s %-28s refused: %s\n", p.mode.c_str(), p.policy.c_str(),
+                    pools.c_str(), p.refused.c_str());
+        continue;
+      }
+      std::string ok = std::to_string(p.summary.succeeded) + "/" + std::to_string(o.count);
+      std::string meas;
+      if (auto* m = measured(o, p.mode))
+        meas = fmt("   %10.3f", m->makespan_s) + fmt(" (plan %+.1f%%)",
+                                                    100 * (p.summary.makespan_s / m->makespan_s - 1));
+      std::printf("%s %-24s %-10s %-28s %7s %10.1f %10.1f %9.2f%s\n",
+                  static_cast<int>(i) == best ? "*" : " ", p.mode.c_str(), p.policy.c_str(),
+                  pools.c_str(), ok.c_str(), p.summary.first_finish_s, p.summary.makespan_s,
+                  p.summary.clips_per_hour, meas.c_str());
+    }
+    if (best >= 0)
+      std::printf("\nbest: %s (* above), makespan %.1f s, %.2f clips/hour\n",
+                  plans[best].mode.c_str(), plans[best].summary.makespan_s,
+                  plans[best].summary.clips_per_hour);
+  }
+  if (!all)
+    return complete(plans[0]) ? exit_code::ok : exit_code::job_failed;
+  return best >= 0 ? exit_code::ok : exit_code::job_failed;
+}
+
+void add_plan_verbs(CLI::App& app, verb_list& out) {
+  auto o = std::make_shared<plan_options>();
+  auto* plan = app.add_subcommand(
+    "plan", "Plan a batch on a virtual clock with the coordinator's own scheduler (no GPUs)");
+  plan->add_option("--mode", o->mode, "Mode to plan, 'auto', or 'all' to compare every mode")
+    ->required();
+  plan->add_option("--width", o->width, "Width in pixels")->required()->check(CLI::Range(8u, 8192u));
+  plan->add_option("--height", o->height, "Height in pixels")->required()->check(CLI::Range(8u, 8192u));
+  plan->add_option("--seconds", o->seconds, "Clip length in seconds")->required()->check(CLI::Range(1u, 3600u));
+  plan->add_option("--count", o->count, "Jobs in the batch")->required()->check(CLI::Range(1u, 10000000u));
+  plan->add_option("--seed", o->seed, "Seed of job 0 (job i gets seed + i)");
+  plan->add_option("--config", o->config, "Cluster config (default: the embedded reference cluster)");
+  plan->add_option("--profile", o->profile,
+                   "Timing profile (default: the config's sim profile, else the embedded reference)");
+  plan->add_option("--policy", o->policy,
+                   "Dispatch policy of the config's modes: in_turn (default, as the reference "
+                   "line), first_free, auto")
+    ->check(CLI::IsMember({"in_turn", "first_free", "auto"}));
+  plan->add_flag("--json", o->json, "Print JSON (the status contract's field names)");
+  plan->add_option("--gantt", o->gantt, "Write a Gantt chart (SVG) to this file");
+  out.push_back({plan, [o] {
+                   try {
+                     return run_plan(*o);
+                   } catch (const backends::sim::profile_error& e) {
+                     std::fprintf(stderr, "profile error: %s\n", e.what());
+                     return exit_code::usage;
+                   } catch (const std::invalid_argument& e) {
+                     std::fprintf(stderr, "error: %s\n", e.what());
+                     return exit_code::usage;
+                   }
+                 }});
+}
+
+} // namespace vidline::nodes

@@ -1,0 +1,46 @@
+#pragma once
+/// `vidline plan`: a batch planned ahead on a virtual clock (actors/planner), printed as a
+/// table, JSON (the status contract's names) or a Gantt chart. Works without any file: the
+/// reference cluster and profile are embedded.
+
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "actors/planner/plan.hpp"
+#include "config/config.hpp"
+
+namespace vidline::nodes {
+
+/// A cluster ready to plan on: its config, the profile, and the coordinator's state.
+struct plan_setup {
+  config::cluster cluster;
+  std::shared_ptr<const planner::profile_estimates> est;
+  sched::state state;
+  std::string profile_source;  ///< "embedded reference" or the file
+};
+
+/// Loads a config (empty = the embedded reference cluster) and a profile (empty = the one
+/// the config's sim backends name, else the embedded reference); `policy` (if not empty)
+/// becomes the dispatch policy of every mode but auto. Throws config::config_error,
+/// backends::sim::profile_error, std::invalid_argument.
+plan_setup load_plan_setup(const std::string& config_file, const std::string& profile_file,
+                           const std::string& policy = "");
+
+/// One planned batch as JSON: the request, the mode, per job its pool and stage times, and a
+/// "summary" with the status contract's names (first_finish_s, makespan_s, clips_per_hour).
+nlohmann::json plan_json(const planner::plan_result& p, const planner::request& req);
+
+/// The options of `vidline plan`.
+struct plan_options {
+  std::string mode, config, profile, gantt, policy;
+  uint32_t width = 0, height = 0, seconds = 0, count = 1;
+  uint64_t seed = 0;
+  bool json = false;
+};
+
+/// Runs `vidline plan`; returns the exit code.
+int run_plan(const plan_options& o);
+
+} // namespace vidline::nodes
