@@ -1,6 +1,7 @@
 #include "backends/comfyui/comfyui_backend.hpp"
 
 #include <chrono>
+#include <mutex>
 #include <filesystem>
 #include <sstream>
 #include <thread>
@@ -12,6 +13,7 @@
 #include "backends/comfyui/comfyui_options.hpp"
 #include "backends/comfyui/template.hpp"
 #include "backends/exec/stage_util.hpp"
+#include "backends/process/backend_process.hpp"
 #include "common/files.hpp"
 #include "common/sha256.hpp"
 #include "config/config.hpp"
@@ -363,8 +365,34 @@ protected:
     return r.workflow;
   }
 
-  /// Waits for the owned process to answer (if there is one); ends the attempt if it is down.
-  void ensure_process(attempt& a) {}
+  /// Starts the owned ComfyUI (if the options give one) on the first call, with the
+  /// owner's devices, and waits until it answers; ends the attempt if it is down.
+  void ensure_process(attempt& a, const stage_env& env) {
+    if (!o_.process)
+      return;
+    process::backend_process* p = nullptr;
+    {
+      std::lock_guard<std::mutex> l(process_m_);
+      if (!process_) {
+        try {
+          process_ = std::make_unique<process::backend_process>(process::comfyui_process_spec(
+            *o_.process, o_.server, owner_, env.vendor, env.devices));
+        } catch (const std::exception& e) {
+          end_with(msg::outcome::fatal, a.who() + ": " + e.what(), a.elapsed());
+        }
+      }
+      p = process_.get();
+    }
+    std::string why;
+    for (;;) {
+      a.check_stop();
+      if (p->wait_ready(0.2, &why))
+        return;
+      auto st = p->current();
+      if (st == process::backend_process::state::gave_up || st == process::backend_process::state::stopped)
+        end_with(msg::outcome::transient, a.who() + ": its ComfyUI process is down: " + why, a.elapsed());
+    }
+  }
 
   /// Runs `body` as one attempt, turning its end into a stage_result.
   template <class Body>
@@ -375,7 +403,7 @@ protected:
     attempt a(o_, who, env, stage, "vidline-" + owner_);
     try {
       files::make_dirs(env.work_dir + "/parts");
-      ensure_process(a);
+      ensure_process(a, env);
       stage_result r = body(a);
       a.clean_up();
       return r;
@@ -407,6 +435,8 @@ protected:
   comfyui_options o_;
   std::string owner_;
   std::string backend_;
+  std::mutex process_m_;
+  std::unique_ptr<process::backend_process> process_;  ///< last member: stopped first
 };
 
 class comfyui_sampler final : public sampler_backend, comfyui_stage {

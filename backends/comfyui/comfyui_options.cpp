@@ -5,6 +5,7 @@
 #include "backends/comfyui/bundle.hpp"
 #include "backends/comfyui/template.hpp"
 #include "backends/exec/exec_options.hpp"
+#include "backends/process/socket_paths.hpp"
 #include "common/files.hpp"
 #include "config/config.hpp"
 #include "config/json_reader.hpp"
@@ -113,12 +114,9 @@ process_options read_process(const json& j, const std::string& path) {
   p.runtime_dir = r.string_or("runtime_dir", "");
   if (!p.runtime_dir.empty() && p.runtime_dir[0] != '/')
     throw config_error(r.path_of("runtime_dir"), "must be an absolute path");
-  // Unix socket paths hold at most 107 bytes; Ray puts names of ~40 bytes under its dir.
-  if (p.runtime_dir.size() > 60)
-    throw config_error(r.path_of("runtime_dir"),
-                       "is " + std::to_string(p.runtime_dir.size()) +
-                         " bytes: keep it under 60 so the sockets inside stay under the "
-                         "107-byte limit of Unix socket paths");
+  if (!p.runtime_dir.empty())
+    if (auto why = process::runtime_dir_problem(p.runtime_dir); !why.empty())
+      throw config_error(r.path_of("runtime_dir"), why);
   p.start_timeout_s = seconds_in(r, "start_timeout_s", p.start_timeout_s, 1, 3600);
   if (r.has("max_restarts"))
     p.max_restarts = static_cast<int>(r.integer("max_restarts", 0, 1000));

@@ -60,9 +60,9 @@ bool wait_exit(pid_t pid, int pidfd, clock::duration d) {
 }
 
 /// Opens a file for the child's stdout/stderr in the file actions.
-void add_output(posix_spawn_file_actions_t* fa, int fd, const std::string& path) {
+void add_output(posix_spawn_file_actions_t* fa, int fd, const std::string& path, bool append) {
   const char* p = path.empty() ? "/dev/null" : path.c_str();
-  posix_spawn_file_actions_addopen(fa, fd, p, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(fa, fd, p, O_WRONLY | O_CREAT | (append ? O_APPEND : O_TRUNC), 0644);
 }
 
 /// Members of process group `pgid` other than `except` that are not zombies.
@@ -129,17 +129,19 @@ std::vector<std::string> current_environment(const std::vector<std::string>& dro
 
 bool group_alive(pid_t pgid) { return live_members(pgid, 0) > 0; }
 
-child_end run_child(const child_spec& spec, const child_limits& limits) {
-  child_end end;
+pid_t spawn_child(const child_spec& spec, std::string& error) {
   if (spec.argv.empty() || spec.argv[0].empty()) {
-    end.error = "empty argv";
-    return end;
+    error = "empty argv";
+    return -1;
   }
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  add_output(&fa, 1, spec.stdout_path);
-  add_output(&fa, 2, spec.stderr_path);
+  add_output(&fa, 1, spec.stdout_path, spec.append);
+  if (!spec.stderr_path.empty() && spec.stderr_path == spec.stdout_path)
+    posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  else
+    add_output(&fa, 2, spec.stderr_path, spec.append);
   if (!spec.cwd.empty())
     posix_spawn_file_actions_addchdir_np(&fa, spec.cwd.c_str());
   // The node's own descriptors (sockets, the journal) are none of the child's business.
@@ -166,18 +168,49 @@ child_end run_child(const child_spec& spec, const child_limits& limits) {
     envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
 
-  auto start = clock::now();
   pid_t pid = 0;
   // posix_spawnp looks argv[0] up in the caller's PATH (glibc), not the child's.
   int rc = posix_spawnp(&pid, spec.argv[0].c_str(), &fa, &attr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&fa);
   posix_spawnattr_destroy(&attr);
   if (rc != 0) {
-    end.error = "cannot start " + spec.argv[0] + ": " + std::strerror(rc);
-    return end;
+    error = "cannot start " + spec.argv[0] + ": " + std::strerror(rc);
+    return -1;
   }
   // Set the group from here too, so a kill right after the spawn cannot miss it.
   ::setpgid(pid, pid);
+  return pid;
+}
+
+bool reap_child(pid_t pid, int& status) {
+  if (!has_exited(pid))
+    return false;
+  if (live_members(pid, pid) > 0)
+    ::kill(-pid, SIGKILL);
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return true;
+}
+
+int stop_child(pid_t pid, std::chrono::steady_clock::duration grace) {
+  int pidfd = open_pidfd(pid);
+  stop_group(pid, pidfd, grace);
+  while (!has_exited(pid))
+    wait_exit(pid, pidfd, slice);
+  if (pidfd >= 0)
+    ::close(pidfd);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return status;
+}
+
+child_end run_child(const child_spec& spec, const child_limits& limits) {
+  child_end end;
+  auto start = clock::now();
+  pid_t pid = spawn_child(spec, end.error);
+  if (pid < 0)
+    return end;
   int pidfd = open_pidfd(pid);
 
   std::optional<child_end::kind> stopped;

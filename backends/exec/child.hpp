@@ -29,6 +29,7 @@ struct child_spec {
   std::string cwd;                    ///< working directory; "" = the caller's
   std::string stdout_path;            ///< created/truncated; "" = /dev/null
   std::string stderr_path;            ///< created/truncated; "" = /dev/null
+  bool append = false;                ///< append to the output files instead
 };
 
 /// How long it may run and how it is stopped.
@@ -51,6 +52,18 @@ struct child_end {
 
 /// Runs `spec` to its end under `limits`. Blocks; never throws for the child's sake.
 child_end run_child(const child_spec& spec, const child_limits& limits);
+
+/// Starts `spec` in a process group of its own, without waiting. Returns its pid, or -1
+/// with `error` set.
+pid_t spawn_child(const child_spec& spec, std::string& error);
+
+/// Whether the child has exited; if so, kills what it left in its group, reaps it, and
+/// sets `status` (a waitpid status). Never blocks.
+bool reap_child(pid_t pid, int& status);
+
+/// Stops a running child's whole group (SIGTERM, up to `grace` for the leader, SIGKILL)
+/// and reaps it. Returns its waitpid status.
+int stop_child(pid_t pid, std::chrono::steady_clock::duration grace);
 
 /// The caller's environment as "NAME=value" strings, without the names in `drop`.
 std::vector<std::string> current_environment(const std::vector<std::string>& drop = {});

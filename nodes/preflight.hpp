@@ -1,0 +1,46 @@
+#pragma once
+/// `vidline preflight --config FILE --mode M`: checks what a run needs, one line per
+/// check, ok or FAIL with how to fix it (warn for what may be fine). docs/backends.md
+/// lists the checks.
+///
+/// Checks that look at this machine (ports, disk, socket paths, GPUs, programs) run for
+/// the hosts of the config that are on it: --host names them, else every host whose
+/// address is one of this machine's.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace vidline::nodes {
+
+/// One line of the report.
+struct check_line {
+  enum class level { ok, warn, fail };
+  level status = level::ok;
+  std::string name;     ///< "config", "port alpha", "backend comfy", ...
+  std::string detail;   ///< what was found
+  std::string fix;      ///< how to fix it (fail and warn)
+};
+
+struct preflight_options {
+  std::string config;
+  std::string mode;
+  std::vector<std::string> hosts;      ///< this machine's hosts; empty = by address
+  uint64_t min_free_bytes = uint64_t{1} << 30;  ///< per data directory, for latents and outputs
+  bool before_start = false;           ///< nodes are not running yet: ports must be free
+  double timeout_s = 2;                ///< per network probe
+};
+
+/// Runs every check. Never throws for what it checks (a failure is a line).
+std::vector<check_line> run_preflight(const preflight_options& o);
+
+/// The report as text, one line per check plus a summary line.
+std::string format_report(const std::vector<check_line>& lines);
+
+/// Whether any line failed.
+bool any_failed(const std::vector<check_line>& lines);
+
+/// Parses "1073741824", "512M", "10G", "1T" (binary units). Throws std::invalid_argument.
+uint64_t parse_bytes(const std::string& text);
+
+} // namespace vidline::nodes

@@ -1,0 +1,79 @@
+/// The verbs of the backends area: preflight, config-adapt, start, stop.
+
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+
+#include "nodes/config_adapt.hpp"
+#include "nodes/exit_codes.hpp"
+#include "nodes/preflight.hpp"
+#include "nodes/service.hpp"
+#include "nodes/verbs.hpp"
+
+namespace vidline::nodes {
+namespace {
+
+std::string self_exe() {
+  std::error_code ec;
+  auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string("vidline") : p.string();
+}
+
+/// Options of these verbs; CLI11 keeps pointers into it, so it lives as long as the app.
+struct backend_verb_options {
+  preflight_options pre;
+  std::string min_free = "1G";
+  std::string host_map, out;
+  service_options svc;
+};
+
+} // namespace
+
+void add_backend_verbs(CLI::App& app, verb_list& out) {
+  auto o = std::make_shared<backend_verb_options>();
+
+  auto* pre = app.add_subcommand("preflight",
+                                 "Check what a run needs, one line per check (exit 1 if any fails)");
+  pre->add_option("--config", o->pre.config, "Cluster config (JSON)")->required();
+  pre->add_option("--mode", o->pre.mode, "Mode to check")->required();
+  pre->add_option("--host", o->pre.hosts, "This machine's host(s) (default: by address)");
+  pre->add_option("--min-free", o->min_free, "Free disk per data directory (e.g. 500M, 20G)");
+  pre->add_flag("--before-start", o->pre.before_start, "Nodes are not started yet: ports must be free");
+  pre->add_option("--timeout", o->pre.timeout_s, "Seconds per network probe")->check(CLI::PositiveNumber);
+  out.push_back({pre, [o] {
+                   try {
+                     o->pre.min_free_bytes = parse_bytes(o->min_free);
+                   } catch (const std::invalid_argument& e) {
+                     std::fprintf(stderr, "error: --min-free: %s\n", e.what());
+                     return exit_code::usage;
+                   }
+                   auto lines = run_preflight(o->pre);
+                   std::fputs(format_report(lines).c_str(), stdout);
+                   return any_failed(lines) ? 1 : exit_code::ok;
+                 }});
+
+  auto* adapt = app.add_subcommand("config-adapt",
+                                   "Write the full config (pools, modes) for a short host map");
+  adapt->add_option("--host-map", o->host_map, "Host map (JSON): hosts, addresses, GPUs, paths")->required();
+  adapt->add_option("--out", o->out, "Config file to write")->required();
+  out.push_back({adapt, [o] { return run_config_adapt(o->host_map, o->out); }});
+
+  auto* start = app.add_subcommand("start", "Start this machine's node(s) in the background (idempotent)");
+  start->add_option("--config", o->svc.config, "Cluster config (JSON)")->required();
+  start->add_option("--mode", o->svc.mode, "Mode the line will run (checked, and shown)");
+  start->add_option("--host", o->svc.hosts, "Host(s) to start (default: this machine's, by address)");
+  start->add_option("--timeout", o->svc.ready_timeout_s, "Seconds to wait for each node to answer")
+    ->check(CLI::PositiveNumber);
+  out.push_back({start, [o] {
+                   o->svc.self_exe = self_exe();
+                   return start_nodes(o->svc);
+                 }});
+
+  auto* stop = app.add_subcommand("stop", "Stop this machine's node(s) started with start");
+  stop->add_option("--config", o->svc.config, "Cluster config (default: the last one used)");
+  stop->add_option("--host", o->svc.hosts, "Host(s) to stop (default: this machine's, by address)");
+  stop->add_option("--grace", o->svc.grace_s, "Seconds from SIGTERM to SIGKILL")->check(CLI::NonNegativeNumber);
+  out.push_back({stop, [o] { return stop_nodes(o->svc); }});
+}
+
+} // namespace vidline::nodes
