@@ -159,6 +159,33 @@ int run_demo(bool json, const std::string& self_exe) {
     stop_all();
     return exit_code::unreachable;
   }
+  // The batch's clock starts at submission: submit once every pool and decoder of the mode
+  // has reported in, as an operator would.
+  const auto* mode = cluster.find_mode("four_four_xtx_plus_one");
+  auto all_alive = [&](const nlohmann::json& c) {
+    for (auto& p : mode->pools)
+      if (!c["pools"].contains(p) || !c["pools"][p]["alive"].get<bool>())
+        return false;
+    for (auto& d : mode->decoders)
+      if (!c["decoders"].contains(d) || !c["decoders"][d]["alive"].get<bool>())
+        return false;
+    return true;
+  };
+  bool alive = false;
+  while (!alive && std::chrono::steady_clock::now() < deadline) {
+    try {
+      auto c = cl.status("@cluster", 500);
+      alive = c && all_alive(*c);
+    } catch (const std::exception&) {
+    }
+    if (!alive)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // polling pace
+  }
+  if (!alive) {
+    std::fprintf(stderr, "the pools and decoders of the mode did not all report within 30 s\n");
+    stop_all();
+    return exit_code::unreachable;
+  }
 
   msg::submit_run req;
   req.mode = "four_four_xtx_plus_one";

@@ -107,6 +107,8 @@ msg::submit_reply submit(shell& sh, const msg::submit_run& req) {
 }
 
 msg::status_reply status(shell& sh, const std::string& run_id) {
+  if (run_id == "@cluster")
+    return {cluster_json(sh.st).dump(), ""};
   const sched::run* r = nullptr;
   if (run_id.empty()) {
     if (!sh.st.runs.empty())

@@ -111,6 +111,21 @@ sched::run run_from_record(const json& j) {
   return r;
 }
 
+json cluster_json(const sched::state& s) {
+  json pools = json::object();
+  for (auto& [name, p] : s.pools)
+    pools[name] = {{"host", p.host}, {"kind", p.kind}, {"alive", p.alive},
+                   {"busy", p.assigned.has_value() || p.reported_busy != 0}};
+  json decoders = json::object();
+  for (auto& [name, d] : s.decoders)
+    decoders[name] = {{"host", d.host}, {"kind", d.kind}, {"alive", d.alive},
+                      {"credits", d.credits()}};
+  json hosts = json::object();
+  for (auto& [name, up] : s.hosts_up)
+    hosts[name] = up;
+  return {{"pools", pools}, {"decoders", decoders}, {"hosts_up", hosts}};
+}
+
 std::string run_state(const sched::run& r) {
   if (!r.done)
     return "running";

@@ -27,6 +27,10 @@ struct clock_note {
 /// The state of a run as the status contract names it: "running", "succeeded", "failed".
 std::string run_state(const sched::run& r);
 
+/// The coordinator's view of the cluster: hosts, pools and decoders, alive or not
+/// (`status_query` with run_id "@cluster").
+nlohmann::json cluster_json(const sched::state& s);
+
 /// `vidline status RUN_ID --json`, per ../shared/spec/sim-backend.md.
 nlohmann::json status_json(const sched::run& r, const clock_note& clock);
 
