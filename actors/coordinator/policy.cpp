@@ -88,8 +88,6 @@ struct line {
   bool busy = false;       ///< running an order now
   double busy_end = 0;     ///< when that order should end
   double cold_s = 0, warm_s = 0, tail_s = 0;
-  double cond_s = 0;       ///< conditioning on its host, if not started yet for this run
-  int group = -1;
 };
 
 } // namespace
@@ -97,152 +95,98 @@ struct line {
 auto_policy::auto_policy(std::shared_ptr<const stage_estimates> est, auto_tuning t)
     : est_(std::move(est)), t_(t) {}
 
-std::optional<assignment> auto_policy::next(const dispatch_view& v) const {
-  const auto& q = v.queue;
-  if (q.queued.empty())
-    return std::nullopt;
-  const std::size_t Q = q.queued.size();
-  const job& head = v.r.jobs[*q.queued.begin()];
-  auto mode = v.s.modes.find(v.r.mode);
-  if (mode == v.s.modes.end())
-    return std::nullopt;
-  const auto& names = mode->second;
+/// Per pool of a mode (by position in the mode), for one size.
+struct auto_policy::mode_consts {
+  std::vector<uint32_t> ids;           ///< the mode's pool ids these were computed for
+  std::vector<char> fits;
+  std::vector<double> cold_s, warm_s, tail_s, cond_s;
+  double decode_rate = 0;              ///< jobs per second all the mode's decoders manage
+  double warm_rate = 0;                ///< sum of 1 / warm_s over the pools that fit
+  std::size_t fitting = 0;             ///< pools that fit
+  /// Groups of pools sharing GPUs (positions), with their layouts: bit a = members[a] runs.
+  struct group {
+    std::vector<std::size_t> members;
+    std::vector<uint32_t> layouts;
+  };
+  std::vector<group> groups;
+  std::vector<int> group_of;           ///< position -> index in groups, or -1
+};
 
-  // Decoders of the mode: the best handoff + decode per host, and their joint rate.
+const auto_policy::mode_consts& auto_policy::consts(const dispatch_view& v,
+                                                     const job& head) const {
+  const auto& ids = v.s.idx.mode_ids.at(v.r.mode);
+  auto key = std::make_tuple(v.r.mode, head.spec.width, head.spec.height, head.spec.seconds);
+  auto it = cache_.find(key);
+  if (it != cache_.end() && it->second->ids == ids)
+    return *it->second;
+  auto c = std::make_shared<mode_consts>();
+  c->ids = ids;
+  const std::size_t n = ids.size();
+  c->fits.assign(n, 0);
+  c->cold_s.assign(n, 0);
+  c->warm_s.assign(n, 0);
+  c->tail_s.assign(n, 0);
+  c->cond_s.assign(n, 0);
+  c->group_of.assign(n, -1);
   std::vector<const decoder_view*> decs;
   if (auto md = v.s.mode_decoders.find(v.r.mode); md != v.s.mode_decoders.end())
-    for (auto& n : md->second)
-      if (auto d = v.s.decoders.find(n); d != v.s.decoders.end())
+    for (auto& name : md->second)
+      if (auto d = v.s.decoders.find(name); d != v.s.decoders.end())
         decs.push_back(&d->second);
-  double decode_rate = 0;
   for (auto* d : decs)
-    decode_rate += 1 / std::max(1e-9, est_->decode(*d, head.spec));
+    c->decode_rate += 1 / std::max(1e-9, est_->decode(*d, head.spec));
   std::map<std::string, double> tail_of_host;
-  auto tail = [&](const std::string& host) {
-    auto [it, fresh] = tail_of_host.emplace(host, 0.0);
+  for (std::size_t k = 0; k < n; ++k) {
+    const auto& p = v.pool(ids[k]);
+    auto cold = est_->sampling(p.kind, head.spec, true);
+    auto warm = est_->sampling(p.kind, head.spec, false);
+    if (!cold || !warm)
+      continue;
+    c->fits[k] = 1;
+    c->cold_s[k] = *cold;
+    c->warm_s[k] = std::max(*warm, 1e-6);
+    c->warm_rate += 1 / c->warm_s[k];
+    ++c->fitting;
+    c->cond_s[k] = est_->conditioning(p.host);
+    auto [t, fresh] = tail_of_host.emplace(p.host, 0.0);
     if (fresh) {
       double best = decs.empty() ? 0 : never;
       for (auto* d : decs)
-        best = std::min(best, est_->handoff(host, *d, head.spec) + est_->decode(*d, head.spec));
-      it->second = best;
+        best = std::min(best, est_->handoff(p.host, *d, head.spec) + est_->decode(*d, head.spec));
+      t->second = best;
     }
-    return it->second;
-  };
-  auto cond_ready = [&](const line& l, double t) {
-    auto first = q.first_order_on_host.find(l.p->host);
-    return first == q.first_order_on_host.end()
-             ? t + l.cond_s
-             : std::max(t, first->second + est_->conditioning(l.p->host));
-  };
-
-  // Every pool of the mode.
-  std::vector<line> lines(names.size());
-  std::map<std::string, std::size_t> at;
-  for (std::size_t i = 0; i < names.size(); ++i) {
-    auto it = v.s.pools.find(names[i]);
-    if (it == v.s.pools.end() || !at.emplace(names[i], i).second)
-      continue;
-    line& l = lines[i];
-    l.p = &it->second;
-    l.pos = i;
-    auto cold = est_->sampling(l.p->kind, head.spec, true);
-    auto warm = est_->sampling(l.p->kind, head.spec, false);
-    l.usable = cold && warm && v.s.idx.unavailable.count(names[i]) == 0
-               && pool_may_take(*l.p, head);
-    if (!l.usable)
-      continue;
-    l.cold_s = *cold;
-    l.warm_s = std::max(*warm, 1e-6);
-    l.tail_s = tail(l.p->host);
-    l.cond_s = est_->conditioning(l.p->host);
-    l.free = std::find(v.free.begin(), v.free.end(), names[i]) != v.free.end();
-    if (l.p->assigned) {
-      l.busy = true;
-      double end = v.now + l.warm_s;
-      if (const run* r = v.s.find_run(l.p->assigned->first);
-          r != nullptr && l.p->assigned->second < r->jobs.size()) {
-        const auto& spec = r->jobs[l.p->assigned->second].spec;
-        bool was_cold = !l.p->warm;
-        if (auto s = est_->sampling(l.p->kind, spec, was_cold)) {
-          auto first = q.first_order_on_host.find(l.p->host);
-          double start = std::max(l.p->ordered_at, first == q.first_order_on_host.end()
-                                                      ? l.p->ordered_at
-                                                      : first->second + est_->conditioning(l.p->host));
-          end = start + *s;
-        }
-      }
-      l.busy_end = std::max(end, v.now);
-    } else if (l.p->reported_busy != 0) {
-      l.busy = true;  // an attempt we no longer track: guess one warm job
-      l.busy_end = v.now + l.warm_s;
-    }
+    c->tail_s[k] = t->second;
   }
-
-  // Conflict groups among usable pools.
-  std::vector<int> parent(lines.size());
-  for (std::size_t i = 0; i < lines.size(); ++i)
-    parent[i] = static_cast<int>(i);
-  auto find = [&](int i) {
-    while (parent[i] != i)
-      i = parent[i] = parent[parent[i]];
-    return i;
+  // Conflict groups among the pools that hold the size, and their layouts: the largest sets
+  // of members that run together.
+  const auto& pos = v.s.idx.mode_pos.at(v.r.mode);
+  std::vector<int> parent(n);
+  for (std::size_t k = 0; k < n; ++k)
+    parent[k] = static_cast<int>(k);
+  auto find = [&](int k) {
+    while (parent[k] != k)
+      k = parent[k] = parent[parent[k]];
+    return k;
   };
+  for (std::size_t k = 0; k < n; ++k)
+    if (c->fits[k])
+      for (uint32_t other : v.s.idx.related[ids[k]])
+        if (pos[other] >= 0 && c->fits[pos[other]])
+          parent[find(static_cast<int>(k))] = find(pos[other]);
+  std::map<int, std::vector<std::size_t>> roots;
+  for (std::size_t k = 0; k < n; ++k)
+    if (c->fits[k])
+      roots[find(static_cast<int>(k))].push_back(k);
   auto conflict = [&](std::size_t a, std::size_t b) {
-    return lines[a].p->conflicts.count(lines[b].p->name) != 0
-           || lines[b].p->conflicts.count(lines[a].p->name) != 0;
+    const auto& r = v.s.idx.related[ids[a]];
+    return std::binary_search(r.begin(), r.end(), ids[b]);
   };
-  for (std::size_t i = 0; i < lines.size(); ++i) {
-    if (!lines[i].usable)
-      continue;
-    for (auto& other : lines[i].p->conflicts) {
-      auto j = at.find(other);
-      if (j != at.end() && lines[j->second].usable)
-        parent[find(static_cast<int>(i))] = find(static_cast<int>(j->second));
-    }
-  }
-  std::map<int, std::vector<std::size_t>> groups;
-  for (std::size_t i = 0; i < lines.size(); ++i)
-    if (lines[i].usable)
-      groups[find(static_cast<int>(i))].push_back(i);
-
-  // A pool's slots: after its current order, or from when its GPUs are free.
-  auto slots_of = [&](std::size_t i, double gpus_free_at) {
-    const line& l = lines[i];
-    slots s;
-    s.pos = l.pos;
-    s.period = l.warm_s;
-    if (l.busy)
-      s.first = l.busy_end + l.warm_s + l.tail_s;
-    else
-      s.first = cond_ready(l, std::max(v.now, gpus_free_at)) + (l.p->warm ? l.warm_s : l.cold_s)
-                + l.tail_s;
-    return s;
-  };
-  // As things stand: busy and free pools go on; pools held back by a busy neighbour don't.
-  std::vector<slots> as_is(lines.size());
-  for (std::size_t i = 0; i < lines.size(); ++i)
-    if (lines[i].usable && (lines[i].busy || lines[i].free))
-      as_is[i] = slots_of(i, v.now);
-
-  auto batch_end = [&](const std::vector<slots>& ls) {
-    double T = ls.size() <= t_.exact_pools ? batch_end_exact(ls, Q) : batch_end_fluid(ls, Q);
-    if (decode_rate > 0)
-      T = std::max(T, v.now + static_cast<double>(q.unfinished) / decode_rate);
-    return T;
-  };
-
-  // Layouts of groups with a free pool.
-  std::vector<slots> chosen = as_is;
-  std::vector<bool> enabled(lines.size(), true);
-  for (auto& [root, members] : groups) {
+  for (auto& [root, members] : roots) {
     if (members.size() < 2 || members.size() > t_.max_group)
       continue;
-    bool has_free = std::any_of(members.begin(), members.end(),
-                                [&](std::size_t i) { return lines[i].free; });
-    if (!has_free)
-      continue;
+    mode_consts::group g;
+    g.members = members;
     const std::size_t k = members.size();
-    std::vector<uint32_t> layouts;
     for (uint32_t mask = 1; mask < (1u << k); ++mask) {
       bool ok = true;
       for (std::size_t a = 0; a < k && ok; ++a)
@@ -256,40 +200,158 @@ std::optional<assignment> auto_policy::next(const dispatch_view& v) const {
         for (std::size_t b = 0; b < k && addable; ++b)
           if ((mask >> b & 1) && conflict(members[a], members[b]))
             addable = false;
-        if (addable)
-          ok = false;  // not maximal
+        ok = !addable;  // a layout leaves out only pools that cannot join it
       }
       if (ok)
-        layouts.push_back(mask);
+        g.layouts.push_back(mask);
     }
-    double best_T = never, current_T = never;
-    uint32_t best = 0, current = 0;
-    uint32_t busy_mask = 0, warm_mask = 0;
-    for (std::size_t a = 0; a < k; ++a) {
-      if (lines[members[a]].busy)
-        busy_mask |= 1u << a;
-      if (lines[members[a]].p->warm)
-        warm_mask |= 1u << a;
+    for (auto m : members)
+      c->group_of[m] = static_cast<int>(c->groups.size());
+    c->groups.push_back(std::move(g));
+  }
+  cache_[key] = c;
+  return *c;
+}
+
+std::optional<assignment> auto_policy::next(const dispatch_view& v) const {
+  const auto& q = v.queue;
+  if (q.queued.empty() || !v.s.idx.mode_ids.count(v.r.mode))
+    return std::nullopt;
+  const std::size_t Q = q.queued.size();
+  const job& head = v.r.jobs[*q.queued.begin()];
+  const mode_consts& c = consts(v, head);
+  const auto& ids = c.ids;
+  const std::size_t n = ids.size();
+  const auto& idx = v.s.idx;
+
+  auto cond_ready = [&](std::size_t k, double t) {
+    auto first = q.first_order_on_host.find(v.pool(ids[k]).host);
+    return first == q.first_order_on_host.end() ? t + c.cond_s[k]
+                                                : std::max(t, first->second + c.cond_s[k]);
+  };
+
+  // Many jobs queued, no GPUs shared: the free pool that finishes one soonest takes it when
+  // even every pool working flat out could not finish all queued jobs before it would.
+  if (c.groups.empty()) {
+    const auto& pos = idx.mode_pos.at(v.r.mode);
+    double best_f = never;
+    std::size_t best = 0;
+    for (uint32_t id : v.free) {
+      int32_t k = pos[id];
+      if (k < 0 || !c.fits[k] || idx.unavailable_flag[id] || !pool_may_take(v.pool(id), head))
+        continue;
+      const auto& p = v.pool(id);
+      double f = cond_ready(k, v.now) + (p.warm ? c.warm_s[k] : c.cold_s[k]) + c.tail_s[k];
+      if (f < best_f || (f == best_f && static_cast<std::size_t>(k) < best)) {
+        best_f = f;
+        best = static_cast<std::size_t>(k);
+      }
     }
-    uint32_t keep = busy_mask != 0 ? busy_mask : warm_mask;
-    std::vector<slots> trial = chosen;
-    // Under a layout, its pools run (after busy neighbours free their GPUs); the others
+    if (best_f == never)
+      return std::nullopt;
+    double at_most_before = (best_f - v.now) * c.warm_rate + static_cast<double>(c.fitting);
+    if (static_cast<double>(Q) > at_most_before)
+      return assignment{*q.queued.begin(), ids[best]};
+  }
+
+  // Every pool of the mode: usable now, free, busy until when.
+  std::vector<line> lines(n);
+  for (std::size_t k = 0; k < n; ++k) {
+    line& l = lines[k];
+    l.p = &v.pool(ids[k]);
+    l.pos = k;
+    l.usable = c.fits[k] && !idx.unavailable_flag[ids[k]] && pool_may_take(*l.p, head);
+    if (!l.usable)
+      continue;
+    l.cold_s = c.cold_s[k];
+    l.warm_s = c.warm_s[k];
+    l.tail_s = c.tail_s[k];
+    l.free = idx.free_flag[ids[k]] != 0;
+    if (l.p->assigned) {
+      l.busy = true;
+      double end = v.now + l.warm_s;
+      bool was_cold = !l.p->warm;
+      if (l.p->assigned->first == v.r.id) {
+        end = cond_ready(k, l.p->ordered_at) + (was_cold ? l.cold_s : l.warm_s);
+      } else if (const run* r = v.s.find_run(l.p->assigned->first);
+                 r != nullptr && l.p->assigned->second < r->jobs.size()) {
+        if (auto s = est_->sampling(l.p->kind, r->jobs[l.p->assigned->second].spec, was_cold))
+          end = l.p->ordered_at + *s;
+      }
+      l.busy_end = std::max(end, v.now);
+    } else if (l.p->reported_busy != 0) {
+      l.busy = true;  // an attempt we no longer track: guess one warm job
+      l.busy_end = v.now + l.warm_s;
+    }
+  }
+
+  // A pool's slots: after its current order, or from when its GPUs are free.
+  auto slots_of = [&](std::size_t k, double gpus_free_at) {
+    const line& l = lines[k];
+    slots s;
+    s.pos = k;
+    s.period = l.warm_s;
+    if (l.busy)
+      s.first = l.busy_end + l.warm_s + l.tail_s;
+    else
+      s.first = cond_ready(k, std::max(v.now, gpus_free_at))
+                + (l.p->warm ? l.warm_s : l.cold_s) + l.tail_s;
+    return s;
+  };
+  // As things stand: busy and free pools go on; pools held back by a busy neighbour don't.
+  std::vector<slots> chosen(n);
+  for (std::size_t k = 0; k < n; ++k)
+    if (lines[k].usable && (lines[k].busy || lines[k].free))
+      chosen[k] = slots_of(k, v.now);
+
+  auto batch_end = [&](const std::vector<slots>& ls) {
+    double T = ls.size() <= t_.exact_pools ? batch_end_exact(ls, Q) : batch_end_fluid(ls, Q);
+    if (c.decode_rate > 0)
+      T = std::max(T, v.now + static_cast<double>(q.unfinished) / c.decode_rate);
+    return T;
+  };
+
+  // The layout of each group with a free pool.
+  std::vector<char> enabled(n, 1);
+  for (auto& g : c.groups) {
+    const auto& members = g.members;
+    const std::size_t k = members.size();
+    if (std::none_of(members.begin(), members.end(),
+                     [&](std::size_t m) { return lines[m].usable && lines[m].free; }))
+      continue;
+    auto related = [&](std::size_t a, std::size_t b) {
+      const auto& r = idx.related[ids[a]];
+      return std::binary_search(r.begin(), r.end(), ids[b]);
+    };
+    // Under a layout its pools run (after busy neighbours free their GPUs); the others
     // finish what they run and stop.
     auto apply = [&](uint32_t mask, std::vector<slots>& out) {
       for (std::size_t a = 0; a < k; ++a) {
-        std::size_t i = members[a];
-        if (!(mask >> a & 1)) {
-          out[i] = slots{};
+        std::size_t m = members[a];
+        if (!(mask >> a & 1) || !lines[m].usable) {
+          out[m] = slots{};
           continue;
         }
         double gpus_free_at = v.now;
         for (std::size_t b = 0; b < k; ++b)
-          if (lines[members[b]].busy && conflict(i, members[b]))
+          if (lines[members[b]].busy && related(m, members[b]))
             gpus_free_at = std::max(gpus_free_at, lines[members[b]].busy_end);
-        out[i] = slots_of(i, gpus_free_at);
+        out[m] = slots_of(m, gpus_free_at);
       }
     };
-    for (uint32_t mask : layouts) {
+    uint32_t keep = 0, warm = 0;
+    for (std::size_t a = 0; a < k; ++a) {
+      if (lines[members[a]].busy)
+        keep |= 1u << a;
+      if (lines[members[a]].usable && lines[members[a]].p->warm)
+        warm |= 1u << a;
+    }
+    if (keep == 0)
+      keep = warm;
+    double best_T = never, current_T = never;
+    uint32_t best = 0, current = 0;
+    std::vector<slots> trial = chosen;
+    for (uint32_t mask : g.layouts) {
       apply(mask, trial);
       double T = batch_end(trial);
       if (T < best_T - tie_s) {
@@ -305,6 +367,8 @@ std::optional<assignment> auto_policy::next(const dispatch_view& v) const {
     if (current != 0
         && current_T <= best_T + std::max(t_.switch_margin_s, t_.switch_margin * best_T))
       pick = current;
+    if (pick == 0)
+      continue;
     apply(pick, chosen);
     for (std::size_t a = 0; a < k; ++a)
       enabled[members[a]] = (pick >> a & 1) != 0;
@@ -313,23 +377,23 @@ std::optional<assignment> auto_policy::next(const dispatch_view& v) const {
   // The free, enabled pool whose next slot ends first takes a job if that slot is among
   // the Q earliest; if it is not, no later one is either.
   std::vector<std::size_t> candidates;
-  for (std::size_t i = 0; i < lines.size(); ++i)
-    if (lines[i].usable && lines[i].free && enabled[i] && chosen[i].first != never)
-      candidates.push_back(i);
+  for (std::size_t k = 0; k < n; ++k)
+    if (lines[k].usable && lines[k].free && enabled[k] && chosen[k].first != never)
+      candidates.push_back(k);
   std::sort(candidates.begin(), candidates.end(), [&](std::size_t a, std::size_t b) {
-    return std::tie(chosen[a].first, lines[a].pos) < std::tie(chosen[b].first, lines[b].pos);
+    return std::tie(chosen[a].first, a) < std::tie(chosen[b].first, b);
   });
-  for (std::size_t c : candidates) {
-    double f = chosen[c].first;
+  for (std::size_t cand : candidates) {
+    double f = chosen[cand].first;
     double earlier = 0;
-    for (std::size_t i = 0; i < lines.size() && earlier < static_cast<double>(Q); ++i)
-      if (i != c && chosen[i].first != never)
-        earlier += count_before(chosen[i], f, lines[c].pos);
+    for (std::size_t k = 0; k < n && earlier < static_cast<double>(Q); ++k)
+      if (k != cand && chosen[k].first != never)
+        earlier += count_before(chosen[k], f, cand);
     if (earlier >= static_cast<double>(Q))
       return std::nullopt;
     for (uint32_t i : q.queued)
-      if (pool_may_take(*lines[c].p, v.r.jobs[i]))
-        return assignment{i, lines[c].p->name};
+      if (pool_may_take(*lines[cand].p, v.r.jobs[i]))
+        return assignment{i, ids[cand]};
   }
   return std::nullopt;
 }

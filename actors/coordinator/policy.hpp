@@ -20,9 +20,11 @@
 ///
 /// Pure like the machine: everything comes from the state, `now` and `stage_estimates`.
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "actors/coordinator/scheduler.hpp"
@@ -63,8 +65,16 @@ public:
   std::optional<assignment> next(const dispatch_view& v) const override;
 
 private:
+  struct mode_consts;
+  /// Per pool of a mode, what does not change while a run of one size is dispatched.
+  const mode_consts& consts(const dispatch_view& v, const job& head) const;
+
   std::shared_ptr<const stage_estimates> est_;
   auto_tuning t_;
+  /// (mode, width, height, seconds) -> its constants. A cache of pure lookups; the policy
+  /// is used from one thread (the coordinator's, or one plan's).
+  mutable std::map<std::tuple<std::string, uint32_t, uint32_t, uint32_t>,
+                   std::shared_ptr<const mode_consts>> cache_;
 };
 
 /// The names a mode may give its policy.

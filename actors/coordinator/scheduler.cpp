@@ -27,10 +27,10 @@ std::optional<job_state> job_state_from(const std::string& s) {
 }
 
 uint32_t decoder_view::credits() const {
-  std::set<uint64_t> busy = holding;
+  std::size_t busy = holding.size();
   for (auto& [attempt, sent_at] : ordered)
-    busy.insert(attempt);
-  return busy.size() >= capacity ? 0 : capacity - static_cast<uint32_t>(busy.size());
+    busy += holding.count(attempt) == 0 ? 1 : 0;
+  return busy >= capacity ? 0 : capacity - static_cast<uint32_t>(busy);
 }
 
 const run* state::find_run(const std::string& id) const {
@@ -158,6 +158,24 @@ void move_job(state& s, job& j, job_state to) {
   enter(s, rp, j);
 }
 
+/// The ids of a mode's pools in order (each once), and each pool id's position in it.
+void index_mode(state& s, const std::string& mode) {
+  auto& ids = s.idx.mode_ids[mode];
+  auto& pos = s.idx.mode_pos[mode];
+  ids.clear();
+  pos.assign(s.idx.pool_names.size(), -1);
+  auto m = s.modes.find(mode);
+  if (m == s.modes.end())
+    return;
+  for (auto& name : m->second) {
+    auto id = s.idx.pool_ids.find(name);
+    if (id == s.idx.pool_ids.end() || pos[id->second] >= 0)
+      continue;
+    pos[id->second] = static_cast<int32_t>(ids.size());
+    ids.push_back(id->second);
+  }
+}
+
 /// Indexes run `rp` (its jobs as they are).
 void index_run(state& s, std::size_t rp) {
   auto& r = s.runs[rp];
@@ -166,18 +184,19 @@ void index_run(state& s, std::size_t rp) {
     s.idx.runs.resize(rp + 1);
   auto& ri = s.idx.runs[rp];
   ri = run_index{};
-  auto mode = s.modes.find(r.mode);
-  if (mode != s.modes.end() && !r.jobs.empty()) {
+  ri.able_pos.assign(s.idx.pool_names.size(), -1);
+  if (!s.idx.mode_ids.count(r.mode))
+    index_mode(s, r.mode);
+  if (!r.jobs.empty()) {
     job probe;
     probe.spec.width = r.jobs.front().spec.width;
     probe.spec.height = r.jobs.front().spec.height;
     probe.spec.seconds = r.jobs.front().spec.seconds;
-    for (auto& name : mode->second) {
-      auto it = s.pools.find(name);
-      if (it != s.pools.end() && pool_may_take(it->second, probe)
-          && ri.able_pos.emplace(name, ri.able.size()).second)
-        ri.able.push_back(name);
-    }
+    for (uint32_t id : s.idx.mode_ids[r.mode])
+      if (pool_may_take(*s.idx.pool_views[id], probe)) {
+        ri.able_pos[id] = static_cast<int32_t>(ri.able.size());
+        ri.able.push_back(id);
+      }
   }
   ri.by_home.assign(ri.able.size(), {});
   ri.unfinished = static_cast<uint32_t>(r.jobs.size());
@@ -197,29 +216,46 @@ bool unavailable(const state& s, const pool_view& p) {
   return !s.host_up(p.host) || p.epoch == 0 || !p.alive || !p.accepting;
 }
 
-void set_free(state& s, const std::string& name) {
-  if (s.pool_free(name))
-    s.idx.free_pools.insert(name);
+void set_flags(state& s, uint32_t id) {
+  const auto& name = s.idx.pool_names[id];
+  bool free = s.pool_free(name);
+  s.idx.free_flag[id] = free;
+  if (free)
+    s.idx.free_pools.insert(id);
   else
-    s.idx.free_pools.erase(name);
-  auto it = s.pools.find(name);
-  if (it != s.pools.end() && unavailable(s, it->second))
-    s.idx.unavailable.insert(name);
+    s.idx.free_pools.erase(id);
+  bool away = unavailable(s, *s.idx.pool_views[id]);
+  s.idx.unavailable_flag[id] = away;
+  if (away)
+    s.idx.unavailable.insert(id);
   else
-    s.idx.unavailable.erase(name);
+    s.idx.unavailable.erase(id);
 }
 
 /// A pool changed: it, and every pool whose freedom depends on it, are looked at again.
-void refresh_free(state& s, const std::string& name) {
-  set_free(s, name);
-  auto it = s.pools.find(name);
-  if (it != s.pools.end())
-    for (auto& q : it->second.conflicts)
-      set_free(s, q);
-  auto by = s.idx.conflicted_by.find(name);
-  if (by != s.idx.conflicted_by.end())
-    for (auto& q : by->second)
-      set_free(s, q);
+void refresh_pool(state& s, uint32_t id) {
+  set_flags(s, id);
+  for (uint32_t q : s.idx.related[id])
+    set_flags(s, q);
+}
+
+/// The decoder views of every mode, in the mode's order.
+void link_decoders(state& s) {
+  s.idx.mode_decoder_views.clear();
+  for (auto& [mode, names] : s.mode_decoders) {
+    auto& views = s.idx.mode_decoder_views[mode];
+    for (auto& name : names)
+      if (auto it = s.decoders.find(name); it != s.decoders.end())
+        views.push_back(&it->second);
+  }
+}
+
+/// Points the index at this state (after the state was copied or moved).
+void relink(state& s) {
+  for (std::size_t id = 0; id < s.idx.pool_names.size(); ++id)
+    s.idx.pool_views[id] = &s.pools.at(s.idx.pool_names[id]);
+  link_decoders(s);
+  s.idx.owner = &s;
 }
 
 } // namespace
@@ -227,16 +263,34 @@ void refresh_free(state& s, const std::string& name) {
 void reindex(state& s) {
   s.idx = state_index{};
   s.idx.built = true;
-  for (auto& [name, p] : s.pools)
-    for (auto& q : p.conflicts)
-      s.idx.conflicted_by[q].push_back(name);
-  for (auto& [mode, pools] : s.modes) {
-    auto& pos = s.idx.mode_pos[mode];
-    for (std::size_t i = 0; i < pools.size(); ++i)
-      pos.emplace(pools[i], i);
+  s.idx.owner = &s;
+  for (auto& [name, p] : s.pools) {
+    s.idx.pool_ids.emplace(name, static_cast<uint32_t>(s.idx.pool_names.size()));
+    s.idx.pool_names.push_back(name);
+    s.idx.pool_views.push_back(&p);
   }
+  const std::size_t n = s.idx.pool_names.size();
+  s.idx.related.assign(n, {});
   for (auto& [name, p] : s.pools)
-    set_free(s, name);
+    for (auto& q : p.conflicts) {
+      auto qi = s.idx.pool_ids.find(q);
+      if (qi == s.idx.pool_ids.end())
+        continue;
+      uint32_t a = s.idx.pool_ids.at(name), b = qi->second;
+      s.idx.related[a].push_back(b);
+      s.idx.related[b].push_back(a);
+    }
+  for (auto& r : s.idx.related) {
+    std::sort(r.begin(), r.end());
+    r.erase(std::unique(r.begin(), r.end()), r.end());
+  }
+  s.idx.free_flag.assign(n, 0);
+  s.idx.unavailable_flag.assign(n, 0);
+  for (uint32_t id = 0; id < n; ++id)
+    set_flags(s, id);
+  for (auto& [mode, pools] : s.modes)
+    index_mode(s, mode);
+  link_decoders(s);
   for (std::size_t rp = 0; rp < s.runs.size(); ++rp)
     index_run(s, rp);
 }
@@ -248,6 +302,8 @@ std::string check_index(const state& s) {
   const auto& b = fresh.idx;
   if (!a.built)
     return "not built";
+  if (a.pool_names != b.pool_names)
+    return "pool ids differ";
   if (a.run_pos != b.run_pos)
     return "run positions differ";
   if (a.runs.size() != b.runs.size())
@@ -270,9 +326,9 @@ std::string check_index(const state& s) {
     return "sampled jobs differ";
   if (a.decoding != b.decoding)
     return "decoding jobs differ";
-  if (a.free_pools != b.free_pools)
+  if (a.free_pools != b.free_pools || a.free_flag != b.free_flag)
     return "free pools differ";
-  if (a.unavailable != b.unavailable)
+  if (a.unavailable != b.unavailable || a.unavailable_flag != b.unavailable_flag)
     return "unavailable pools differ";
   return "";
 }
@@ -282,9 +338,9 @@ std::string check_index(const state& s) {
 std::optional<assignment> first_free_policy::next(const dispatch_view& v) const {
   auto pool_for = [&](uint32_t i) -> std::optional<assignment> {
     const job& j = v.r.jobs[i];
-    for (auto& name : v.free)
-      if (pool_may_take(v.s.pools.at(name), j))
-        return assignment{i, name};
+    for (uint32_t id : v.free)
+      if (pool_may_take(v.pool(id), j))
+        return assignment{i, id};
     return std::nullopt;
   };
   // The lowest queued job some free pool may take, with the first such pool. Unrestricted
@@ -312,62 +368,61 @@ std::optional<assignment> first_free_policy::next(const dispatch_view& v) const 
 
 std::optional<assignment> in_turn_policy::next(const dispatch_view& v) const {
   const auto& q = v.queue;
+  const auto& idx = v.s.idx;
   std::optional<assignment> best;
-  auto consider = [&](uint32_t i, const std::string& pool) {
+  auto consider = [&](uint32_t i, uint32_t pool) {
     if (!best || i < best->job)
       best = assignment{i, pool};
   };
-  auto first_free_for = [&](const job& j) -> const std::string* {
-    for (auto& name : v.free)
-      if (pool_may_take(v.s.pools.at(name), j))
-        return &name;
-    return nullptr;
+  auto first_free_for = [&](const job& j) -> std::optional<uint32_t> {
+    for (uint32_t id : v.free)
+      if (pool_may_take(v.pool(id), j))
+        return id;
+    return std::nullopt;
   };
   // A home pool given up on: down or away, or silent since the run came in.
-  auto given_up = [&](const std::string& name) {
-    if (v.s.idx.unavailable.count(name) == 0)
+  auto given_up = [&](uint32_t id) {
+    if (!idx.unavailable_flag[id])
       return false;
-    const auto& p = v.s.pools.at(name);
+    const auto& p = v.pool(id);
     return p.epoch != 0 || !v.s.host_up(p.host) || v.now - v.r.submitted_at >= v.s.p.home_wait_s;
   };
   // Each free pool takes the lowest job of its own turn.
-  for (auto& name : v.free) {
-    auto pos = q.able_pos.find(name);
-    if (pos != q.able_pos.end() && !q.by_home[pos->second].empty())
-      consider(*q.by_home[pos->second].begin(), name);
+  for (uint32_t id : v.free) {
+    int32_t pos = q.able_pos[id];
+    if (pos >= 0 && !q.by_home[pos].empty())
+      consider(*q.by_home[pos].begin(), id);
   }
   // Jobs whose home is out of service go to the first free pool.
-  if (!q.able.empty())
-    for (auto& name : v.s.idx.unavailable) {
-      auto pos = q.able_pos.find(name);
-      if (pos == q.able_pos.end() || q.by_home[pos->second].empty() || !given_up(name))
+  if (!q.able.empty() && !v.free.empty())
+    for (uint32_t id : idx.unavailable) {
+      int32_t pos = q.able_pos[id];
+      if (pos < 0 || q.by_home[pos].empty() || !given_up(id))
         continue;
-      uint32_t i = *q.by_home[pos->second].begin();
-      if (auto* pool = first_free_for(v.r.jobs[i]))
+      uint32_t i = *q.by_home[pos].begin();
+      if (auto pool = first_free_for(v.r.jobs[i]))
         consider(i, *pool);
     }
   // Jobs that ran out of memory somewhere, or of another size: their turn among the
   // pools left to them.
   if (!q.restricted.empty()) {
-    auto mode = v.s.modes.find(v.r.mode);
+    auto ids = idx.mode_ids.find(v.r.mode);
     for (uint32_t i : q.restricted) {
       if (best && best->job < i)
         break;
       const job& j = v.r.jobs[i];
-      std::vector<const std::string*> able;
-      if (mode != v.s.modes.end())
-        for (auto& name : mode->second) {
-          auto it = v.s.pools.find(name);
-          if (it != v.s.pools.end() && pool_may_take(it->second, j))
-            able.push_back(&name);
-        }
+      std::vector<uint32_t> able;
+      if (ids != idx.mode_ids.end())
+        for (uint32_t id : ids->second)
+          if (pool_may_take(v.pool(id), j))
+            able.push_back(id);
       if (able.empty())
         continue;
-      const std::string& home = *able[i % able.size()];
-      if (std::find(v.free.begin(), v.free.end(), home) != v.free.end())
+      uint32_t home = able[i % able.size()];
+      if (idx.free_flag[home] && std::find(v.free.begin(), v.free.end(), home) != v.free.end())
         consider(i, home);
       else if (given_up(home))
-        if (auto* pool = first_free_for(j))
+        if (auto pool = first_free_for(j))
           consider(i, *pool);
     }
   }
@@ -435,7 +490,11 @@ struct stepper {
   void set_state(job& j, job_state to) { move_job(s, j, to); }
 
   /// A pool's availability changed: refresh the free-list for it and the pools sharing GPUs.
-  void touch(const std::string& pool) { refresh_free(s, pool); }
+  void touch(const std::string& pool) {
+    auto id = s.idx.pool_ids.find(pool);
+    if (id != s.idx.pool_ids.end())
+      refresh_pool(s, id->second);
+  }
 
   void finish(job& j, job_state final_state, std::string error) {
     set_state(j, final_state);
@@ -833,33 +892,23 @@ struct stepper {
 
   bool host_up(const std::string& host) const { return s.host_up(host); }
 
-  /// Pool -> position in a mode's list (built on first use for a mode added late).
-  const std::map<std::string, std::size_t>& mode_positions(const std::string& mode) {
-    auto it = s.idx.mode_pos.find(mode);
-    if (it != s.idx.mode_pos.end())
-      return it->second;
-    auto& pos = s.idx.mode_pos[mode];
-    auto m = s.modes.find(mode);
-    if (m != s.modes.end())
-      for (std::size_t i = 0; i < m->second.size(); ++i)
-        pos.emplace(m->second[i], i);
-    return pos;
-  }
-
   /// The free pools of a mode, in the mode's order.
-  std::vector<std::string> free_in_mode(const std::string& mode) {
-    const auto& pos = mode_positions(mode);
-    std::vector<std::pair<std::size_t, const std::string*>> found;
-    for (auto& name : s.idx.free_pools) {
-      auto it = pos.find(name);
-      if (it != pos.end())
-        found.emplace_back(it->second, &name);
+  std::vector<uint32_t> free_in_mode(const std::string& mode) {
+    if (!s.idx.mode_ids.count(mode))
+      index_mode(s, mode);
+    const auto& ids = s.idx.mode_ids.at(mode);
+    const auto& pos = s.idx.mode_pos.at(mode);
+    std::vector<uint32_t> out;
+    if (s.idx.free_pools.size() * 8 < ids.size()) {
+      for (uint32_t id : s.idx.free_pools)
+        if (pos[id] >= 0)
+          out.push_back(id);
+      std::sort(out.begin(), out.end(), [&](uint32_t a, uint32_t b) { return pos[a] < pos[b]; });
+    } else {
+      for (uint32_t id : ids)
+        if (s.idx.free_flag[id])
+          out.push_back(id);
     }
-    std::sort(found.begin(), found.end());
-    std::vector<std::string> out;
-    out.reserve(found.size());
-    for (auto& f : found)
-      out.push_back(*f.second);
     return out;
   }
 
@@ -875,16 +924,17 @@ struct stepper {
         if (!a)
           break;
         if (a->job >= r.jobs.size() || r.jobs[a->job].state != job_state::queued
+            || a->pool >= s.idx.pool_names.size() || !s.idx.free_flag[a->pool]
             || std::find(free.begin(), free.end(), a->pool) == free.end()
-            || !pool_may_take(s.pools.at(a->pool), r.jobs[a->job])) {
+            || !pool_may_take(*s.idx.pool_views[a->pool], r.jobs[a->job])) {
           log(4, std::string("dispatch policy ") + policy.name() + " chose job "
-                   + std::to_string(a->job) + " for pool " + a->pool
+                   + std::to_string(a->job) + " for pool id " + std::to_string(a->pool)
                    + ", which it may not have; nothing more dispatched for run " + r.id);
           break;
         }
-        order_sample(r, rp, r.jobs[a->job], s.pools.at(a->pool));
+        order_sample(r, rp, r.jobs[a->job], *s.idx.pool_views[a->pool]);
         free.erase(std::remove_if(free.begin(), free.end(),
-                                  [&](const std::string& n) { return !s.pool_free(n); }),
+                                  [&](uint32_t id) { return !s.idx.free_flag[id]; }),
                    free.end());
       }
     }
@@ -931,20 +981,24 @@ struct stepper {
     }
   }
 
+  /// The alive decoder of the job's mode with the most credits (the first of them).
   decoder_view* pick_decoder(const job& j) {
     const run* r = s.find_run(j.spec.run_id);
     if (r == nullptr)
       return nullptr;
-    auto m = s.mode_decoders.find(r->mode);
-    if (m == s.mode_decoders.end())
+    auto m = s.idx.mode_decoder_views.find(r->mode);
+    if (m == s.idx.mode_decoder_views.end())
       return nullptr;
     decoder_view* best = nullptr;
-    for (auto& name : m->second) {
-      auto it = s.decoders.find(name);
-      if (it == s.decoders.end() || !it->second.alive || it->second.credits() == 0)
+    uint32_t best_credits = 0;
+    for (auto* d : m->second) {
+      if (!d->alive)
         continue;
-      if (best == nullptr || it->second.credits() > best->credits())
-        best = &it->second;
+      uint32_t c = d->credits();
+      if (c > best_credits) {
+        best = d;
+        best_credits = c;
+      }
     }
     return best;
   }
@@ -968,8 +1022,11 @@ struct stepper {
 } // namespace
 
 std::vector<effect> step(state& s, const event& e, double now) {
-  if (!s.idx.built || s.idx.runs.size() != s.runs.size())
+  if (!s.idx.built || s.idx.runs.size() != s.runs.size()
+      || s.idx.pool_names.size() != s.pools.size())
     reindex(s);
+  else if (s.idx.owner != &s)
+    relink(s);
   stepper st{s, now, {}};
   std::visit([&](const auto& ev) { st.on(ev); }, e);
   st.dispatch_sampling();

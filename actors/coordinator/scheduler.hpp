@@ -125,10 +125,10 @@ struct params {
                                    ///< a home pool that never reported, then goes elsewhere
 };
 
-/// A job a policy sends to a pool now: (job index in the run, pool name).
+/// A job a policy sends to a pool now.
 struct assignment {
-  uint32_t job = 0;
-  std::string pool;
+  uint32_t job = 0;   ///< index in the run
+  uint32_t pool = 0;  ///< pool id (state_index::pool_names)
 };
 
 struct state;
@@ -139,8 +139,10 @@ struct dispatch_view {
   const state& s;
   const run& r;
   const run_index& queue;              ///< the run's queued jobs
-  const std::vector<std::string>& free;  ///< pools of the run's mode free now, in mode order
+  const std::vector<uint32_t>& free;   ///< ids of the mode's pools free now, in mode order
   double now;
+  /// The pool with this id.
+  const pool_view& pool(uint32_t id) const;
 };
 
 /// How a mode hands its queued jobs to its pools. The machine asks `next` again after
@@ -181,27 +183,38 @@ uint64_t job_load(const msg::job_spec& j);
 struct run_index {
   std::set<uint32_t> queued;                  ///< every queued job, lowest index first
   std::set<uint32_t> restricted;              ///< queued jobs that ran out of memory somewhere
-  std::vector<std::string> able;              ///< mode pools whose max_load holds the size
-  std::map<std::string, std::size_t> able_pos;  ///< pool -> position in `able`
+                                              ///< (or differ in size from the run's first)
+  std::vector<uint32_t> able;                 ///< mode pools whose max_load holds the size
+  std::vector<int32_t> able_pos;              ///< pool id -> position in `able`, or -1
   std::vector<std::set<uint32_t>> by_home;    ///< unrestricted queued jobs by home (i mod n)
   uint32_t unfinished = 0;                    ///< jobs not yet succeeded or failed
   std::map<std::string, double> first_order_on_host;  ///< conditioning starts there
 };
 
 /// Lookups that keep a step's cost independent of the number of jobs: queues per run,
-/// sampled jobs in decode order, decoding jobs per decoder, the free pools. Derived from the
-/// rest of the state: step() builds it the first time and keeps it current; after changing
-/// runs, jobs or pool views other than through step(), call reindex().
+/// sampled jobs in decode order, decoding jobs per decoder, the free pools by id. Derived
+/// from the rest of the state: step() builds it the first time and keeps it current (and
+/// re-points it after the state was copied); after changing runs, jobs, pools or modes
+/// other than through step(), call reindex().
 struct state_index {
   bool built = false;
-  std::map<std::string, std::size_t> run_pos;                 ///< run id -> position in runs
-  std::vector<run_index> runs;                                ///< same order as state::runs
+  const state* owner = nullptr;               ///< the state `pool_views` point into
+  std::vector<std::string> pool_names;        ///< pool id -> name (the order of state::pools)
+  std::vector<pool_view*> pool_views;         ///< pool id -> its view in `owner`
+  std::map<std::string, uint32_t> pool_ids;
+  std::vector<std::vector<uint32_t>> related; ///< pool id -> pools sharing a GPU with it
+  std::vector<char> free_flag;                ///< pool id -> pool_free()
+  std::vector<char> unavailable_flag;         ///< pool id -> host down, never reported, dead
+                                              ///< or not accepting
+  std::set<uint32_t> free_pools, unavailable; ///< the same as sets
+  std::map<std::string, std::vector<uint32_t>> mode_ids;  ///< mode -> pool ids, in order
+  std::map<std::string, std::vector<int32_t>> mode_pos;   ///< mode -> pool id -> position
+  /// mode -> its decoders' views in `owner`, in the mode's order
+  std::map<std::string, std::vector<decoder_view*>> mode_decoder_views;
+  std::map<std::string, std::size_t> run_pos;             ///< run id -> position in runs
+  std::vector<run_index> runs;                            ///< same order as state::runs
   std::set<std::tuple<double, std::size_t, uint32_t>> sampled;  ///< (sample_end, run, job)
   std::map<std::string, std::set<std::pair<std::size_t, uint32_t>>> decoding;  ///< by decoder
-  std::set<std::string> free_pools;                           ///< pool_free() is true
-  std::set<std::string> unavailable;      ///< host down, never reported, dead or not accepting
-  std::map<std::string, std::vector<std::string>> conflicted_by;  ///< reverse of conflicts
-  std::map<std::string, std::map<std::string, std::size_t>> mode_pos;  ///< mode -> pool -> order
 };
 
 /// The whole machine state.
@@ -230,6 +243,8 @@ struct state {
 
 /// Rebuilds state::idx from the rest of the state.
 void reindex(state& s);
+
+inline const pool_view& dispatch_view::pool(uint32_t id) const { return *s.idx.pool_views[id]; }
 
 /// Where state::idx disagrees with a rebuilt one ("" = it agrees). For tests.
 std::string check_index(const state& s);

@@ -73,7 +73,10 @@ public:
       ++res_.events;
       std::visit([&](auto& p) { on(p); }, ev.p);
       maybe_crash();
-      check(std::holds_alternative<to_coordinator>(ev.p));
+      const std::string* decoder = nullptr;
+      if (auto* d = std::get_if<to_decoder>(&ev.p))
+        decoder = &d->decoder;
+      check(std::holds_alternative<to_coordinator>(ev.p), decoder);
     }
     if (auto* run = s_.find_run(run_id_))
       res_.run = *run;
@@ -270,13 +273,12 @@ private:
 
   // -- invariants --------------------------------------------------------------------------
 
-  void check(bool coordinator_stepped) {
-    for (auto& [name, d] : decoders_) {
-      if (d.pending() > 1)
-        violation("decoder " + name + " has " + std::to_string(d.pending()) + " pending");
-      if (d.holding.size() > decoding::state::capacity)
-        violation("decoder " + name + " holds " + std::to_string(d.holding.size()));
-    }
+  /// After an event: the decoder it reached (a decoder changes only on its own events, or
+  /// fresh after a crash), the attempt counter, and the jobs the coordinator changed.
+  void check(bool coordinator_stepped, const std::string* decoder) {
+    if (decoder != nullptr)
+      if (auto it = decoders_.find(*decoder); it != decoders_.end())
+        check_decoder(it->first, it->second);
     if (s_.next_attempt < last_next_attempt_)
       violation("attempt counter went backwards");
     last_next_attempt_ = s_.next_attempt;
@@ -291,6 +293,13 @@ private:
         if (i < r->jobs.size())
           check_job(r->jobs[i]);
     }
+  }
+
+  void check_decoder(const std::string& name, const decoding::state& d) {
+    if (d.pending() > 1)
+      violation("decoder " + name + " has " + std::to_string(d.pending()) + " pending");
+    if (d.holding.size() > decoding::state::capacity)
+      violation("decoder " + name + " holds " + std::to_string(d.holding.size()));
   }
 
   void check_job(const sched::job& j) {
