@@ -83,10 +83,20 @@ struct recorder {
   std::vector<msg::peer_event> events;
   std::function<void(const inbound&)> also;  ///< runs on the bus thread, e.g. to answer
 
+  /// Sets `also`; through the mutex, so the bus thread sees it and what it captures.
+  void set_also(std::function<void(const inbound&)> f) {
+    std::lock_guard<std::mutex> lock(m);
+    also = std::move(f);
+  }
   bus::message_handler message_handler() {
     return [this](const inbound& in) {
-      if (also)
-        also(in);
+      std::function<void(const inbound&)> hook;
+      {
+        std::lock_guard<std::mutex> lock(m);
+        hook = also;
+      }
+      if (hook)
+        hook(in);
       std::lock_guard<std::mutex> lock(m);
       messages.push_back(in);
       cv.notify_all();
@@ -232,12 +242,12 @@ TEST_CASE("two buses exchange messages both ways, locally too, with a low round 
 
   SECTION("round trips: B answers on its I/O thread, by send and by reply") {
     bool by_reply = GENERATE(false, true);
-    p.b->rec.also = [&](const inbound& in) {
+    p.b->rec.set_also([&](const inbound& in) {
       if (by_reply)
         p.b->b->reply(in.reply_to, msg::status_reply{"{}", ""}, in.env.id);
       else
         p.b->b->send(in.env.sender, "cli", msg::status_reply{"{}", ""}, in.env.id);
-    };
+    });
     constexpr int rounds = 300;
     std::vector<double> rtt_us;
     for (int i = 0; i < rounds; ++i) {
@@ -371,11 +381,11 @@ TEST_CASE("the CLI client gets its reply by correlation, and times out cleanly",
   const int port = free_port();
   node a(options_for("A", port, {}));
   std::atomic<bool> answer{true};
-  a.rec.also = [&](const inbound& in) {
+  a.rec.set_also([&](const inbound& in) {
     if (answer && in.env.type == msg::status_query::wire_name)
       a.b->reply(in.reply_to, msg::status_reply{"{\"run\":\"" + in.env.target + "\"}", ""},
                  in.env.id);
-  };
+  });
   client c(endpoint_of(port), test_knobs());
   CHECK(c.sender().rfind("cli:", 0) == 0);
   auto r = c.request("coordinator", msg::status_query{""}, 5000);
