@@ -9,6 +9,10 @@ fuzz_src=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 fuzz_targets=(frame config template)
 fuzz_cxx=${FUZZ_CXX:-clang++-14}
 
+# Recoverable UBSan checks halt too; ubsan.supp lists the one known third-party report.
+# (To reproduce a finding by hand, export this first.)
+export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:suppressions=$fuzz_src/ubsan.supp"
+
 # Inputs longer than this are not generated (the seeds fit).
 declare -A fuzz_max_len=([frame]=4096 [config]=8192 [template]=8192)
 

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -161,6 +162,15 @@ void frame_seeds() {
   body_only("sample_order", msg::sample_order{"left", 11, job()});
   body_only("decode_result", decode_result());
   body_only("latent_fetch", msg::latent_fetch{5, sha_a, 0, 4096});
+  // 2^64 as a double: msgpack-cxx 4.1.3's pack_double converts it to uint64_t, out of
+  // range (tests/fuzz/ubsan.supp); NaN and -0.0 take the packer's other branches.
+  msg::sample_result huge = sample_result();
+  huge.sampling_s = 18446744073709551616.0;
+  huge.conditioning_s = std::numeric_limits<double>::quiet_NaN();
+  huge.cold = false;
+  frame("sample_result_2pow64", huge, "coordinator");
+  msg::heartbeat negzero{"alpha", 1, 1, -0.0};
+  frame("heartbeat_negative_zero", negzero, "");
   body_only("submit_run", msg::submit_run{"m", "p", "/ref.png", 8, 8, 1, 1, 0, ""});
   put("frame", "body_empty_map", std::string("\x80", 1));
   put("frame", "body_unknown_field", std::string("\x81\xa3zzz\xc0", 6));
