@@ -77,7 +77,8 @@ public:
     };
   }
 
-  explicit comfyui_server(std::string root) : root_(std::move(root)) {
+  /// Serves `root`/input and `root`/output on 127.0.0.1:`port` (0 = any free port).
+  explicit comfyui_server(std::string root, int port = 0) : root_(std::move(root)), port_(port) {
     std::filesystem::create_directories(root_ + "/input");
     std::filesystem::create_directories(root_ + "/output");
     classes_ = default_classes();
@@ -530,8 +531,8 @@ private:
   }
 
   std::string root_;
-  std::map<std::string, node_class> classes_;
   int port_ = 0;
+  std::map<std::string, node_class> classes_;
   std::unique_ptr<httplib::Server> server_;
   std::thread listener_;
   std::thread worker_;

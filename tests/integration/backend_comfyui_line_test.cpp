@@ -1,0 +1,221 @@
+// Two real node processes run a batch through the comfyui backend against three test
+// ComfyUI servers in this process (one per pool, one for the decoder): sampling workflows
+// end in SaveLatent (video and audio), the decoder's workflow loads both and saves the
+// video. Checks every video against the latent parts that reached it, and that no prompt
+// ran twice. Second case: a pool's server restarts mid-batch, losing its history.
+#include <catch2/catch.hpp>
+
+#include <set>
+
+#include "backends/comfyui/bundle.hpp"
+#include "common/sha256.hpp"
+#include "config/config.hpp"
+#include "nodes/commands.hpp"
+#include "tests/support/comfyui_server.hpp"
+#include "tests/support/processes.hpp"
+
+using namespace vidline;
+using testing_support::comfyui_server;
+using testing_support::process;
+using testing_support::temp_dir;
+using nlohmann::json;
+
+namespace {
+
+const std::string examples = std::string(VIDLINE_SOURCE_DIR) + "/config/examples/";
+
+json comfy_backend(const comfyui_server& s) {
+  return {{"type", "comfyui"},
+          {"options",
+           {{"url", s.url()},
+            {"sample_workflow", examples + "comfyui_workflow_sample_av.json"},
+            {"latents", {{"video", "10"}, {"audio", "11"}}},
+            {"decode_workflow", examples + "comfyui_workflow_decode_av.json"},
+            {"video_output", "8"},
+            {"poll_interval_s", 0.05},
+            {"unreachable_s", 20}}}};
+}
+
+json gpu(const std::string& id, const std::string& model, const std::string& vendor, int index) {
+  return {{"id", id}, {"model", model}, {"vendor", vendor}, {"memory_gib", 16}, {"index", index}};
+}
+
+std::string write_config(const std::string& dir, const comfyui_server& left,
+                         const comfyui_server& right, const comfyui_server& dec) {
+  auto ports = testing_support::free_ports(2);
+  json cfg = {
+    {"cluster", "comfy_line"},
+    {"coordinator", "alpha"},
+    {"hosts",
+     {{{"name", "alpha"}, {"address", "127.0.0.1"}, {"port", ports[0]}, {"data_dir", dir + "/alpha"},
+       {"gpus", {gpu("t0", "Tesla T10", "nvidia", 0), gpu("t1", "Tesla T10", "nvidia", 1)}}},
+      {{"name", "beta"}, {"address", "127.0.0.1"}, {"port", ports[1]}, {"data_dir", dir + "/beta"},
+       {"gpus", {gpu("d0", "RTX 3080 Ti", "nvidia", 0), gpu("x0", "RX 7900 XTX", "amd", 0)}}}}},
+    {"backends",
+     {{"comfy_left", comfy_backend(left)}, {"comfy_right", comfy_backend(right)}, {"comfy_dec", comfy_backend(dec)}}},
+    {"pools",
+     {{{"name", "left"}, {"host", "alpha"}, {"gpus", {"t0", "t1"}}, {"backend", "comfy_left"}},
+      {{"name", "xtx"}, {"host", "beta"}, {"gpus", {"x0"}}, {"backend", "comfy_right"}}}},
+    {"decoders", {{{"name", "dec"}, {"host", "beta"}, {"gpu", "d0"}, {"backend", "comfy_dec"}}}},
+    {"encoders",
+     {{{"name", "enc_a"}, {"host", "alpha"}, {"gpus", {"t0"}}, {"backend", "comfy_left"}},
+      {{"name", "enc_b"}, {"host", "beta"}, {"gpus", {"x0"}}, {"backend", "comfy_right"}}}},
+    {"modes", {{"both", {{"pools", {"left", "xtx"}}, {"decoders", {"dec"}}}}}},
+    {"knobs", {{"heartbeat_interval_ms", 300}, {"status_interval_ms", 200},
+               {"order_resend_ms", 3000}, {"sample_timeout_s", 60}, {"decode_timeout_s", 60}}}};
+  auto path = dir + "/cluster.json";
+  std::ofstream(path) << cfg.dump(2);
+  return path;
+}
+
+std::unique_ptr<process> start_node(const std::string& dir, const std::string& config,
+                                    const std::string& host) {
+  return std::make_unique<process>(
+    std::vector<std::string>{VIDLINE_BINARY, "node", "--config", config, "--host", host},
+    dir + "/" + host + ".out");
+}
+
+bool coordinator_answers(nodes::coordinator_client& cl, double seconds) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < deadline) {
+    try {
+      if (cl.status("", 500))
+        return true;
+    } catch (const std::exception&) {
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string submit(nodes::coordinator_client& cl, uint32_t count, const std::string& request_id) {
+  msg::submit_run req;
+  req.mode = "both";
+  req.prompt = "a comfy line: \"quotes\", {{seed}} braces, \\ backslash\nand a newline";
+  req.width = 416;
+  req.height = 736;
+  req.seconds = 5;
+  req.count = count;
+  req.seed = 987654321123ull;
+  req.request_id = request_id;
+  auto id = cl.submit(req);
+  REQUIRE(!id.empty());
+  return id;
+}
+
+json wait_run(nodes::coordinator_client& cl, const std::string& run_id, process& a, process& b) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  for (;;) {
+    auto s = cl.status(run_id, 2000);
+    if (s && (*s)["state"] != "running")
+      return *s;
+    REQUIRE(std::chrono::steady_clock::now() < deadline);
+    REQUIRE(a.running());
+    REQUIRE(b.running());
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // status polling pace
+  }
+}
+
+/// "" when the job's video names the digests of both latent parts its pool saved.
+std::string video_problem(const json& j, const std::string& dir) {
+  if (j["state"] != "succeeded")
+    return "state " + j["state"].get<std::string>() + ": " + j["error"].dump();
+  std::string sha = j["latent_sha256"];
+  std::string host = j["pool"] == "left" ? "alpha" : "beta";
+  std::string latent = dir + "/" + host + "/latents/" + sha + ".latent";
+  if (sha256_file_hex(latent) != sha)
+    return "latent " + latent + " is missing or does not hash to " + sha;
+  std::string unpack = dir + "/unpacked-" + std::to_string(j["index"].get<int>());
+  std::filesystem::create_directories(unpack);
+  auto parts = backends::comfyui::read_bundle(latent, unpack);
+  if (parts.size() != 2)
+    return "latent bundle has " + std::to_string(parts.size()) + " parts";
+  std::string video = testing_support::read_file(j["output"].get<std::string>());
+  for (auto& p : parts)
+    if (video.find(sha256_file_hex(p.path)) == std::string::npos)
+      return "the video does not name part " + p.part;
+  // The test server's latents describe the workflow that made them: this job's seed.
+  std::string seed = "\"seed\":" + std::to_string(j["seed"].get<uint64_t>());
+  for (auto& p : parts)
+    if (testing_support::read_file(p.path).find(seed) == std::string::npos)
+      return "latent part " + p.part + " was not sampled with this job's seed";
+  return "";
+}
+
+void stop(process& a, process& b) {
+  a.signal(SIGTERM);
+  b.signal(SIGTERM);
+  CHECK(a.wait(20) == 0);
+  CHECK(b.wait(20) == 0);
+}
+
+} // namespace
+
+TEST_CASE("two nodes run a batch through comfyui against test servers") {
+  temp_dir dir;
+  comfyui_server left(dir.path() + "/comfy_left"), right(dir.path() + "/comfy_right"),
+    dec(dir.path() + "/comfy_dec");
+  left.exec_delay_s = right.exec_delay_s = 0.2;
+  dec.exec_delay_s = 0.05;
+  auto config = write_config(dir.path(), left, right, dec);
+  auto cluster = config::load(config);
+  auto a = start_node(dir.path(), config, "alpha");
+  auto b = start_node(dir.path(), config, "beta");
+  nodes::coordinator_client cl(cluster);
+  REQUIRE(coordinator_answers(cl, 30));
+
+  auto run_id = submit(cl, 6, "comfy-line");
+  json st = wait_run(cl, run_id, *a, *b);
+  INFO(st.dump(2));
+  CHECK(st["state"] == "succeeded");
+  REQUIRE(st["jobs"].size() == 6);
+  std::set<std::string> pools;
+  for (auto& j : st["jobs"]) {
+    CHECK(video_problem(j, dir.path()) == "");
+    CHECK(j["attempts"] == 1);
+    pools.insert(j["pool"].get<std::string>());
+  }
+  CHECK(pools == std::set<std::string>{"left", "xtx"});
+  // Every prompt ran exactly once; sampling split across the two servers; six decodes.
+  for (auto* s : {&left, &right, &dec}) {
+    for (auto& id : s->submitted_ids())
+      CHECK(s->executions(id) == 1);
+    CHECK(s->origin_refusals() == 0);
+  }
+  CHECK(left.total_executions() + right.total_executions() == 6);
+  CHECK(dec.total_executions() == 6);
+  stop(*a, *b);
+}
+
+TEST_CASE("comfyui line: a pool's server restarts mid-batch and loses its history") {
+  temp_dir dir;
+  comfyui_server left(dir.path() + "/comfy_left"), right(dir.path() + "/comfy_right"),
+    dec(dir.path() + "/comfy_dec");
+  left.exec_delay_s = right.exec_delay_s = 0.3;
+  dec.exec_delay_s = 0.05;
+  auto config = write_config(dir.path(), left, right, dec);
+  auto cluster = config::load(config);
+  auto a = start_node(dir.path(), config, "alpha");
+  auto b = start_node(dir.path(), config, "beta");
+  nodes::coordinator_client cl(cluster);
+  REQUIRE(coordinator_answers(cl, 30));
+
+  left.hold = true;  // keep the first prompt running until the restart
+  auto run_id = submit(cl, 4, "comfy-restart");
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (left.submissions() == 0) {
+    REQUIRE(std::chrono::steady_clock::now() < deadline);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // waiting for the first prompt
+  }
+  left.restart(1.0);
+  left.hold = false;
+  json st = wait_run(cl, run_id, *a, *b);
+  INFO(st.dump(2));
+  CHECK(st["state"] == "succeeded");
+  for (auto& j : st["jobs"]) {
+    CHECK(video_problem(j, dir.path()) == "");
+    CHECK(j["attempts"] == 1);  // the lost prompt was resubmitted within its attempt
+  }
+  CHECK(left.submissions() >= 2);
+  stop(*a, *b);
+}
