@@ -22,6 +22,7 @@
 
 #include "common/sha256.hpp"
 #include "nodes/bus_dedup.hpp"
+#include "nodes/bus_frame.hpp"
 #include "nodes/liveness.hpp"
 
 namespace vidline::nodes {
@@ -56,15 +57,6 @@ struct ingress {
   std::string path;      ///< dedup path: "r:<routing id>", "d:<peer>", or empty for local
   bool local = false;
 };
-
-zmq::message_t make_frame(const msg::envelope& env, std::string_view body) {
-  const std::string head = msg::encode_frame_head(env, body.size());
-  zmq::message_t m(head.size() + body.size());
-  std::memcpy(m.data(), head.data(), head.size());
-  if (!body.empty())
-    std::memcpy(static_cast<char*>(m.data()) + head.size(), body.data(), body.size());
-  return m;
-}
 
 /// Reads and discards the remaining parts of a multipart message (they arrive together).
 void drain_parts(zmq::socket_t& s) {

@@ -4,11 +4,12 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 
 #include <unistd.h>
 
 #include <zmq.hpp>
+
+#include "nodes/bus_frame.hpp"
 
 namespace vidline::nodes {
 
@@ -59,11 +60,7 @@ std::optional<inbound> client::request(const std::string& target, std::string_vi
   env.sender = sender_;
   env.target = target;
   last_id_ = env.id;
-  const std::string head = msg::encode_frame_head(env, body.size());
-  zmq::message_t frame(head.size() + body.size());
-  std::memcpy(frame.data(), head.data(), head.size());
-  if (!body.empty())
-    std::memcpy(static_cast<char*>(frame.data()) + head.size(), body.data(), body.size());
+  zmq::message_t frame = make_frame(env, body);
 
   auto& d = s_->dealer;
   // With ZMQ_IMMEDIATE a blocking send waits for the connection, up to the timeout.

@@ -17,6 +17,7 @@
 
 #include "common/files.hpp"
 #include "messages/envelope.hpp"
+#include "nodes/bus.hpp"
 
 namespace vidline::nodes {
 namespace {
@@ -139,11 +140,9 @@ latent_fetcher::latent_fetcher(const config::knobs& knobs, send_fn send, post_fn
     throw std::invalid_argument("knobs.chunk_bytes must be positive");
   if (knobs_.chunk_window <= 0)
     throw std::invalid_argument("knobs.chunk_window must be positive");
-  // Ids continue above a previous boot's (microseconds since the epoch), so a chunk still
-  // queued for this host's previous process cannot be taken for one of this process's.
-  using namespace std::chrono;
-  next_transfer_id_ = static_cast<uint64_t>(
-      duration_cast<microseconds>(system_clock::now().time_since_epoch()).count());
+  // Ids continue above a previous boot's, like envelope ids, so a chunk still queued for
+  // this host's previous process cannot be taken for one of this process's.
+  next_transfer_id_ = first_envelope_id();
   worker_ = std::thread([this] { worker_loop(); });
 }
 
