@@ -13,7 +13,7 @@ namespace {
 struct totals {
   int scenarios = 0, jobs = 0, succeeded = 0, lost = 0, duplicated = 0, corrupt = 0,
       unfinished = 0, failed = 0, resampled = 0, faults = 0, kills = 0, stops = 0,
-      crash_exits = 0, backend_faults = 0;
+      crash_exits = 0, backend_faults = 0, link_cuts = 0, full_disks = 0;
   std::vector<uint64_t> bad_seeds;
   void add(const chaos::verdict& v) {
     ++scenarios;
@@ -30,6 +30,8 @@ struct totals {
     stops += v.stops;
     crash_exits += v.crash_exits;
     backend_faults += v.backend_faults;
+    link_cuts += v.link_cuts;
+    full_disks += v.full_disks;
     if (!v.ok())
       bad_seeds.push_back(v.seed);
   }
@@ -82,6 +84,8 @@ TEST_CASE("chaos: campaign of CHAOS_SCENARIOS scenarios", "[.campaign]") {
   std::printf("RESULT chaos_sigstop %d count target -\n", t.stops);
   std::printf("RESULT chaos_crash_points_fired %d count target -\n", t.crash_exits);
   std::printf("RESULT chaos_backend_faults %d count target -\n", t.backend_faults);
+  std::printf("RESULT chaos_link_cuts %d count target -\n", t.link_cuts);
+  std::printf("RESULT chaos_full_disks %d count target -\n", t.full_disks);
   std::printf("RESULT chaos_lost %d jobs target ==0\n", t.lost);
   std::printf("RESULT chaos_duplicated %d jobs target ==0\n", t.duplicated);
   std::printf("RESULT chaos_corrupt %d jobs target ==0\n", t.corrupt);

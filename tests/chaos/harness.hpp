@@ -19,6 +19,7 @@
 #include "config/config.hpp"
 #include "nodes/commands.hpp"
 #include "tests/support/contract.hpp"
+#include "tests/chaos/host_faults.hpp"
 #include "tests/support/processes.hpp"
 
 namespace chaos {
@@ -41,6 +42,8 @@ struct verdict {
   int kills = 0;         ///< kill -9 delivered
   int stops = 0;         ///< SIGSTOP/SIGCONT delivered
   int crash_exits = 0;   ///< nodes that exited through a crash point (code 86)
+  int link_cuts = 0;     ///< links cut (all traffic between the nodes dropped) and restored
+  int full_disks = 0;    ///< data directories filled to the last byte, then emptied
   int backend_faults = 0;  ///< stages that crashed or hung past their timeout (from the
                            ///< coordinator's log)
   std::vector<std::string> notes;
@@ -51,7 +54,8 @@ struct verdict {
       << ", duplicated " << duplicated << ", corrupt " << corrupt << ", unfinished "
       << unfinished << ", failed " << failed << ", resampled " << resampled << ", faults "
       << faults << " (kill -9 " << kills << ", stop " << stops << ", crash points fired "
-      << crash_exits << ", backend crashes/hangs " << backend_faults << ")";
+      << crash_exits << ", backend crashes/hangs " << backend_faults << ", link cuts "
+      << link_cuts << ", full disks " << full_disks << ")";
     for (auto& n : notes)
       o << "\n    " << n;
     return o.str();
@@ -60,7 +64,7 @@ struct verdict {
 
 /// One fault, planned from the seed.
 struct fault {
-  enum kind_t { kill9, stop_cont, crash_points, backend_faults } kind;
+  enum kind_t { kill9, stop_cont, crash_points, backend_faults, link_cut, disk_full } kind;
   std::string host;
   double at_s;       ///< real seconds after the submit
   double length_s;   ///< down (kill9: before restart) or stopped (stop_cont)
@@ -87,6 +91,14 @@ public:
     dir_ = dir.path();
     write_config();
     plan_faults(v);
+    // Each host's data on a small disk of its own (when the machine lets us mount).
+    std::map<std::string, std::unique_ptr<small_disk>> disks;
+    for (auto& h : hosts_)
+      disks[h] = std::make_unique<small_disk>(dir_ + "/" + h, "400m");
+    link_cutter cutter("vidline_chaos_" + std::to_string(::getpid()) + "_" + std::to_string(seed_),
+                       ports_);
+    double restore_link_at = -1;
+    std::map<std::string, double> empty_disk_at;
     for (auto& h : hosts_)
       start(h);
     auto cluster = vidline::config::load(config_);
@@ -117,6 +129,24 @@ public:
           ++v.stops;
           p->signal(SIGSTOP);
           cont_at[f.host] = elapsed() + f.length_s;
+        } else if (f.kind == fault::link_cut && link_cutter::available() && cutter.cut()) {
+          ++v.link_cuts;
+          restore_link_at = elapsed() + 0.5 + 2 * f.length_s;  // past the heartbeat timeout
+        } else if (f.kind == fault::disk_full && disks[f.host]->fill()) {
+          ++v.full_disks;
+          empty_disk_at[f.host] = elapsed() + f.length_s;
+        }
+      }
+      if (restore_link_at >= 0 && restore_link_at <= elapsed()) {
+        cutter.restore();
+        restore_link_at = -1;
+      }
+      for (auto it = empty_disk_at.begin(); it != empty_disk_at.end();) {
+        if (it->second <= elapsed()) {
+          disks[it->first]->empty();
+          it = empty_disk_at.erase(it);
+        } else {
+          ++it;
         }
       }
       for (auto it = cont_at.begin(); it != cont_at.end();) {
@@ -169,6 +199,9 @@ public:
     for (auto& [h, at] : cont_at)
       if (procs_[h])
         procs_[h]->signal(SIGCONT);
+    cutter.restore();
+    for (auto& [h, d] : disks)
+      d->empty();
     for (auto& h : hosts_)
       if (procs_[h] && procs_[h]->running()) {
         procs_[h]->signal(SIGTERM);
@@ -192,6 +225,7 @@ private:
     auto cfg = json::parse(testing_support::read_file(std::string(VIDLINE_SOURCE_DIR)
                                                       + "/config/examples/reference.json"));
     auto ports = testing_support::free_ports(static_cast<int>(cfg["hosts"].size()));
+    ports_ = ports;
     for (std::size_t i = 0; i < cfg["hosts"].size(); ++i) {
       cfg["hosts"][i]["port"] = ports[i];
       cfg["hosts"][i]["data_dir"] = dir_ + "/" + cfg["hosts"][i]["name"].get<std::string>();
@@ -221,7 +255,7 @@ private:
     std::uniform_real_distribution<double> when(0.2, 2.0);
     for (int i = 0; i < n; ++i) {
       fault f;
-      int k = std::uniform_int_distribution<int>(0, 3)(rng_);
+      int k = std::uniform_int_distribution<int>(0, 5)(rng_);
       f.kind = static_cast<fault::kind_t>(k);
       f.host = hosts_[std::uniform_int_distribution<std::size_t>(0, hosts_.size() - 1)(rng_)];
       f.at_s = when(rng_);
@@ -337,6 +371,7 @@ private:
   std::vector<fault> faults_;
   std::set<std::string> crash_hosts_;
   std::set<std::string> backend_fault_hosts_;
+  std::vector<int> ports_;
   std::map<std::string, std::unique_ptr<process>> procs_;
   std::map<std::string, int> starts_;
   vidline::msg::submit_run msg_req_;
