@@ -3,6 +3,7 @@
 /// fsynced, renamed into place, and its directory fsynced, so a crash leaves either the
 /// whole file or none of it.
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 
@@ -31,6 +32,12 @@ std::string read_all(const std::string& path);
 
 /// True when `name` is a plain file name: not empty, no '/', not "." or "..", no NUL.
 bool is_plain_name(std::string_view name);
+
+/// True when `name` may name a file or directory under a data directory whatever its
+/// origin (a message, a config): 1-`max` characters of A-Z a-z 0-9 _ . - not starting
+/// with '.' or '-' (so never "..", a hidden file, or an option to a child program), the
+/// rule config names follow. Run ids, host names and attempt numbers all pass it.
+bool is_safe_name(std::string_view name, std::size_t max = 128);
 
 /// The directory part of a path ("." when there is none).
 std::string parent_of(const std::string& path);

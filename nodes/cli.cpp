@@ -202,6 +202,7 @@ int cli_main(int argc, char** argv) {
   add_line_verbs(app, verbs);
   add_backend_verbs(app, verbs);
   add_plan_verbs(app, verbs);
+  add_security_verbs(app, verbs);
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,49 @@
+#pragma once
+/// CURVE key pairs for node-to-node links (`vidline keygen`).
+///
+/// A host's pair lies in two files of one directory: `<HOST>.key`, the secret key, mode
+/// 0600, and `<HOST>.pub`, the public key that goes into every other host's config. Each
+/// holds one Z85 key (40 characters) and a newline, nothing else, so a public key can be
+/// pasted as it is.
+
+#include <string>
+
+namespace vidline::nodes {
+
+/// A CURVE key pair, Z85-encoded (40 characters each).
+struct curve_keypair {
+  std::string public_z85;
+  std::string secret_z85;
+};
+
+/// A fresh pair from libzmq (zmq_curve_keypair). Throws std::runtime_error when libzmq
+/// was built without CURVE.
+curve_keypair make_curve_keypair();
+
+/// Where write_curve_keypair put a pair.
+struct keygen_result {
+  std::string secret_path;  ///< <dir>/<host>.key
+  std::string public_path;  ///< <dir>/<host>.pub
+  std::string public_z85;
+};
+
+/// Makes a pair and writes it durably to `<dir>/<host>.key` (0600, whatever the umask)
+/// and `<dir>/<host>.pub` (0644), creating `dir` (0700) when missing. Refuses, changing
+/// nothing, when `host` is not a plain host name or either file exists and `overwrite`
+/// is false: a new pair revokes the old one, which must not happen by accident.
+/// Throws std::invalid_argument (bad name, files exist) or std::runtime_error (I/O).
+keygen_result write_curve_keypair(const std::string& dir, const std::string& host,
+                                  bool overwrite = false);
+
+/// Whether `s` is a Z85 CURVE key: 40 characters of the Z85 alphabet.
+bool is_z85_key(const std::string& s);
+
+/// The key in a `.pub` file. Throws std::runtime_error naming the file when it holds
+/// anything but one Z85 key (and an optional newline).
+std::string read_public_key(const std::string& path);
+
+/// The key in a `.key` file, refused (std::runtime_error) unless the file is a regular
+/// file, not a symlink, that neither group nor others may read or write.
+std::string read_secret_key(const std::string& path);
+
+} // namespace vidline::nodes
