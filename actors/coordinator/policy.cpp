@@ -311,68 +311,92 @@ std::optional<assignment> auto_policy::next(const dispatch_view& v) const {
     return T;
   };
 
-  // The layout of each group with a free pool.
-  std::vector<char> enabled(n, 1);
-  for (auto& g : c.groups) {
-    const auto& members = g.members;
-    const std::size_t k = members.size();
-    if (std::none_of(members.begin(), members.end(),
-                     [&](std::size_t m) { return lines[m].usable && lines[m].free; }))
-      continue;
-    auto related = [&](std::size_t a, std::size_t b) {
-      const auto& r = idx.related[ids[a]];
-      return std::binary_search(r.begin(), r.end(), ids[b]);
-    };
-    // Under a layout its pools run (after busy neighbours free their GPUs); the others
-    // finish what they run and stop.
-    auto apply = [&](uint32_t mask, std::vector<slots>& out) {
-      for (std::size_t a = 0; a < k; ++a) {
-        std::size_t m = members[a];
-        if (!(mask >> a & 1) || !lines[m].usable) {
-          out[m] = slots{};
-          continue;
-        }
-        double gpus_free_at = v.now;
-        for (std::size_t b = 0; b < k; ++b)
-          if (lines[members[b]].busy && related(m, members[b]))
-            gpus_free_at = std::max(gpus_free_at, lines[members[b]].busy_end);
-        out[m] = slots_of(m, gpus_free_at);
-      }
-    };
-    uint32_t keep = 0, warm = 0;
+  // Layouts. Each group starts from its current layout (the fastest holding its busy, else
+  // its warm pools; the fastest of all when it has neither). Then each group with a free
+  // pool takes the layout that ends the batch first, the others' fixed, but keeps its
+  // current one unless another is better by the switch margin: a switch costs model loads
+  // now and is judged on a forecast, and switching back and forth costs twice.
+  auto related = [&](std::size_t a, std::size_t b) {
+    const auto& r = idx.related[ids[a]];
+    return std::binary_search(r.begin(), r.end(), ids[b]);
+  };
+  // Under a layout its pools run (after busy neighbours free their GPUs); the others finish
+  // what they run and stop.
+  auto apply = [&](const mode_consts::group& g, uint32_t mask, std::vector<slots>& out) {
+    const std::size_t k = g.members.size();
     for (std::size_t a = 0; a < k; ++a) {
-      if (lines[members[a]].busy)
-        keep |= 1u << a;
-      if (lines[members[a]].usable && lines[members[a]].p->warm)
+      std::size_t m = g.members[a];
+      if (!(mask >> a & 1) || !lines[m].usable) {
+        out[m] = slots{};
+        continue;
+      }
+      double gpus_free_at = v.now;
+      for (std::size_t b = 0; b < k; ++b)
+        if (lines[g.members[b]].busy && related(m, g.members[b]))
+          gpus_free_at = std::max(gpus_free_at, lines[g.members[b]].busy_end);
+      out[m] = slots_of(m, gpus_free_at);
+    }
+  };
+  auto rate_of = [&](const mode_consts::group& g, uint32_t mask) {
+    double r = 0;
+    for (std::size_t a = 0; a < g.members.size(); ++a)
+      if ((mask >> a & 1) && lines[g.members[a]].usable)
+        r += 1 / lines[g.members[a]].warm_s;
+    return r;
+  };
+  std::vector<uint32_t> picked(c.groups.size(), 0), kept(c.groups.size(), 0);
+  for (std::size_t gi = 0; gi < c.groups.size(); ++gi) {
+    const auto& g = c.groups[gi];
+    uint32_t busy = 0, warm = 0;
+    for (std::size_t a = 0; a < g.members.size(); ++a) {
+      const line& l = lines[g.members[a]];
+      if (l.busy)
+        busy |= 1u << a;
+      if (l.usable && l.p->warm)
         warm |= 1u << a;
     }
-    if (keep == 0)
-      keep = warm;
+    kept[gi] = busy != 0 ? busy : warm;
+    double best_rate = -1;
+    for (uint32_t mask : g.layouts)
+      if ((mask & kept[gi]) == kept[gi] && rate_of(g, mask) > best_rate + 1e-12) {
+        best_rate = rate_of(g, mask);
+        picked[gi] = mask;
+      }
+    if (picked[gi] != 0)
+      apply(g, picked[gi], chosen);
+  }
+  for (std::size_t gi = 0; gi < c.groups.size(); ++gi) {
+    const auto& g = c.groups[gi];
+    if (std::none_of(g.members.begin(), g.members.end(),
+                     [&](std::size_t m) { return lines[m].usable && lines[m].free; }))
+      continue;
     double best_T = never, current_T = never;
-    uint32_t best = 0, current = 0;
+    uint32_t best = 0;
     std::vector<slots> trial = chosen;
     for (uint32_t mask : g.layouts) {
-      apply(mask, trial);
+      apply(g, mask, trial);
       double T = batch_end(trial);
-      if (T < best_T - tie_s) {
-        best_T = T;
+      if (T < best_T - tie_s || (T <= best_T + tie_s && best != 0 && rate_of(g, mask) > rate_of(g, best))) {
+        best_T = std::min(best_T, T);
         best = mask;
       }
-      if (keep != 0 && (mask & keep) == keep && T < current_T - tie_s) {
+      if (kept[gi] != 0 && mask == picked[gi])
         current_T = T;
-        current = mask;
-      }
     }
     uint32_t pick = best;
-    if (current != 0
+    if (kept[gi] != 0 && picked[gi] != 0
         && current_T <= best_T + std::max(t_.switch_margin_s, t_.switch_margin * best_T))
-      pick = current;
+      pick = picked[gi];
     if (pick == 0)
       continue;
-    apply(pick, chosen);
-    for (std::size_t a = 0; a < k; ++a)
-      enabled[members[a]] = (pick >> a & 1) != 0;
+    picked[gi] = pick;
+    apply(g, pick, chosen);
   }
+  std::vector<char> enabled(n, 1);
+  for (std::size_t gi = 0; gi < c.groups.size(); ++gi)
+    if (picked[gi] != 0)
+      for (std::size_t a = 0; a < c.groups[gi].members.size(); ++a)
+        enabled[c.groups[gi].members[a]] = (picked[gi] >> a & 1) != 0;
 
   // The free, enabled pool whose next slot ends first takes a job if that slot is among
   // the Q earliest; if it is not, no later one is either.
@@ -396,6 +420,36 @@ std::optional<assignment> auto_policy::next(const dispatch_view& v) const {
         return assignment{i, ids[cand]};
   }
   return std::nullopt;
+}
+
+decoder_view* auto_policy::pick_decoder(const state& s, const run& r, const job& j,
+                                        const std::vector<decoder_view*>& decoders,
+                                        double now) const {
+  decoder_view* best = nullptr;
+  double best_end = never;
+  for (auto* d : decoders) {
+    if (!d->alive)
+      continue;
+    const double decode = est_->decode(*d, j.spec);
+    const double handoff = est_->handoff(j.latent_host, *d, j.spec);
+    // When its queue is through: the latents it decodes or has on the way, oldest order
+    // first, each after the one before.
+    std::vector<double> sent;
+    if (auto it = s.idx.decoding.find(d->name); it != s.idx.decoding.end())
+      for (auto& [rp, ji] : it->second)
+        sent.push_back(s.runs[rp].jobs[ji].order_sent_at);
+    std::sort(sent.begin(), sent.end());
+    double free_at = now;
+    for (double t : sent)
+      free_at = std::max(free_at, t + handoff) + decode;
+    // Without a credit it takes a new latent only when its oldest one is done.
+    double end = std::max(now + handoff, free_at) + decode;
+    if (end < best_end - tie_s) {
+      best_end = end;
+      best = d;
+    }
+  }
+  return best != nullptr && best->credits() > 0 ? best : nullptr;
 }
 
 std::shared_ptr<const dispatch_policy> make_policy(const std::string& name,

@@ -16,7 +16,9 @@
 ///   starts when they are free, cold: switching costs a model load) and keeps the current
 ///   layout unless another ends the batch sooner by a margin.
 /// - **Decoders.** A slot includes handoff and decode on the mode's best decoder; a batch
-///   cannot end before the decoders have worked through every remaining latent.
+///   cannot end before the decoders have worked through every remaining latent. A sampled
+///   latent goes to the decoder that would finish it first, queue included, and waits for
+///   a faster decoder's credit rather than take a slow one's.
 ///
 /// Pure like the machine: everything comes from the state, `now` and `stage_estimates`.
 
@@ -50,7 +52,7 @@ public:
 
 /// Knobs of the auto policy.
 struct auto_tuning {
-  double switch_margin = 0.005;  ///< a layout change must end the batch this much sooner
+  double switch_margin = 0.02;   ///< a layout change must end the batch this much sooner
   double switch_margin_s = 1.0;  ///< ... and by at least this many seconds
   std::size_t exact_pools = 64;  ///< up to this many pools, batch ends are counted slot by
                                  ///< slot; above, estimated as a fluid (cheaper, approximate)
@@ -63,6 +65,12 @@ public:
   explicit auto_policy(std::shared_ptr<const stage_estimates> est, auto_tuning t = {});
   const char* name() const override { return "auto"; }
   std::optional<assignment> next(const dispatch_view& v) const override;
+  /// The decoder that would write the video first: after the latents it holds or has on
+  /// the way, plus handoff and decode. When that decoder has no credit now, the job waits
+  /// for it (a slow decoder with room can be the later finish).
+  decoder_view* pick_decoder(const state& s, const run& r, const job& j,
+                             const std::vector<decoder_view*>& decoders,
+                             double now) const override;
 
 private:
   struct mode_consts;

@@ -335,6 +335,23 @@ std::string check_index(const state& s) {
 
 // -- dispatch policies -------------------------------------------------------------------------
 
+decoder_view* dispatch_policy::pick_decoder(const state&, const run&, const job&,
+                                            const std::vector<decoder_view*>& decoders,
+                                            double) const {
+  decoder_view* best = nullptr;
+  uint32_t best_credits = 0;
+  for (auto* d : decoders) {
+    if (!d->alive)
+      continue;
+    uint32_t c = d->credits();
+    if (c > best_credits) {
+      best = d;
+      best_credits = c;
+    }
+  }
+  return best;
+}
+
 std::optional<assignment> first_free_policy::next(const dispatch_view& v) const {
   auto pool_for = [&](uint32_t i) -> std::optional<assignment> {
     const job& j = v.r.jobs[i];
@@ -989,18 +1006,13 @@ struct stepper {
     auto m = s.idx.mode_decoder_views.find(r->mode);
     if (m == s.idx.mode_decoder_views.end())
       return nullptr;
-    decoder_view* best = nullptr;
-    uint32_t best_credits = 0;
-    for (auto* d : m->second) {
-      if (!d->alive)
-        continue;
-      uint32_t c = d->credits();
-      if (c > best_credits) {
-        best = d;
-        best_credits = c;
-      }
+    auto* d = s.policy_of(r->mode).pick_decoder(s, *r, j, m->second, now);
+    if (d != nullptr && (!d->alive || d->credits() == 0
+                         || std::find(m->second.begin(), m->second.end(), d) == m->second.end())) {
+      log(4, "dispatch policy chose decoder " + d->name + ", which cannot take a latent now");
+      return nullptr;
     }
-    return best;
+    return d;
   }
 
   void close_finished_runs() {

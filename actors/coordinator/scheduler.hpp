@@ -154,6 +154,12 @@ public:
   /// The policy's name as a mode's config names it ("in_turn", "first_free", "auto").
   virtual const char* name() const = 0;
   virtual std::optional<assignment> next(const dispatch_view& v) const = 0;
+  /// The decoder a sampled job of run `r` goes to now, among `decoders` (the mode's, in
+  /// order); nullptr = it waits (and so do the jobs sampled after it). Only a decoder with
+  /// credits may be named. By default the alive one with the most credits (the first of them).
+  virtual decoder_view* pick_decoder(const state& s, const run& r, const job& j,
+                                     const std::vector<decoder_view*>& decoders,
+                                     double now) const;
 };
 
 /// Strict round robin, as the reference line dispatched: job i belongs to the pool
