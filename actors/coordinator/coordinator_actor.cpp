@@ -10,7 +10,9 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/coordinator/records.hpp"
+#include "actors/inbound.hpp"
 #include "common/sha256.hpp"
+#include "common/text.hpp"
 #include "messages/actor_types.hpp"
 
 namespace vidline::actors {
@@ -106,9 +108,15 @@ msg::submit_reply submit(shell& sh, const msg::submit_run& req) {
   return {id, ""};
 }
 
+/// JSON text for a client. Invalid UTF-8 is replaced, never thrown on: a byte that slipped
+/// past the inbound checks must not kill the coordinator.
+std::string dump_text(const nlohmann::json& j) {
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 msg::status_reply status(shell& sh, const std::string& run_id) {
   if (run_id == "@cluster")
-    return {cluster_json(sh.st).dump(), ""};
+    return {dump_text(cluster_json(sh.st)), ""};
   const sched::run* r = nullptr;
   if (run_id.empty()) {
     if (!sh.st.runs.empty())
@@ -118,7 +126,7 @@ msg::status_reply status(shell& sh, const std::string& run_id) {
   }
   if (r == nullptr)
     return {"", run_id.empty() ? "no runs yet" : "no run " + run_id};
-  return {status_json(*r, sh.clock).dump(), ""};
+  return {dump_text(status_json(*r, sh.clock)), ""};
 }
 
 } // namespace
@@ -179,12 +187,8 @@ std::string check_submit(const config::cluster& c, const msg::submit_run& r) {
       known += (known.empty() ? "" : ", ") + m.name;
     return "unknown mode '" + r.mode + "' (known: " + known + ")";
   }
-  if (r.width == 0 || r.height == 0 || r.seconds == 0)
-    return "width, height and seconds must be positive";
-  if (r.width % 8 != 0 || r.height % 8 != 0)
-    return "width and height must be multiples of 8";
-  if (r.width > 8192 || r.height > 8192 || r.seconds > 3600)
-    return "size out of range (at most 8192x8192, 3600 s)";
+  if (auto why = inbound::check_size(r.width, r.height, r.seconds); !why.empty())
+    return why;
   if (r.count == 0)
     return "count must be at least 1";
   if (r.count > c.knobs.max_jobs_per_run)
@@ -195,8 +199,15 @@ std::string check_submit(const config::cluster& c, const msg::submit_run& r) {
   if (r.prompt.size() > c.knobs.max_prompt_bytes)
     return "the prompt is " + std::to_string(r.prompt.size()) + " bytes, over max_prompt_bytes ("
            + std::to_string(c.knobs.max_prompt_bytes) + ")";
+  // The prompt goes into the journal's JSON and into every job's order: text only.
+  if (!text::is_valid_utf8(r.prompt))
+    return "the prompt is not valid UTF-8";
   if (r.request_id.size() > 128)
     return "request_id is too long";
+  if (!text::is_valid_utf8(r.request_id) || !text::is_single_line(r.request_id))
+    return "request_id holds control characters or invalid UTF-8";
+  if (auto why = inbound::check_reference(r.reference); !why.empty())
+    return why;
   return "";
 }
 
@@ -221,10 +232,23 @@ caf::behavior coordinator_actor(caf::event_based_actor* self, context ctx,
   auto interval = std::chrono::milliseconds(sh->ctx.cluster->knobs.status_interval_ms);
   self->send(self, msg::tick_atom::value);
   return {
-    [sh](msg::pool_status& s) { handle(*sh, sched::ev_pool_status{std::move(s)}); },
-    [sh](msg::decoder_status& s) { handle(*sh, sched::ev_decoder_status{std::move(s)}); },
-    [sh](msg::sample_result& r) { handle(*sh, sched::ev_sample_result{std::move(r)}); },
-    [sh](msg::decode_result& r) { handle(*sh, sched::ev_decode_result{std::move(r)}); },
+    // Reports come from other hosts: repaired before anything of them reaches the journal.
+    [sh](msg::pool_status& s) {
+      inbound::repair(s);
+      handle(*sh, sched::ev_pool_status{std::move(s)});
+    },
+    [sh](msg::decoder_status& s) {
+      inbound::repair(s);
+      handle(*sh, sched::ev_decoder_status{std::move(s)});
+    },
+    [sh](msg::sample_result& r) {
+      inbound::repair(r);
+      handle(*sh, sched::ev_sample_result{std::move(r)});
+    },
+    [sh](msg::decode_result& r) {
+      inbound::repair(r);
+      handle(*sh, sched::ev_decode_result{std::move(r)});
+    },
     [sh](msg::peer_event& p) { handle(*sh, sched::ev_peer{p.host, p.up}); },
     [sh](msg::client_call<msg::submit_run>& c) {
       auto reply = submit(*sh, c.body);

@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/decoder/decoder_machine.hpp"
+#include "actors/inbound.hpp"
 #include "actors/worker.hpp"
 #include "backends/backend.hpp"
 #include "common/crash_points.hpp"
@@ -29,6 +30,7 @@ struct shell {
   std::vector<std::string> devices;
   std::string vendor;
   std::string extension;
+  uint64_t refused = 0;  ///< orders refused by inbound::check_order
 };
 
 std::string latent_path(const shell& sh, const std::string& sha) {
@@ -53,8 +55,13 @@ void fetched(caf::event_based_actor* self, const std::shared_ptr<shell>& sh, uin
 
 void fetch(caf::event_based_actor* self, const std::shared_ptr<shell>& sh,
            const msg::decode_order& o) {
-  if (!is_sha256_hex(o.latent_sha256) || !files::is_plain_name(o.job.run_id)) {
-    fetched(self, sh, o.attempt, msg::outcome::fatal, "order names an invalid latent or run");
+  // Its names become the latent's, the video's and the receipt's paths and a command's
+  // argv: a hostile order ends here, reported fatal, before anything touches the disk.
+  if (auto why = inbound::check_order(o, sh->ctx.cluster->knobs); !why.empty()) {
+    if (++sh->refused <= 10 || sh->refused % 1000 == 0)
+      spdlog::warn("decoder {}: order {} refused: {} ({} refused so far)", sh->dec.name,
+                   o.attempt, why, sh->refused);
+    fetched(self, sh, o.attempt, msg::outcome::fatal, "order refused: " + why);
     return;
   }
   auto dest = latent_path(*sh, o.latent_sha256);

@@ -8,6 +8,7 @@
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
+#include "actors/inbound.hpp"
 #include "actors/pool/pool_machine.hpp"
 #include "actors/worker.hpp"
 #include "backends/backend.hpp"
@@ -29,6 +30,7 @@ struct shell {
   std::string coordinator_host;
   std::vector<std::string> devices;
   std::string vendor;
+  uint64_t refused = 0;  ///< orders refused by inbound::check_order
 };
 
 void log_at(int level, const std::string& who, const std::string& text) {
@@ -166,6 +168,15 @@ caf::behavior pool_actor(caf::event_based_actor* self, context ctx, config::pool
   spdlog::info("pool {}: up (epoch {:x})", sh->pool.name, sh->st.epoch);
   return {
     [self, sh](msg::sample_order& o) {
+      // Its names become receipt, work and log paths and a command's argv: a hostile
+      // order stops here. The coordinator never sends one (check_submit holds runs to the
+      // same rules), so nothing waits for an answer.
+      if (auto why = inbound::check_order(o, sh->ctx.cluster->knobs); !why.empty()) {
+        if (++sh->refused <= 10 || sh->refused % 1000 == 0)
+          spdlog::warn("pool {}: order {} refused: {} ({} refused so far)", sh->pool.name,
+                       o.attempt, why, sh->refused);
+        return;
+      }
       execute(self, sh, pooling::step(sh->st, pooling::ev_order{std::move(o)}, sh->ctx.run_now()));
     },
     [self, sh](msg::result_ack& a) {

@@ -1,0 +1,119 @@
+#include "actors/inbound.hpp"
+
+#include <cmath>
+
+#include "common/files.hpp"
+#include "common/sha256.hpp"
+#include "common/text.hpp"
+
+namespace vidline::actors::inbound {
+namespace {
+
+void repair_text(std::string& s) {
+  if (!text::is_valid_utf8(s))
+    s = text::to_valid_utf8(s);
+}
+
+void repair_seconds(double& s) {
+  if (!std::isfinite(s) || s < 0)
+    s = 0;
+}
+
+std::string name_problem(const char* what, const std::string& name) {
+  if (files::is_safe_name(name))
+    return "";
+  return std::string(what) + " is not a safe name (1-128 characters of A-Z a-z 0-9 _ . -, "
+         "not starting with '.' or '-')";
+}
+
+} // namespace
+
+std::string check_reference(const std::string& path) {
+  if (path.empty())
+    return "";
+  if (path.size() > max_reference_bytes)
+    return "reference path longer than " + std::to_string(max_reference_bytes) + " bytes";
+  if (!text::is_valid_utf8(path) || !text::is_single_line(path))
+    return "reference path holds control characters or invalid UTF-8";
+  if (path.front() != '/')
+    return "reference path is not absolute";
+  if (path.back() == '/')
+    return "reference path names a directory";
+  // `vidline run` sends std::filesystem::absolute(), which keeps "." parts: those pass.
+  for (std::size_t start = 1; start <= path.size();) {
+    std::size_t end = path.find('/', start);
+    if (end == std::string::npos)
+      end = path.size();
+    if (std::string_view(path.data() + start, end - start) == "..")
+      return "reference path holds a '..' part";
+    start = end + 1;
+  }
+  return "";
+}
+
+std::string check_size(uint32_t width, uint32_t height, uint32_t seconds) {
+  if (width == 0 || height == 0 || seconds == 0)
+    return "width, height and seconds must be positive";
+  if (width % 8 != 0 || height % 8 != 0)
+    return "width and height must be multiples of 8";
+  if (width > 8192 || height > 8192 || seconds > 3600)
+    return "size out of range (at most 8192x8192, 3600 s)";
+  return "";
+}
+
+std::string check_job(const msg::job_spec& j, const config::knobs& k) {
+  if (auto why = name_problem("run_id", j.run_id); !why.empty())
+    return why;
+  if (auto why = check_size(j.width, j.height, j.seconds); !why.empty())
+    return why;
+  if (j.prompt.size() > k.max_prompt_bytes)
+    return "prompt of " + std::to_string(j.prompt.size()) + " bytes, over max_prompt_bytes";
+  if (!text::is_valid_utf8(j.prompt))
+    return "prompt is not valid UTF-8";
+  if (!is_sha256_hex(j.prompt_sha256))
+    return "prompt_sha256 is not 64 lowercase hex digits";
+  return check_reference(j.reference);
+}
+
+std::string check_order(const msg::sample_order& o, const config::knobs& k) {
+  return check_job(o.job, k);
+}
+
+std::string check_order(const msg::decode_order& o, const config::knobs& k) {
+  if (!is_sha256_hex(o.latent_sha256))
+    return "latent_sha256 is not 64 lowercase hex digits";
+  if (auto why = name_problem("source_host", o.source_host); !why.empty())
+    return why;
+  return check_job(o.job, k);
+}
+
+void repair(msg::sample_result& r) {
+  for (std::string* s : {&r.pool, &r.host, &r.run_id, &r.outcome, &r.error, &r.latent_sha256})
+    repair_text(*s);
+  repair_seconds(r.conditioning_s);
+  repair_seconds(r.sampling_s);
+}
+
+void repair(msg::decode_result& r) {
+  for (std::string* s : {&r.decoder, &r.host, &r.run_id, &r.outcome, &r.error, &r.output,
+                         &r.output_sha256, &r.stage})
+    repair_text(*s);
+  repair_seconds(r.handoff_s);
+  repair_seconds(r.decode_s);
+}
+
+void repair(msg::pool_status& s) {
+  repair_text(s.pool);
+  repair_text(s.host);
+  for (auto& r : s.unacked)
+    repair(r);
+}
+
+void repair(msg::decoder_status& s) {
+  repair_text(s.decoder);
+  repair_text(s.host);
+  for (auto& r : s.unacked)
+    repair(r);
+}
+
+} // namespace vidline::actors::inbound
