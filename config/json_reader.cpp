@@ -157,6 +157,9 @@ json parse_json(const std::string& text, const std::string& source) {
   } catch (const json::parse_error& e) {
     const std::string where = source.empty() ? "" : source + ": ";
     throw config_error("", where + "invalid JSON: " + strip_exception_id(e.what()));
+  } catch (const json::out_of_range& e) {  // a number too large for a double: 1e999999
+    const std::string where = source.empty() ? "" : source + ": ";
+    throw config_error("", where + "invalid JSON: " + strip_exception_id(e.what()));
   }
 }
 
