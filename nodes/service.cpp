@@ -228,6 +228,13 @@ int start_nodes(const service_options& o) {
       std::printf("%s: already running (pid %d)\n", h->name.c_str(), old);
       continue;
     }
+    if (node_answers(*h, c.knobs, 0.5)) {
+      // Not ours to manage (no pid file of ours), but the host's node is up: leave it.
+      std::printf("%s: a vidline node not started by 'vidline start' already answers at tcp://%s:%d; "
+                  "leaving it (stop it yourself to hand it over)\n",
+                  h->name.c_str(), h->address.c_str(), h->port);
+      continue;
+    }
     files::make_dirs(h->data_dir + "/logs");
     std::string log = h->data_dir + "/logs/node.out";
     pid_t pid = spawn_node(o, config, *h, log);
@@ -240,7 +247,10 @@ int start_nodes(const service_options& o) {
         break;
       }
       if (node_answers(*h, c.knobs, 0.5)) {
-        ready = true;
+        // The answer must be this node's: it must still be alive a moment later.
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        ready = !exited(pid);
+        died = !ready;
         break;
       }
     }

@@ -1,0 +1,204 @@
+// vidline start / stop: this machine's nodes in the background, idempotently; a batch
+// runs on them; stop ends them and is idempotent too. And config-adapt: the reference
+// hardware's host map gives the reference line's pools and modes.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include "config/config.hpp"
+#include "nodes/commands.hpp"
+#include "nodes/service.hpp"
+#include "tests/support/processes.hpp"
+
+using namespace vidline;
+using testing_support::process;
+using testing_support::temp_dir;
+using nlohmann::json;
+
+namespace {
+
+struct result {
+  int code;
+  std::string out;
+};
+
+result run(const temp_dir& dir, std::vector<std::string> args, double timeout = 60) {
+  static int n = 0;
+  args.insert(args.begin(), VIDLINE_BINARY);
+  process p(args, dir.path() + "/cmd" + std::to_string(++n) + ".out");
+  int code = p.wait(timeout);
+  return {code, p.out() + p.err()};
+}
+
+bool alive(pid_t pid) {
+  std::ifstream st("/proc/" + std::to_string(pid) + "/stat");
+  std::string s;
+  if (!std::getline(st, s))
+    return false;
+  auto close = s.rfind(')');
+  return close != std::string::npos && close + 2 < s.size() && s[close + 2] != 'Z';
+}
+
+pid_t pid_in(const std::string& file) {
+  std::ifstream in(file);
+  long pid = 0;
+  in >> pid;
+  return static_cast<pid_t>(pid);
+}
+
+/// The reference example, on free ports, data under `dir`, fast sim clock.
+std::string reference_config(const std::string& dir) {
+  auto cfg = json::parse(testing_support::read_file(std::string(VIDLINE_SOURCE_DIR) + "/config/examples/reference.json"));
+  auto ports = testing_support::free_ports(2);
+  for (std::size_t i = 0; i < 2; ++i) {
+    cfg["hosts"][i]["port"] = ports[i];
+    cfg["hosts"][i]["data_dir"] = dir + "/" + cfg["hosts"][i]["name"].get<std::string>();
+  }
+  cfg["backends"]["sim"]["time_scale"] = 0.002;
+  std::ofstream(dir + "/cluster.json") << cfg.dump(2);
+  return dir + "/cluster.json";
+}
+
+} // namespace
+
+TEST_CASE("start runs this machine's nodes in the background, idempotently; stop ends them") {
+  temp_dir dir;
+  auto config = reference_config(dir.path());
+  ::setenv("VIDLINE_STATE_DIR", (dir.path() + "/state").c_str(), 1);
+
+  auto s = run(dir, {"start", "--config", config, "--mode", "four_four_xtx_plus_one"});
+  INFO(s.out);
+  REQUIRE(s.code == 0);
+  CHECK(s.out.find("host_a: started (pid") != std::string::npos);
+  CHECK(s.out.find("host_b: started (pid") != std::string::npos);
+  CHECK(s.out.find("host_b: in mode four_four_xtx_plus_one it runs pool xtx, decoder rtx3080ti") != std::string::npos);
+  pid_t a = pid_in(dir.path() + "/host_a/run/node.pid");
+  pid_t b = pid_in(dir.path() + "/host_b/run/node.pid");
+  CHECK(alive(a));
+  CHECK(alive(b));
+
+  // Again: nothing new is started.
+  auto again = run(dir, {"start", "--config", config});
+  INFO(again.out);
+  CHECK(again.code == 0);
+  CHECK(again.out.find("host_a: already running (pid " + std::to_string(a) + ")") != std::string::npos);
+  CHECK(pid_in(dir.path() + "/host_a/run/node.pid") == a);
+
+  // The line works: a small batch through the started nodes.
+  std::ofstream(dir.path() + "/prompt.txt") << "started in the background";
+  auto batch = run(dir, {"run", "--config", config, "--mode", "four_four_xtx_plus_one", "--prompt-file",
+                         dir.path() + "/prompt.txt", "--width", "416", "--height", "736", "--seconds", "5",
+                         "--count", "3", "--seed", "1", "--json"},
+                   120);
+  INFO(batch.out);
+  CHECK(batch.code == 0);
+
+  // stop uses the remembered config; the nodes end cleanly; stop again says so.
+  auto stop = run(dir, {"stop"});
+  INFO(stop.out);
+  CHECK(stop.code == 0);
+  CHECK(stop.out.find("host_a: stopped (pid " + std::to_string(a) + ")") != std::string::npos);
+  CHECK(!alive(a));
+  CHECK(!alive(b));
+  CHECK(!std::filesystem::exists(dir.path() + "/host_a/run/node.pid"));
+  auto stop2 = run(dir, {"stop", "--config", config});
+  CHECK(stop2.code == 0);
+  CHECK(stop2.out.find("host_a: not running") != std::string::npos);
+}
+
+TEST_CASE("start reports a node that cannot come up, with its log; leaves a foreign node alone") {
+  temp_dir dir;
+  auto config = reference_config(dir.path());
+  auto c = config::load(config);
+  {
+    // Another program holds host_b's port: the node cannot bind and exits.
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(static_cast<uint16_t>(c.find_host("host_b")->port));
+    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    ::listen(fd, 4);
+    auto s = run(dir, {"start", "--config", config, "--host", "host_b", "--timeout", "10"});
+    ::close(fd);
+    INFO(s.out);
+    CHECK(s.code == 4);
+    CHECK(s.out.find("host_b: the node exited at once; the end of " + dir.path() + "/host_b/logs/node.out") != std::string::npos);
+    CHECK(s.out.find("Address already in use") != std::string::npos);
+    CHECK(!std::filesystem::exists(dir.path() + "/host_b/run/node.pid"));
+  }
+  // A node started by hand answers there already: start leaves it alone.
+  process by_hand({VIDLINE_BINARY, "node", "--config", config, "--host", "host_b"}, dir.path() + "/by_hand.out");
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!nodes::node_answers(*c.find_host("host_b"), c.knobs, 0.5))
+    REQUIRE(std::chrono::steady_clock::now() < deadline);
+  auto s = run(dir, {"start", "--config", config, "--host", "host_b", "--timeout", "10"});
+  INFO(s.out);
+  CHECK(s.code == 0);
+  CHECK(s.out.find("host_b: a vidline node not started by 'vidline start' already answers") != std::string::npos);
+  CHECK(by_hand.running());
+  by_hand.signal(SIGTERM);
+  CHECK(by_hand.wait(20) == 0);
+}
+
+TEST_CASE("config-adapt: the reference hardware gives the reference line") {
+  temp_dir dir;
+  json map = json::parse(R"({
+    "cluster": "adapted",
+    "hosts": [
+      {"name": "host_a", "address": "127.0.0.1", "port": 7601, "data_dir": "data/host_a",
+       "gpus": [{"model": "Tesla T10", "vendor": "nvidia", "memory_gib": 16, "count": 8}]},
+      {"name": "host_b", "address": "127.0.0.1", "port": 7602,
+       "gpus": [{"model": "RTX 3080 Ti", "vendor": "nvidia", "memory_gib": 12, "decoder": true},
+                {"model": "RX 7900 XTX", "vendor": "amd", "memory_gib": 24, "profile": "xtx"}]}
+    ]})");
+  std::ofstream(dir.path() + "/map.json") << map.dump(2);
+  auto r = run(dir, {"config-adapt", "--host-map", dir.path() + "/map.json", "--out", dir.path() + "/out/cluster.json"});
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  auto c = config::load(dir.path() + "/out/cluster.json");
+  std::set<std::string> modes, pools;
+  for (auto& m : c.modes)
+    modes.insert(m.name);
+  for (auto& p : c.pools)
+    pools.insert(p.name + ":" + p.profile_key + ":" + std::to_string(p.gpus.size()));
+  CHECK(modes == std::set<std::string>{"single_eight_plus_one", "four_four_plus_one", "four_four_xtx_plus_one",
+                                       "eight_xtx_plus_one"});
+  CHECK(pools == std::set<std::string>{"eight:t10x8:8", "four_a:t10x4:4", "four_b:t10x4:4", "xtx:xtx:1"});
+  REQUIRE(c.decoders.size() == 1);
+  CHECK(c.decoders[0].host == "host_b");
+  CHECK(c.decoders[0].gpu == "rtx3080ti");
+  CHECK(c.decoders[0].profile_key == "rtx3080ti");
+  REQUIRE(c.encoders.size() == 2);
+  CHECK(c.find_encoder_of_host("host_a")->profile_key == "t10x4");
+  CHECK(c.find_encoder_of_host("host_b")->profile_key == "xtx");
+  // Devices as the runtimes number them: per vendor, from 0.
+  auto* b = c.find_host("host_b");
+  CHECK(b->find_gpu("rtx3080ti")->index == 0);
+  CHECK(b->find_gpu("xtx")->index == 0);
+  CHECK(c.find_host("host_a")->find_gpu("t10-7")->index == 7);
+  CHECK(c.hosts[0].data_dir == dir.path() + "/out/data/host_a");
+  // The same pools, GPUs and modes as the hand-written reference example.
+  auto ref = config::load(std::string(VIDLINE_SOURCE_DIR) + "/config/examples/reference.json");
+  for (auto& m : ref.modes) {
+    auto* mine = c.find_mode(m.name);
+    REQUIRE(mine != nullptr);
+    CHECK(std::set<std::string>(mine->pools.begin(), mine->pools.end()) ==
+          std::set<std::string>(m.pools.begin(), m.pools.end()));
+  }
+  for (auto& p : ref.pools)
+    CHECK(c.find_pool(p.name)->gpus.size() == p.gpus.size());
+
+  // A host map with a typo: exit 2, the field named.
+  map["hosts"][0]["gpus"][0]["cuont"] = 8;
+  std::ofstream(dir.path() + "/bad.json") << map.dump(2);
+  auto bad = run(dir, {"config-adapt", "--host-map", dir.path() + "/bad.json", "--out", dir.path() + "/bad_out.json"});
+  CHECK(bad.code == 2);
+  CHECK(bad.out.find("/hosts/0/gpus/0/cuont: unknown key 'cuont' (did you mean 'count'?)") != std::string::npos);
+  CHECK(!std::filesystem::exists(dir.path() + "/bad_out.json"));
+}
