@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "common/files.hpp"
+#include "nodes/bus.hpp"
 #include "nodes/client.hpp"
 #include "nodes/exit_codes.hpp"
 
@@ -66,7 +67,7 @@ std::string coordinator_client::submit(const msg::submit_run& req, int timeout_m
       continue;
     msg::submit_reply r;
     if (reply->env.type != msg::submit_reply::wire_name
-        || !msg::unpack_body_as(reply->body, msg::decode_limits{}, r))
+        || !msg::unpack_body_as(reply->body, wire_limits(knobs_), r))
       throw std::runtime_error("the coordinator answered something else than a submit_reply");
     if (!r.error.empty())
       throw std::runtime_error(r.error);
@@ -82,7 +83,7 @@ msg::resume_reply coordinator_client::resume(const std::string& run_id, int time
     throw std::runtime_error("no answer from the coordinator at " + endpoint_);
   msg::resume_reply r;
   if (reply->env.type != msg::resume_reply::wire_name
-      || !msg::unpack_body_as(reply->body, msg::decode_limits{}, r))
+      || !msg::unpack_body_as(reply->body, wire_limits(knobs_), r))
     throw std::runtime_error("the coordinator answered something else than a resume_reply");
   if (!r.error.empty())
     throw std::runtime_error(r.error);
@@ -96,7 +97,7 @@ std::optional<json> coordinator_client::status(const std::string& run_id, int ti
     return std::nullopt;
   msg::status_reply r;
   if (reply->env.type != msg::status_reply::wire_name
-      || !msg::unpack_body_as(reply->body, msg::decode_limits{}, r))
+      || !msg::unpack_body_as(reply->body, wire_limits(knobs_), r))
     throw std::runtime_error("the coordinator answered something else than a status_reply");
   if (!r.error.empty())
     throw std::runtime_error(r.error);
