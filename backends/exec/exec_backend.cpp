@@ -1,6 +1,7 @@
 #include "backends/exec/exec_backend.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <csignal>
 #include <cstring>
@@ -202,9 +203,16 @@ public:
     return env.work_dir + "/product-" + std::filesystem::path(env.output_path).filename().string();
   }
 
+  /// A log file stem: only [A-Za-z0-9._-], whatever a run id holds.
   std::string label(const std::string& stem, const stage_env& env) const {
     std::string attempt = attempt_of(env.work_dir);
-    return stem + (attempt.empty() ? "" : "-" + attempt);
+    std::string l = stem + (attempt.empty() ? "" : "-" + attempt);
+    for (char& c : l)
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_')
+        c = '_';
+    if (!l.empty() && l[0] == '.')
+      l[0] = '_';
+    return l;
   }
 
 private:
