@@ -58,6 +58,7 @@ void visit_knobs(K& k, V&& v) {
   v("max_prompt_bytes", k.max_prompt_bytes, int_range{1, gib - frame_headroom});
   v("max_jobs_per_run", k.max_jobs_per_run, int_range{1, u32_max});
   v("max_runs", k.max_runs, int_range{1, u32_max});
+  v("max_queued_prompt_bytes", k.max_queued_prompt_bytes, int_range{1, 1024 * gib});
   v("pool_restarts", k.pool_restarts);
   v("decoder_restarts", k.decoder_restarts);
   v("encoder_restarts", k.encoder_restarts);

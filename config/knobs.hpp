@@ -40,6 +40,10 @@ struct knobs {
   uint32_t max_prompt_bytes = 64u << 10; ///< bytes of prompt text
   uint32_t max_jobs_per_run = 100000;    ///< jobs one run may hold
   uint32_t max_runs = 10000;             ///< runs the coordinator keeps
+  /// Bytes of prompt text the coordinator holds for unfinished runs, counted once per
+  /// job (each job carries its prompt): bounds its memory and journal, which
+  /// max_jobs_per_run x max_prompt_bytes (6.25 GiB by default) alone does not.
+  uint64_t max_queued_prompt_bytes = 1ull << 30;
 
   // -- supervision --
   restart_policy pool_restarts{5, 30};

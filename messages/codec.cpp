@@ -92,8 +92,8 @@ decode_error unpack_checked(const char* data, std::size_t size, const decode_lim
   }
 }
 
-/// A name the envelope carries: printable ASCII only, so it can go into logs and file
-/// names' neighbourhood without escaping.
+/// A name the envelope carries: printable ASCII without spaces (0x21..0x7e), so it can go
+/// into logs without escaping or ambiguity.
 bool valid_name(const msgpack::object& o, std::size_t max, bool allow_empty) {
   if (o.type != msgpack::type::STR || o.via.str.size > max)
     return false;
@@ -101,7 +101,7 @@ bool valid_name(const msgpack::object& o, std::size_t max, bool allow_empty) {
     return allow_empty;
   for (uint32_t i = 0; i < o.via.str.size; ++i) {
     auto c = static_cast<unsigned char>(o.via.str.ptr[i]);
-    if (c < 0x20 || c > 0x7e)
+    if (c < 0x21 || c > 0x7e)
       return false;
   }
   return true;

@@ -1,6 +1,7 @@
 #include "nodes/plan_cmd.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <set>
 
@@ -91,6 +92,11 @@ std::string size_text(const planner::request& r) {
 
 bool complete(const planner::plan_result& p) {
   return p.refused.empty() && p.finished && p.summary.failed == 0;
+}
+
+/// True when plan `p` ends as early as the best (to the millisecond).
+bool ties(const planner::plan_result& p, const planner::plan_result& best) {
+  return complete(p) && std::abs(p.summary.makespan_s - best.summary.makespan_s) < 1e-3;
 }
 
 /// The best of several plans: all jobs done, then the earliest makespan (first listed wins
@@ -298,14 +304,19 @@ int run_plan(const plan_options& o) {
         meas = fmt("   %10.3f", m->makespan_s) + fmt(" (plan %+.1f%%)",
                                                     100 * (p.summary.makespan_s / m->makespan_s - 1));
       std::printf("%s %-24s %-10s %-28s %7s %10.1f %10.1f %9.2f%s\n",
-                  static_cast<int>(i) == best ? "*" : " ", p.mode.c_str(), p.policy.c_str(),
+                  best >= 0 && ties(p, plans[best]) ? "*" : " ", p.mode.c_str(), p.policy.c_str(),
                   pools.c_str(), ok.c_str(), p.summary.first_finish_s, p.summary.makespan_s,
                   p.summary.clips_per_hour, meas.c_str());
     }
-    if (best >= 0)
-      std::printf("\nbest: %s (* above), makespan %.1f s, %.2f clips/hour\n",
-                  plans[best].mode.c_str(), plans[best].summary.makespan_s,
-                  plans[best].summary.clips_per_hour);
+    if (best >= 0) {
+      std::string names;
+      for (auto& p : plans)
+        if (ties(p, plans[best]))
+          names += (names.empty() ? "" : " and ") + p.mode;
+      std::printf("\nbest: %s (* above%s), makespan %.1f s, %.2f clips/hour\n", names.c_str(),
+                  names.find(" and ") != std::string::npos ? ", the same makespan" : "",
+                  plans[best].summary.makespan_s, plans[best].summary.clips_per_hour);
+    }
   }
   if (!all)
     return complete(plans[0]) ? exit_code::ok : exit_code::job_failed;

@@ -88,10 +88,8 @@ msg::submit_reply submit(shell& sh, const msg::submit_run& req) {
     for (auto& r : sh.st.runs)
       if (r.request_id == req.request_id)
         return {r.id, ""};
-  auto unfinished = std::count_if(sh.st.runs.begin(), sh.st.runs.end(),
-                                  [](const sched::run& r) { return !r.done; });
-  if (static_cast<uint64_t>(unfinished) >= sh.ctx.cluster->knobs.max_runs)
-    return {"", "too many unfinished runs (knob max_runs)"};
+  if (auto why = check_queue(sh.st, sh.ctx.cluster->knobs, req); !why.empty())
+    return {"", why};
   sched::run r;
   r.id = new_run_id(sh.ctx);
   r.mode = req.mode;
@@ -208,6 +206,27 @@ std::string check_submit(const config::cluster& c, const msg::submit_run& r) {
     return "request_id holds control characters or invalid UTF-8";
   if (auto why = inbound::check_reference(r.reference); !why.empty())
     return why;
+  return "";
+}
+
+std::string check_queue(const sched::state& s, const config::knobs& k, const msg::submit_run& r) {
+  uint64_t unfinished = 0, queued = 0;
+  for (const auto& run : s.runs) {
+    if (run.done)
+      continue;
+    ++unfinished;
+    // The jobs of a run carry copies of one prompt.
+    if (!run.jobs.empty())
+      queued += run.jobs.size() * uint64_t{run.jobs.front().spec.prompt.size()};
+  }
+  if (unfinished >= k.max_runs)
+    return "too many unfinished runs (knob max_runs)";
+  const uint64_t adding = uint64_t{r.count} * r.prompt.size();
+  if (queued + adding > k.max_queued_prompt_bytes)
+    return "the run's prompt text (" + std::to_string(r.count) + " jobs x " +
+           std::to_string(r.prompt.size()) + " bytes) does not fit beside the " +
+           std::to_string(queued) + " bytes held for unfinished runs (knob "
+           "max_queued_prompt_bytes: " + std::to_string(k.max_queued_prompt_bytes) + ")";
   return "";
 }
 

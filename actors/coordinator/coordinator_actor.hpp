@@ -25,6 +25,10 @@ void adopt_in_flight(sched::state& s, double now);
 /// Why a submit is refused, or "" when it is acceptable.
 std::string check_submit(const config::cluster& c, const msg::submit_run& r);
 
+/// Why a submit does not fit beside the runs the coordinator holds (knobs max_runs and
+/// max_queued_prompt_bytes, over the unfinished runs of `s`), or "" when it does.
+std::string check_queue(const sched::state& s, const config::knobs& k, const msg::submit_run& r);
+
 caf::behavior coordinator_actor(caf::event_based_actor* self, context ctx,
                                 std::shared_ptr<journal> jnl);
 

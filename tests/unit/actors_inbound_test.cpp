@@ -200,3 +200,42 @@ TEST_CASE("submits are held to the rules orders are checked against", "[inbound]
                   to_hex(sha256_of(r.prompt)), r.reference};
   CHECK(inbound::check_job(j, c.knobs) == "");
 }
+
+TEST_CASE("the prompt text held for unfinished runs is bounded, not only per run", "[inbound]") {
+  config::knobs k;
+  k.max_runs = 3;
+  k.max_queued_prompt_bytes = 10000;
+  sched::state s;
+  auto add_run = [&](uint32_t jobs, std::size_t prompt_bytes, bool done) {
+    sched::run r;
+    r.id = "run-" + std::to_string(s.runs.size());
+    r.done = done;
+    for (uint32_t i = 0; i < jobs; ++i) {
+      sched::job j;
+      j.spec = good_job();
+      j.spec.prompt.assign(prompt_bytes, 'p');
+      r.jobs.push_back(j);
+    }
+    s.runs.push_back(std::move(r));
+  };
+  msg::submit_run r{"m", std::string(1000, 'p'), "", 416, 736, 5, 10, 0, "req"};
+  CHECK(check_queue(s, k, r) == "");                 // 10 x 1000 = 10000: fits exactly
+  r.count = 11;
+  CHECK(check_queue(s, k, r).find("max_queued_prompt_bytes") != std::string::npos);
+  r.count = 5;
+  add_run(4, 1000, false);                           // 4000 held
+  CHECK(check_queue(s, k, r) == "");                 // + 5000
+  add_run(100, 1000, true);                          // finished runs do not count
+  CHECK(check_queue(s, k, r) == "");
+  add_run(2, 1000, false);                           // 6000 held
+  CHECK(check_queue(s, k, r) != "");                 // + 5000 > 10000
+  add_run(0, 0, false);                              // a third unfinished run
+  r.count = 1;
+  CHECK(check_queue(s, k, r) == "too many unfinished runs (knob max_runs)");
+
+  // The defaults: one run of max_jobs_per_run x max_prompt_bytes (6.25 GiB) is refused.
+  const config::knobs d;
+  msg::submit_run big{"m", std::string(d.max_prompt_bytes, 'p'), "", 416, 736, 5,
+                      d.max_jobs_per_run, 0, ""};
+  CHECK(check_queue(sched::state{}, d, big) != "");
+}

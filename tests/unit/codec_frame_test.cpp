@@ -317,6 +317,8 @@ TEST_CASE("frames outside the protocol are refused with their reason", "[codec]"
     CHECK(decode(with_body(head(t, -5, s, 0, g))) == decode_error::bad_shape);
     CHECK(decode(with_body(head(t, 5, std::string(), 0, g))) == decode_error::bad_shape);
     CHECK(decode(with_body(head(t, 5, std::string("a\nb"), 0, g))) == decode_error::bad_shape);
+    CHECK(decode(with_body(head(t, 5, std::string("a b"), 0, g))) == decode_error::bad_shape);
+    CHECK(decode(with_body(head(t, 5, std::string("h\xc3\xa9"), 0, g))) == decode_error::bad_shape);
     CHECK(decode(with_body(head(t, 5, std::string(256, 'h'), 0, g))) == decode_error::bad_shape);
     CHECK(decode(with_body(head(t, 5, s, 1.5, g))) == decode_error::bad_shape);
     CHECK(decode(with_body(head(t, 5, s, 0, 7))) == decode_error::bad_shape);
