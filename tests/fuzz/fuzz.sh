@@ -6,7 +6,7 @@
 # out-of-memory inputs land in <build dir>/artifacts/<target>/ (the findings).
 
 fuzz_src=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-fuzz_targets=(frame config template)
+fuzz_targets=(frame template config)  # the slowest last
 fuzz_cxx=${FUZZ_CXX:-clang++-14}
 
 # Recoverable UBSan checks halt too; ubsan.supp lists the one known third-party report.

@@ -60,9 +60,10 @@ msg::decode_limits tight_limits() {
   return l;
 }
 
+/// PROTOCOL.md: envelope names are printable ASCII without spaces (0x21..0x7e).
 bool printable(const std::string& s) {
   for (unsigned char c : s)
-    if (c < 0x20 || c > 0x7e)
+    if (c < 0x21 || c > 0x7e)
       return false;
   return true;
 }
