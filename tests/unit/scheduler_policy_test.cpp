@@ -1,0 +1,267 @@
+// Dispatch policies against hand-computed schedules (whole line on the virtual clock), the
+// capacity limits a profile gives pools, and the scheduler's index under faults.
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <memory>
+
+#include "actors/coordinator/policy.hpp"
+#include "actors/coordinator/scheduler.hpp"
+#include "actors/planner/line_sim.hpp"
+
+using namespace vidline;
+
+namespace {
+
+struct pool_spec {
+  const char* name;
+  const char* host;
+  const char* kind;
+};
+
+/// Pools as given, one decoder "dec" on host "b", one mode "m" over the pools in order.
+sched::state line_of(std::initializer_list<pool_spec> pools) {
+  sched::state s;
+  for (auto& p : pools) {
+    sched::pool_view v;
+    v.name = p.name;
+    v.host = p.host;
+    v.kind = p.kind;
+    s.pools[p.name] = v;
+    s.modes["m"].push_back(p.name);
+  }
+  sched::decoder_view d;
+  d.name = "dec";
+  d.host = "b";
+  d.kind = "dk";
+  s.decoders["dec"] = d;
+  s.mode_decoders["m"] = {"dec"};
+  return s;
+}
+
+sched::run make_run(uint32_t count) {
+  sched::run r;
+  r.id = "r1";
+  r.mode = "m";
+  for (uint32_t i = 0; i < count; ++i) {
+    sched::job j;
+    j.spec = msg::job_spec{"r1", i, 100 + i, 416, 736, 5, "p", "sha-p", ""};
+    r.jobs.push_back(j);
+  }
+  return r;
+}
+
+/// Stage times per pool kind: {cold, warm}; conditioning 0, handoff 1, decode 4.
+struct kind_times {
+  double cold, warm;
+};
+
+planner::timing timing_of(std::map<std::string, kind_times> kinds) {
+  planner::timing t;
+  t.sample = [kinds](const std::string& kind, const msg::job_spec&, bool cold) {
+    auto& k = kinds.at(kind);
+    return planner::sample_time{cold ? k.cold : k.warm, false};
+  };
+  t.conditioning = [](const std::string&) { return 0.0; };
+  t.handoff = [](const std::string&, uint64_t) { return 1.0; };
+  t.decode = [](const std::string&, const msg::job_spec&) { return 4.0; };
+  t.latent_bytes = [](const msg::job_spec&) { return uint64_t{13000000}; };
+  return t;
+}
+
+/// The same numbers for the auto policy.
+class fixed_estimates : public sched::stage_estimates {
+public:
+  explicit fixed_estimates(std::map<std::string, kind_times> k) : kinds_(std::move(k)) {}
+  std::optional<double> sampling(const std::string& kind, const msg::job_spec&,
+                                 bool cold) const override {
+    auto& k = kinds_.at(kind);
+    return cold ? k.cold : k.warm;
+  }
+  double conditioning(const std::string&) const override { return 0; }
+  double handoff(const std::string&, const sched::decoder_view&,
+                 const msg::job_spec&) const override {
+    return 1;
+  }
+  double decode(const sched::decoder_view&, const msg::job_spec&) const override { return 4; }
+
+private:
+  std::map<std::string, kind_times> kinds_;
+};
+
+void use(sched::state& s, const std::string& policy, std::map<std::string, kind_times> kinds) {
+  s.mode_policy["m"] = sched::make_policy(policy, std::make_shared<fixed_estimates>(kinds));
+  REQUIRE(s.mode_policy["m"] != nullptr);
+}
+
+double makespan(const planner::result& r) { return sched::summarize(r.run).makespan_s; }
+
+} // namespace
+
+TEST_CASE("in_turn: job i goes to pool i mod n and waits for it (hand-computed)") {
+  // fast: 15 cold / 10 warm; slow: 35 / 30. Jobs 0, 2 -> fast [0,15] [15,25];
+  // jobs 1, 3 -> slow [0,35] [35,65]. Decodes (handoff 1, decode 4): 20, 30, 40, 70.
+  std::map<std::string, kind_times> kinds{{"fast", {15, 10}}, {"slow", {35, 30}}};
+  auto s = line_of({{"a1", "a", "fast"}, {"a2", "a", "slow"}});
+  auto res = planner::simulate(s, make_run(4), timing_of(kinds));
+  REQUIRE(res.finished);
+  REQUIRE(res.violations.empty());
+  const auto& j = res.run.jobs;
+  CHECK(j[0].pool == "a1");
+  CHECK(j[1].pool == "a2");
+  CHECK(j[2].pool == "a1");
+  CHECK(j[3].pool == "a2");
+  CHECK(j[2].sample_end == Approx(25));
+  CHECK(j[3].sample_end == Approx(65));
+  CHECK(j[0].decode_end == Approx(20));
+  CHECK(j[2].decode_end == Approx(30));
+  CHECK(j[1].decode_end == Approx(40));
+  CHECK(j[3].decode_end == Approx(70));
+  CHECK(makespan(res) == Approx(70));
+}
+
+TEST_CASE("first_free: whichever pool is free first takes the next job (hand-computed)") {
+  // Job 0 -> fast [0,15], 1 -> slow [0,35], 2 -> fast [15,25], 3 -> fast [25,35].
+  // Jobs 1 and 3 are both sampled at 35: job 1's result is reported first (its timer was
+  // set first), so it is decoded first: handoff [35,36] decode [36,40]; job 3 is fetched
+  // meanwhile and decoded [40,44].
+  std::map<std::string, kind_times> kinds{{"fast", {15, 10}}, {"slow", {35, 30}}};
+  auto s = line_of({{"a1", "a", "fast"}, {"a2", "a", "slow"}});
+  use(s, "first_free", kinds);
+  auto res = planner::simulate(s, make_run(4), timing_of(kinds));
+  REQUIRE(res.finished);
+  const auto& j = res.run.jobs;
+  CHECK(j[0].pool == "a1");
+  CHECK(j[1].pool == "a2");
+  CHECK(j[2].pool == "a1");
+  CHECK(j[3].pool == "a1");
+  CHECK(j[3].sample_end == Approx(35));
+  CHECK(j[1].decode_end == Approx(40));
+  CHECK(j[3].decode_end == Approx(44));
+  CHECK(makespan(res) == Approx(44));
+}
+
+TEST_CASE("auto leaves a slow pool idle when the fast one finishes the batch sooner") {
+  // fast 10 s a job, slow 100 s. fast alone: sampled 10, 20, 30 -> videos 15, 25, 35.
+  // Giving job 1 to the slow pool (in turn, or first free) would end at 105.
+  std::map<std::string, kind_times> kinds{{"fast", {10, 10}}, {"slow", {100, 100}}};
+  auto s = line_of({{"a1", "a", "fast"}, {"a2", "a", "slow"}});
+  auto in_turn = planner::simulate(s, make_run(3), timing_of(kinds));
+  use(s, "auto", kinds);
+  auto res = planner::simulate(s, make_run(3), timing_of(kinds));
+  REQUIRE(res.finished);
+  for (auto& j : res.run.jobs)
+    CHECK(j.pool == "a1");
+  CHECK(makespan(res) == Approx(35));
+  CHECK(makespan(in_turn) == Approx(105));
+}
+
+TEST_CASE("auto picks the layout of GPU-sharing pools by batch size, model loads included") {
+  // "big" shares GPUs with "s1" and "s2". big: 20 cold / 10 warm; s1, s2: 30 / 15 each.
+  std::map<std::string, kind_times> kinds{{"big", {20, 10}}, {"small", {30, 15}}};
+  auto s = line_of({{"big", "a", "big"}, {"s1", "a", "small"}, {"s2", "a", "small"}});
+  s.pools["big"].conflicts = {"s1", "s2"};
+  s.pools["s1"].conflicts = {"big"};
+  s.pools["s2"].conflicts = {"big"};
+  use(s, "auto", kinds);
+  SECTION("one job: the big pool, cold, is done first: sampled 20, video 25") {
+    auto res = planner::simulate(s, make_run(1), timing_of(kinds));
+    REQUIRE(res.finished);
+    CHECK(res.run.jobs[0].pool == "big");
+    CHECK(makespan(res) == Approx(25));
+  }
+  SECTION("twenty jobs: the two small pools (2/15 a second beat 1/10)") {
+    // s1, s2 take 10 jobs each: sampled at 30, 45, ..., 165. The last two latents arrive
+    // together: handoff [165,166], decodes [166,170] and [170,174].
+    auto res = planner::simulate(s, make_run(20), timing_of(kinds));
+    REQUIRE(res.finished);
+    REQUIRE(res.violations.empty());
+    for (auto& j : res.run.jobs)
+      CHECK(j.pool != "big");
+    CHECK(makespan(res) == Approx(174));
+  }
+}
+
+TEST_CASE("a pool's max_load keeps jobs it cannot hold away; none able: refused at once") {
+  std::map<std::string, kind_times> kinds{{"fast", {15, 10}}, {"slow", {35, 30}}};
+  auto s = line_of({{"a1", "a", "fast"}, {"a2", "a", "slow"}});
+  SECTION("the small pool is skipped, no out-of-memory attempt is made") {
+    s.pools["a1"].max_load = 416 * 736 * 5 - 1;
+    auto res = planner::simulate(s, make_run(3), timing_of(kinds));
+    REQUIRE(res.finished);
+    for (auto& j : res.run.jobs) {
+      CHECK(j.pool == "a2");
+      CHECK(j.sample_attempts == 1);
+    }
+  }
+  SECTION("no pool of the mode holds it: the job fails on submission") {
+    s.pools["a1"].max_load = 1000;
+    s.pools["a2"].max_load = 1000;
+    auto res = planner::simulate(s, make_run(2), timing_of(kinds));
+    REQUIRE(res.finished);
+    for (auto& j : res.run.jobs) {
+      CHECK(j.state == sched::job_state::failed);
+      CHECK(j.sample_attempts == 0);
+      CHECK(j.error.find("no pool of mode m can hold") != std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("in_turn: a job whose home pool's host went down goes to a free pool") {
+  std::map<std::string, kind_times> kinds{{"k", {10, 10}}};
+  auto s = line_of({{"a1", "a", "k"}, {"c1", "c", "k"}});
+  auto report = [](const std::string& pool, const std::string& host) {
+    msg::pool_status st;
+    st.pool = pool;
+    st.host = host;
+    st.epoch = 1;
+    st.seq = 1;
+    return st;
+  };
+  sched::step(s, sched::ev_pool_status{report("a1", "a")}, 0);
+  sched::step(s, sched::ev_pool_status{report("c1", "c")}, 0);
+  sched::step(s, sched::ev_submit{make_run(2)}, 0);
+  auto* j0 = s.find_job("r1", 0);
+  auto* j1 = s.find_job("r1", 1);
+  REQUIRE(j0->pool == "a1");
+  REQUIRE(j1->pool == "c1");
+  sched::step(s, sched::ev_peer{"c", false}, 1);
+  CHECK(j1->state == sched::job_state::queued);  // its home is gone, a1 is busy: it waits
+  msg::sample_result ok;
+  ok.pool = "a1";
+  ok.host = "a";
+  ok.attempt = j0->attempt;
+  ok.run_id = "r1";
+  ok.index = 0;
+  ok.outcome = msg::outcome::ok;
+  ok.latent_sha256 = std::string(64, 'a');
+  sched::step(s, sched::ev_sample_result{ok}, 10);
+  CHECK(j1->state == sched::job_state::sampling);
+  CHECK(j1->pool == "a1");
+  CHECK(sched::check_index(s).empty());
+}
+
+TEST_CASE("the scheduler's index matches a rebuilt one after every step, under faults") {
+  std::map<std::string, kind_times> kinds{{"fast", {15, 10}}, {"slow", {35, 30}}};
+  for (const char* policy : {"in_turn", "first_free", "auto"}) {
+    for (int seed = 1; seed <= 40; ++seed) {
+      planner::faults f;
+      f.seed = static_cast<uint64_t>(seed);
+      f.drop = 0.05;
+      f.duplicate = 0.05;
+      f.max_delay_s = 3;
+      f.crash = 0.01;
+      auto s = line_of({{"a1", "a", "fast"}, {"a2", "a", "slow"}, {"a3", "c", "fast"}});
+      s.pools["a1"].conflicts = {"a2"};
+      s.pools["a2"].conflicts = {"a1"};
+      s.p.max_attempts = 50;
+      use(s, policy, kinds);
+      planner::sim_options o;
+      o.check_index = true;
+      auto res = planner::simulate(s, make_run(8), timing_of(kinds), f, 1e6, o);
+      INFO("policy " << policy << " seed " << seed);
+      REQUIRE(res.violations.empty());
+      REQUIRE(res.finished);
+    }
+  }
+}
