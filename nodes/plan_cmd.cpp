@@ -23,30 +23,7 @@ plan_setup load_plan_setup(const std::string& config_file, const std::string& pr
   plan_setup out;
   out.cluster = config_file.empty() ? config::parse(embedded::reference_config, "")
                                     : config::load(config_file);
-  std::optional<backends::sim::profile> prof;
-  if (!profile_file.empty()) {
-    prof = backends::sim::profile::load(profile_file);
-    out.profile_source = profile_file;
-  } else {
-    // The profile the config's sim backends pace themselves by (plan == run).
-    std::set<std::string> named;
-    for (auto& p : out.cluster.pools)
-      if (auto* b = out.cluster.find_backend(p.backend); b != nullptr && b->type == "sim")
-        named.insert(b->profile);
-    named.erase("");
-    if (named.size() > 1)
-      std::fprintf(stderr, "warning: the config's sim backends name %zu profiles; planning "
-                           "with %s (give --profile to choose)\n",
-                   named.size(), named.begin()->c_str());
-    if (!named.empty()) {
-      prof = backends::sim::profile::load(*named.begin());
-      out.profile_source = *named.begin();
-    } else {
-      prof = backends::sim::profile::reference();
-      out.profile_source = "embedded reference";
-    }
-  }
-  auto est = std::make_shared<planner::profile_estimates>(out.cluster, std::move(*prof));
+  auto est = planner::estimates_for(out.cluster, profile_file, &out.profile_source);
   out.est = est;
   out.state = actors::initial_state(out.cluster, 1.0);
   std::map<std::string, std::string> policies;

@@ -110,15 +110,33 @@ struct auto_policy::mode_consts {
   };
   std::vector<group> groups;
   std::vector<int> group_of;           ///< position -> index in groups, or -1
+  /// The mode's decoders (in order): decode seconds, handoff from its own host / another.
+  std::vector<const decoder_view*> decoders;
+  std::vector<double> decode_s, handoff_local_s, handoff_remote_s;
 };
 
-const auto_policy::mode_consts& auto_policy::consts(const dispatch_view& v,
-                                                     const job& head) const {
-  const auto& ids = v.s.idx.mode_ids.at(v.r.mode);
-  auto key = std::make_tuple(v.r.mode, head.spec.width, head.spec.height, head.spec.seconds);
+const auto_policy::mode_consts& auto_policy::consts(const state& st, const std::string& mode,
+                                                     const msg::job_spec& spec) const {
+  const auto& ids = st.idx.mode_ids.at(mode);
+  auto key = std::make_tuple(mode, spec.width, spec.height, spec.seconds);
   auto it = cache_.find(key);
-  if (it != cache_.end() && it->second->ids == ids)
-    return *it->second;
+  if (it != cache_.end() && it->second->ids == ids) {
+    // Decoder views move when the state is copied: re-point them (same mode, same order).
+    auto& views = st.idx.mode_decoder_views.at(mode);
+    if (it->second->decoders.size() == views.size()
+        && std::equal(views.begin(), views.end(), it->second->decoders.begin()))
+      return *it->second;
+    auto c = std::make_shared<mode_consts>(*it->second);
+    c->decoders.assign(views.begin(), views.end());
+    it->second = c;
+    return *c;
+  }
+  struct view_of {
+    const state& s;
+    const pool_view& pool(uint32_t id) const { return *s.idx.pool_views[id]; }
+  } v{st};
+  struct { const msg::job_spec& spec; } head{spec};
+  const std::string& run_mode = mode;
   auto c = std::make_shared<mode_consts>();
   c->ids = ids;
   const std::size_t n = ids.size();
@@ -129,12 +147,15 @@ const auto_policy::mode_consts& auto_policy::consts(const dispatch_view& v,
   c->cond_s.assign(n, 0);
   c->group_of.assign(n, -1);
   std::vector<const decoder_view*> decs;
-  if (auto md = v.s.mode_decoders.find(v.r.mode); md != v.s.mode_decoders.end())
-    for (auto& name : md->second)
-      if (auto d = v.s.decoders.find(name); d != v.s.decoders.end())
-        decs.push_back(&d->second);
-  for (auto* d : decs)
-    c->decode_rate += 1 / std::max(1e-9, est_->decode(*d, head.spec));
+  if (auto md = st.idx.mode_decoder_views.find(run_mode); md != st.idx.mode_decoder_views.end())
+    decs.assign(md->second.begin(), md->second.end());
+  c->decoders = decs;
+  for (auto* d : decs) {
+    c->decode_s.push_back(est_->decode(*d, head.spec));
+    c->handoff_local_s.push_back(est_->handoff(d->host, *d, head.spec));
+    c->handoff_remote_s.push_back(est_->handoff("", *d, head.spec));
+    c->decode_rate += 1 / std::max(1e-9, c->decode_s.back());
+  }
   std::map<std::string, double> tail_of_host;
   for (std::size_t k = 0; k < n; ++k) {
     const auto& p = v.pool(ids[k]);
@@ -159,7 +180,7 @@ const auto_policy::mode_consts& auto_policy::consts(const dispatch_view& v,
   }
   // Conflict groups among the pools that hold the size, and their layouts: the largest sets
   // of members that run together.
-  const auto& pos = v.s.idx.mode_pos.at(v.r.mode);
+  const auto& pos = st.idx.mode_pos.at(run_mode);
   std::vector<int> parent(n);
   for (std::size_t k = 0; k < n; ++k)
     parent[k] = static_cast<int>(k);
@@ -170,7 +191,7 @@ const auto_policy::mode_consts& auto_policy::consts(const dispatch_view& v,
   };
   for (std::size_t k = 0; k < n; ++k)
     if (c->fits[k])
-      for (uint32_t other : v.s.idx.related[ids[k]])
+      for (uint32_t other : st.idx.related[ids[k]])
         if (pos[other] >= 0 && c->fits[pos[other]])
           parent[find(static_cast<int>(k))] = find(pos[other]);
   std::map<int, std::vector<std::size_t>> roots;
@@ -178,7 +199,7 @@ const auto_policy::mode_consts& auto_policy::consts(const dispatch_view& v,
     if (c->fits[k])
       roots[find(static_cast<int>(k))].push_back(k);
   auto conflict = [&](std::size_t a, std::size_t b) {
-    const auto& r = v.s.idx.related[ids[a]];
+    const auto& r = st.idx.related[ids[a]];
     return std::binary_search(r.begin(), r.end(), ids[b]);
   };
   for (auto& [root, members] : roots) {
@@ -219,7 +240,7 @@ std::optional<assignment> auto_policy::next(const dispatch_view& v) const {
     return std::nullopt;
   const std::size_t Q = q.queued.size();
   const job& head = v.r.jobs[*q.queued.begin()];
-  const mode_consts& c = consts(v, head);
+  const mode_consts& c = consts(v.s, v.r.mode, head.spec);
   const auto& ids = c.ids;
   const std::size_t n = ids.size();
   const auto& idx = v.s.idx;
@@ -425,23 +446,30 @@ std::optional<assignment> auto_policy::next(const dispatch_view& v) const {
 decoder_view* auto_policy::pick_decoder(const state& s, const run& r, const job& j,
                                         const std::vector<decoder_view*>& decoders,
                                         double now) const {
+  if (!s.idx.mode_ids.count(r.mode))
+    return dispatch_policy::pick_decoder(s, r, j, decoders, now);
+  const mode_consts& c = consts(s, r.mode, j.spec);
   decoder_view* best = nullptr;
   double best_end = never;
-  for (auto* d : decoders) {
+  for (std::size_t k = 0; k < decoders.size() && k < c.decode_s.size(); ++k) {
+    auto* d = decoders[k];
     if (!d->alive)
       continue;
-    const double decode = est_->decode(*d, j.spec);
-    const double handoff = est_->handoff(j.latent_host, *d, j.spec);
+    const double decode = c.decode_s[k];
+    const double handoff = j.latent_host == d->host ? c.handoff_local_s[k] : c.handoff_remote_s[k];
     // When its queue is through: the latents it decodes or has on the way, oldest order
     // first, each after the one before.
-    std::vector<double> sent;
-    if (auto it = s.idx.decoding.find(d->name); it != s.idx.decoding.end())
-      for (auto& [rp, ji] : it->second)
-        sent.push_back(s.runs[rp].jobs[ji].order_sent_at);
-    std::sort(sent.begin(), sent.end());
     double free_at = now;
-    for (double t : sent)
-      free_at = std::max(free_at, t + handoff) + decode;
+    if (!d->sent.empty()) {
+      double times[4];
+      std::size_t m = 0;
+      for (auto& [attempt, t] : d->sent)
+        if (m < 4)
+          times[m++] = t;
+      std::sort(times, times + m);
+      for (std::size_t i = 0; i < m; ++i)
+        free_at = std::max(free_at, times[i] + handoff) + decode;
+    }
     // Without a credit it takes a new latent only when its oldest one is done.
     double end = std::max(now + handoff, free_at) + decode;
     if (end < best_end - tie_s) {

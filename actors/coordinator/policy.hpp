@@ -75,7 +75,8 @@ public:
 private:
   struct mode_consts;
   /// Per pool of a mode, what does not change while a run of one size is dispatched.
-  const mode_consts& consts(const dispatch_view& v, const job& head) const;
+  const mode_consts& consts(const state& s, const std::string& mode,
+                            const msg::job_spec& spec) const;
 
   std::shared_ptr<const stage_estimates> est_;
   auto_tuning t_;

@@ -501,6 +501,7 @@ struct stepper {
     if (it != s.decoders.end()) {
       it->second.ordered.erase(j.attempt);
       it->second.holding.erase(j.attempt);
+      it->second.sent.erase(j.attempt);
     }
   }
 
@@ -661,6 +662,7 @@ struct stepper {
       lost.insert(a);
     d.holding.clear();
     d.ordered.clear();
+    d.sent.clear();
     for (auto* jp : decoding_on(d.name)) {
       auto& j = *jp;
       if (j.state == job_state::decoding && j.decoder == d.name && lost.count(j.attempt)) {
@@ -902,6 +904,7 @@ struct stepper {
   void send_decode(decoder_view& d, job& j) {
     j.order_sent_at = now;
     d.ordered[j.attempt] = now;
+    d.sent[j.attempt] = now;
     fx.push_back(fx_send_decode{
       d.host, msg::decode_order{d.name, j.attempt, j.spec, j.latent_sha256, j.latent_bytes,
                                 j.latent_host}});

@@ -108,6 +108,8 @@ struct decoder_view {
   uint32_t capacity = 2;
   std::set<uint64_t> holding;                  ///< attempts it reported holding
   std::map<uint64_t, double> ordered;          ///< attempts sent, not yet seen held or done
+  std::map<uint64_t, double> sent;             ///< attempts sent and not finished: when the
+                                               ///< order (last) went out (for estimates)
   double last_status = -1;
   /// Orders it may take now: capacity minus what it holds or has on the way.
   uint32_t credits() const;

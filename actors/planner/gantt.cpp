@@ -140,13 +140,16 @@ std::string gantt_svg(const std::vector<gantt_chart>& charts) {
         continue;
       double x0 = x_of(s.start), x1 = x_of(std::max(s.end, s.start));
       double w = std::max(x1 - x0, 1.0);
-      double by = ly->second + (lane_h - bar_h) / 2;
+      // A handoff (the next latent fetched while the decoder decodes) as a low, thin bar.
+      bool thin = s.stage == "handoff";
+      double bh = thin ? bar_h / 3 : bar_h;
+      double by = ly->second + (lane_h - bar_h) / 2 + (thin ? bar_h - bh : 0);
       svg += "<rect x=\"" + num(x0) + "\" y=\"" + num(by) + "\" width=\"" + num(w)
-             + "\" height=\"" + num(bar_h) + "\" fill=\"" + colour_of(s.stage)
+             + "\" height=\"" + num(bh) + "\" fill=\"" + colour_of(s.stage)
              + "\" stroke=\"white\" stroke-width=\"0.5\"><title>job " + std::to_string(s.job)
              + " " + escape(s.stage) + " " + num(s.start) + "-" + num(s.end) + " s</title></rect>";
       if (w > 18 && (s.stage == "sampling" || s.stage == "decode"))
-        svg += "<text x=\"" + num(x0 + w / 2) + "\" y=\"" + num(by + bar_h - 4)
+        svg += "<text x=\"" + num(x0 + w / 2) + "\" y=\"" + num(by + bh - 4)
                + "\" text-anchor=\"middle\" fill=\"white\" font-size=\"10\">"
                + std::to_string(s.job) + "</text>";
       svg += "\n";

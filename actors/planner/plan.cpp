@@ -1,6 +1,8 @@
 #include "actors/planner/plan.hpp"
 
 #include <algorithm>
+#include <cstdio>
+#include <set>
 #include <stdexcept>
 
 namespace vidline::planner {
@@ -82,6 +84,30 @@ timing profile_estimates::line_timing() const {
   };
   t.latent_bytes = [this](const msg::job_spec& j) { return p_.latent_bytes(size_of(j)); };
   return t;
+}
+
+std::shared_ptr<const profile_estimates> estimates_for(const config::cluster& c,
+                                                       const std::string& profile_file,
+                                                       std::string* source) {
+  std::string from = profile_file;
+  if (from.empty()) {
+    // The profile the config's sim backends pace themselves by (plan == run).
+    std::set<std::string> named;
+    for (auto& p : c.pools)
+      if (auto* b = c.find_backend(p.backend); b != nullptr && b->type == "sim")
+        named.insert(b->profile);
+    named.erase("");
+    if (named.size() > 1)
+      std::fprintf(stderr, "warning: the config's sim backends name %zu profiles; planning "
+                           "with %s\n",
+                   named.size(), named.begin()->c_str());
+    if (!named.empty())
+      from = *named.begin();
+  }
+  if (source != nullptr)
+    *source = from.empty() ? "embedded reference" : from;
+  return std::make_shared<profile_estimates>(
+    c, from.empty() ? backends::sim::profile::reference() : backends::sim::profile::load(from));
 }
 
 // -- configure -------------------------------------------------------------------------------

@@ -51,6 +51,13 @@ private:
   mutable std::map<std::tuple<std::string, uint32_t, uint32_t, uint32_t>, double> decode_;
 };
 
+/// Estimates for a cluster from a profile file, or (empty) the one the config's sim
+/// backends name, else the embedded reference. `source` (if given) says which. Throws
+/// backends::sim::profile_error.
+std::shared_ptr<const profile_estimates> estimates_for(const config::cluster& c,
+                                                       const std::string& profile_file = "",
+                                                       std::string* source = nullptr);
+
 /// Makes the coordinator's state plan like the line will run: pools get the profile's
 /// capacity limits (max_load) for kinds it knows; the mode "auto" (every pool and decoder,
 /// unless the config defines a mode of that name) gets the auto policy; a mode named in
