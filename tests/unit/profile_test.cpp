@@ -72,13 +72,13 @@ TEST_CASE("sampling: measured and batch-derived entries", "[profile]") {
   CHECK(p.sampling("t10x4", {416, 736, 5}, model_state::warm).s == Approx(75.261));
   CHECK(p.sampling("t10x4", {416, 736, 5}, model_state::cold).max_s == Approx(216.754));
   CHECK(p.sampling("t10x4", {736, 1280, 5}, model_state::warm).s == Approx(277.884));
-  CHECK(p.sampling("xtx", {416, 736, 5}, model_state::warm).s == Approx(94.78));
+  CHECK(p.sampling("xtx", {416, 736, 5}, model_state::warm).s == Approx(66.382));
 
   // Rows with one state only get the other from the pool kind's cold_extra.
   auto filled = p.sampling("t10x8", {544, 960, 15}, model_state::warm);
   CHECK(filled.s == Approx(315.665 - 41.076));
   auto xtx10 = p.sampling("xtx", {736, 1280, 10}, model_state::cold);
-  CHECK(xtx10.s == Approx(365.538 + 37.745));
+  CHECK(xtx10.s == Approx(336.881 + 88.922));
 }
 
 TEST_CASE("sampling: unmeasured sizes go by load w*h*s", "[profile]") {
