@@ -246,7 +246,7 @@ TEST_CASE("the reference example loads with its four modes", "[config]") {
   CHECK(c.find_decoder("rtx3080ti")->profile_key == "rtx3080ti");
   CHECK(c.find_encoder_of_host("host_b")->name == "encoder_b");
   CHECK(c.find_encoder("encoder_a")->profile_key == "t10x4");
-  CHECK(c.find_backend("sim")->time_scale == Approx(0.01));
+  CHECK(c.find_backend("sim")->time_scale == Approx(0.05));
   CHECK(c.find_host("host_b")->find_gpu("xtx")->vendor == "amd");
   CHECK(c.find_host("host_c") == nullptr);
   CHECK(c.find_pool("nine") == nullptr);
