@@ -325,8 +325,69 @@ std::optional<assignment> auto_policy::next(const dispatch_view& v) const {
     if (lines[k].usable && (lines[k].busy || lines[k].free))
       chosen[k] = slots_of(k, v.now);
 
+  // Near the end of a batch the decoders' queue decides: pools that deliver at once wait
+  // for each other's decodes. What the decoders have now: when each is through the latents
+  // it holds or has on the way; the latents of this run that pools sample now.
+  const bool queue_model = Q <= t_.queue_jobs && n <= t_.exact_pools && !c.decoders.empty();
+  std::vector<double> decoder_free;
+  std::vector<std::pair<double, std::size_t>> sampling_now;  // (latent ready, pool)
+  if (queue_model) {
+    for (std::size_t d = 0; d < c.decoders.size(); ++d) {
+      const auto* dv = c.decoders[d];
+      double free_at = v.now;
+      if (!dv->alive) {
+        decoder_free.push_back(never);
+        continue;
+      }
+      for (auto& [attempt, t] : dv->sent)  // attempts go out in order: oldest first
+        free_at = std::max(free_at, t + c.handoff_remote_s[d]) + c.decode_s[d];
+      decoder_free.push_back(free_at);
+    }
+    for (std::size_t k = 0; k < n; ++k)
+      if (lines[k].usable && lines[k].busy && lines[k].p->assigned
+          && lines[k].p->assigned->first == v.r.id)
+        sampling_now.emplace_back(lines[k].busy_end, k);
+  }
+  // The batch's end with the Q earliest slots' latents put through the decoders in the
+  // order they are sampled, each to the decoder that writes it first.
+  auto queued_end = [&](const std::vector<slots>& ls, double sampled_by) {
+    std::vector<std::pair<double, std::size_t>> next;  // (slot end, pool)
+    for (std::size_t k = 0; k < ls.size(); ++k)
+      if (ls[k].first != never)
+        for (double t = ls[k].first; t <= sampled_by + tie_s; t += ls[k].period)
+          next.emplace_back(t, k);
+    std::sort(next.begin(), next.end());
+    if (next.size() > Q)
+      next.resize(Q);
+    std::vector<std::pair<double, std::size_t>> latents = sampling_now;  // (ready, pool)
+    for (auto& [t, k] : next)
+      latents.emplace_back(t - lines[k].tail_s, k);
+    std::sort(latents.begin(), latents.end());
+    std::vector<double> free_at = decoder_free;
+    double T = v.now;
+    for (auto& [ready, k] : latents) {
+      double best = never;
+      std::size_t bd = 0;
+      const std::string& host = lines[k].p->host;
+      for (std::size_t d = 0; d < free_at.size(); ++d) {
+        double h = host == c.decoders[d]->host ? c.handoff_local_s[d] : c.handoff_remote_s[d];
+        double end = std::max(ready + h, free_at[d]) + c.decode_s[d];
+        if (end < best - tie_s) {
+          best = end;
+          bd = d;
+        }
+      }
+      if (best == never)
+        return never;
+      free_at[bd] = best;
+      T = std::max(T, best);
+    }
+    return T;
+  };
   auto batch_end = [&](const std::vector<slots>& ls) {
     double T = ls.size() <= t_.exact_pools ? batch_end_exact(ls, Q) : batch_end_fluid(ls, Q);
+    if (queue_model && T != never)
+      T = std::max(T, queued_end(ls, T));
     if (c.decode_rate > 0)
       T = std::max(T, v.now + static_cast<double>(q.unfinished) / c.decode_rate);
     return T;

@@ -57,6 +57,9 @@ struct auto_tuning {
   std::size_t exact_pools = 64;  ///< up to this many pools, batch ends are counted slot by
                                  ///< slot; above, estimated as a fluid (cheaper, approximate)
   std::size_t max_group = 12;    ///< larger conflict groups are not searched for layouts
+  std::size_t queue_jobs = 64;   ///< with this many jobs queued or fewer (and up to
+                                 ///< exact_pools pools), a batch end also puts the latents
+                                 ///< through the decoders one by one (their queue counted)
 };
 
 /// The auto policy (see the file comment).
