@@ -44,6 +44,19 @@ digest sha256::finish() {
   return d;
 }
 
+digest sha256::peek() const {
+  digest d{};
+  EVP_MD_CTX* copy = EVP_MD_CTX_new();
+  if (copy == nullptr || EVP_MD_CTX_copy_ex(copy, impl_->ctx) != 1) {
+    EVP_MD_CTX_free(copy);
+    throw std::runtime_error("sha256: EVP copy failed");
+  }
+  unsigned int len = 0;
+  EVP_DigestFinal_ex(copy, d.data(), &len);
+  EVP_MD_CTX_free(copy);
+  return d;
+}
+
 digest sha256_of(const void* data, std::size_t size) {
   digest d{};
   unsigned int len = 0;

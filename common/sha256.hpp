@@ -26,6 +26,8 @@ public:
   void update(std::string_view s) { update(s.data(), s.size()); }
   /// The digest of everything given so far; the object must not be updated afterwards.
   digest finish();
+  /// The digest of everything given so far, leaving the object free to go on.
+  digest peek() const;
 
 private:
   struct impl;

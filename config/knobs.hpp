@@ -34,6 +34,10 @@ struct knobs {
   uint32_t chunk_bytes = 1u << 20;    ///< bytes per latent chunk; 256 KiB-4 MiB
   int chunk_window = 4;               ///< chunks in flight per transfer; memory = window x chunk
   int transfer_timeout_ms = 5000;     ///< no chunk for this long: the fetch is retried
+  /// Bytes a receiver writes between two fsyncs of its part file (each one records how far
+  /// the part is durable, so a retry resumes there); 0 = only when a transfer fails. Small
+  /// values cost an fsync per few chunks; 4-64 MiB is reasonable.
+  uint64_t part_sync_bytes = 16ull << 20;
 
   // -- limits on input from outside --
   uint32_t max_frame_bytes = 8u << 20;   ///< bytes in one ZeroMQ frame

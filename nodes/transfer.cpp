@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <sstream>
 #include <stdexcept>
 #include <vector>
 
@@ -87,16 +88,48 @@ const char* to_string(fetch_outcome o) {
 
 // -- receiver ------------------------------------------------------------------------------
 
+namespace {
+
+/// What `<dest>.part.state` records: the part's first `durable` bytes are on disk
+/// (fsynced) and hash to `prefix_sha256`. One line: "<sha256> <bytes> <durable> <prefix>".
+struct part_record {
+  std::string sha256;
+  uint64_t bytes = 0;
+  uint64_t durable = 0;
+  std::string prefix_sha256;
+};
+
+std::optional<part_record> read_part_record(const std::string& path) {
+  std::string text;
+  try {
+    text = files::read_all(path);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  std::istringstream in(text);
+  part_record r;
+  if (!(in >> r.sha256 >> r.bytes >> r.durable >> r.prefix_sha256) ||
+      !is_sha256_hex(r.sha256) || !is_sha256_hex(r.prefix_sha256) || r.durable > r.bytes)
+    return std::nullopt;
+  return r;
+}
+
+} // namespace
+
 /// The disk side of one transfer. Filled in by start(); once its first job is queued only
 /// the worker touches it, until the worker posts the completion that reads `callback`.
 struct latent_fetcher::part_file {
   int fd = -1;
   std::string part;
+  std::string state;    ///< part + ".state": how much of the part is durable
   std::string dest;
   std::string sha256;
   uint64_t bytes = 0;
+  uint64_t sync_every = 0;
   vidline::sha256 hasher;
-  bool failed = false;  ///< a write failed: later writes are skipped
+  uint64_t written = 0;  ///< bytes written and hashed, from 0
+  uint64_t synced = 0;   ///< bytes fsynced and recorded in `state`
+  bool failed = false;   ///< a write failed: later writes are skipped
   steady::time_point started;
   fetch_callback callback;
 };
@@ -108,7 +141,9 @@ struct latent_fetcher::transfer {
   std::string sha256;
   uint64_t bytes = 0;
   std::shared_ptr<part_file> file;
-  uint64_t requests_sent = 0;  ///< chunk requests issued so far
+  bool opened = false;         ///< the worker found where to resume; requests may go
+  bool asked_empty = false;    ///< an empty latent's one request went
+  uint64_t next_request = 0;   ///< offset of the next chunk to ask for
   uint64_t next_expected = 0;  ///< offset of the next chunk to take
   int in_flight = 0;           ///< requested, not received
   int unwritten = 0;           ///< received, not yet written by the worker
@@ -118,9 +153,10 @@ struct latent_fetcher::transfer {
 /// Work for the disk worker, done in the order queued.
 struct latent_fetcher::disk_job {
   enum class kind {
+    open,    ///< open the part file, resume from its durable prefix or truncate it
     write,   ///< write and hash one chunk
     verify,  ///< all chunks queued: compare the digest, fsync, rename (or delete)
-    abort,   ///< the transfer failed: close and delete the part file
+    abort,   ///< the transfer failed: keep a durable prefix (transient) or delete
   };
   kind what = kind::write;
   uint64_t transfer_id = 0;
@@ -154,12 +190,11 @@ latent_fetcher::~latent_fetcher() {
   worker_cv_.notify_all();
   if (worker_.joinable())
     worker_.join();
-  // Only without shutdown(): files of transfers still running are removed, silently.
-  for (auto& [id, t] : running_) {
+  // Only without shutdown(): parts of transfers still running stay, as after a crash; the
+  // next fetch resumes from what their records say is durable.
+  for (auto& [id, t] : running_)
     if (t.file->fd >= 0)
       ::close(t.file->fd);
-    ::unlink(t.file->part.c_str());
-  }
 }
 
 void latent_fetcher::start(const std::string& host, const std::string& sha256_hex,
@@ -176,12 +211,11 @@ void latent_fetcher::start(const std::string& host, const std::string& sha256_he
     return refuse("a fetch into " + dest_path + " is already running");
   auto file = std::make_shared<part_file>();
   file->part = dest_path + ".part";
-  file->fd = ::open(file->part.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (file->fd < 0)
-    return refuse("cannot create " + file->part + ": " + errno_text());
+  file->state = file->part + ".state";
   file->dest = dest_path;
   file->sha256 = sha256_hex;
   file->bytes = bytes;
+  file->sync_every = knobs_.part_sync_bytes;
   file->started = started;
   file->callback = std::move(callback);
 
@@ -191,25 +225,44 @@ void latent_fetcher::start(const std::string& host, const std::string& sha256_he
   t.host = host;
   t.sha256 = sha256_hex;
   t.bytes = bytes;
-  t.file = std::move(file);
+  t.file = file;
   busy_dests_.insert(dest_path);
+  disk_job o;
+  o.what = disk_job::kind::open;
+  o.transfer_id = id;
+  o.file = std::move(file);
+  queue(std::move(o));  // requests go once the worker knows where to resume (on_opened)
+}
+
+void latent_fetcher::on_opened(uint64_t id, uint64_t resume_at) {
+  auto it = running_.find(id);
+  if (it == running_.end())
+    return;  // ended meanwhile
+  transfer& t = it->second;
+  t.opened = true;
+  t.next_request = t.next_expected = resume_at;
+  resumed_bytes_ += resume_at;
+  if (t.bytes > 0 && resume_at >= t.bytes)
+    return queue_verify(t);  // all of it was durable already
   if (!issue_requests(t))
-    finish(id, fetch_outcome::transient, "cannot reach " + host);
+    finish(id, fetch_outcome::transient, "cannot reach " + t.host);
 }
 
 bool latent_fetcher::issue_requests(transfer& t) {
+  if (!t.opened)
+    return true;
   // An empty latent still takes one request: its reply confirms the size.
-  const uint64_t chunks = std::max<uint64_t>(1, (t.bytes + knobs_.chunk_bytes - 1) /
-                                                    knobs_.chunk_bytes);
-  while (t.in_flight + t.unwritten < knobs_.chunk_window && t.requests_sent < chunks) {
-    const uint64_t offset = t.requests_sent * knobs_.chunk_bytes;
+  while (t.in_flight + t.unwritten < knobs_.chunk_window &&
+         (t.next_request < t.bytes || (t.bytes == 0 && !t.asked_empty))) {
+    const uint64_t offset = t.next_request;
     const auto length =
         static_cast<uint32_t>(std::min<uint64_t>(knobs_.chunk_bytes, t.bytes - offset));
     if (!send_(t.host, msg::latent_fetch{t.id, t.sha256, offset, length}))
       return false;
     if (t.in_flight == 0)
       t.last_progress_ms = now_ms_();  // the timeout runs while something is asked for
-    ++t.requests_sent;
+    t.next_request += length;
+    t.asked_empty = true;
     ++t.in_flight;
   }
   return true;
@@ -235,7 +288,7 @@ bool latent_fetcher::on_chunk(const std::string& from, const msg::latent_chunk& 
   }
   if (c.offset != t.next_expected) {
     // One connection keeps requests and replies in order; a gap means a reconnect lost
-    // some. Retrying the whole latent is simpler than patching holes and just as cheap.
+    // some. The retry resumes from the durable prefix.
     finish(t.id, fetch_outcome::transient,
            "chunk at " + std::to_string(c.offset) + " arrived, expected " +
                std::to_string(t.next_expected));
@@ -266,14 +319,17 @@ bool latent_fetcher::on_chunk(const std::string& from, const msg::latent_chunk& 
       finish(t.id, fetch_outcome::transient, "cannot reach " + t.host);
     return true;
   }
-  // Everything is in: the worker verifies after the last write and reports.
+  queue_verify(t);  // everything is in: the worker verifies after the last write
+  return true;
+}
+
+void latent_fetcher::queue_verify(transfer& t) {
   disk_job v;
   v.what = disk_job::kind::verify;
   v.transfer_id = t.id;
   v.file = t.file;
-  running_.erase(it);
+  running_.erase(t.id);
   queue(std::move(v));
-  return true;
 }
 
 void latent_fetcher::on_written(uint64_t id) {
@@ -368,11 +424,61 @@ void latent_fetcher::worker_loop() {
       job = std::move(worker_jobs_.front());
       worker_jobs_.pop_front();
     }
-    if (job.what == disk_job::kind::write)
+    if (job.what == disk_job::kind::open)
+      open_file(job);
+    else if (job.what == disk_job::kind::write)
       write_chunk(job);
     else
       close_file(job);
   }
+}
+
+void latent_fetcher::open_file(disk_job& job) {
+  part_file& f = *job.file;
+  const uint64_t id = job.transfer_id;
+  auto fail = [&](fetch_outcome outcome, std::string error) {
+    f.failed = true;
+    post_([this, id, outcome, error] { finish(id, outcome, error); });
+  };
+  f.fd = ::open(f.part.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (f.fd < 0)
+    return fail(fetch_outcome::transient, "cannot open " + f.part + ": " + errno_text());
+  uint64_t resume_at = 0;
+  const auto record = read_part_record(f.state);
+  struct stat st {};
+  if (record && record->sha256 == f.sha256 && record->bytes == f.bytes && record->durable > 0 &&
+      ::fstat(f.fd, &st) == 0 && static_cast<uint64_t>(st.st_size) >= record->durable) {
+    // Re-hash the durable prefix: the hash goes on from there, and a prefix damaged on
+    // disk since it was recorded is caught now rather than after the whole transfer.
+    std::vector<char> buf(std::min<uint64_t>(record->durable, 1u << 20));
+    uint64_t at = 0;
+    while (at < record->durable) {
+      const auto want = static_cast<std::size_t>(std::min<uint64_t>(buf.size(), record->durable - at));
+      ssize_t r = ::pread(f.fd, buf.data(), want, static_cast<off_t>(at));
+      if (r < 0 && errno == EINTR)
+        continue;
+      if (r <= 0)
+        return fail(fetch_outcome::transient, "cannot read " + f.part + ": " + errno_text());
+      f.hasher.update(buf.data(), static_cast<std::size_t>(r));
+      at += static_cast<uint64_t>(r);
+    }
+    if (to_hex(f.hasher.peek()) != record->prefix_sha256) {
+      ::unlink(f.state.c_str());
+      ::unlink(f.part.c_str());  // the abort that follows removes nothing more
+      return fail(fetch_outcome::corrupt,
+                  "the durable first " + std::to_string(record->durable) + " bytes of " + f.part +
+                      " no longer hash as recorded");
+    }
+    resume_at = f.written = f.synced = record->durable;
+  } else {
+    f.hasher = vidline::sha256();
+  }
+  // Bytes past the durable prefix may be anything (a crash before their fsync): dropped.
+  if (::ftruncate(f.fd, static_cast<off_t>(resume_at)) != 0)
+    return fail(fetch_outcome::transient, "cannot truncate " + f.part + ": " + errno_text());
+  if (resume_at > 0)
+    spdlog::info("transfer: {} resumes at {} of {} bytes", f.dest, resume_at, f.bytes);
+  post_([this, id, resume_at] { on_opened(id, resume_at); });
 }
 
 void latent_fetcher::write_chunk(disk_job& job) {
@@ -385,6 +491,9 @@ void latent_fetcher::write_chunk(disk_job& job) {
       ::sync_file_range(f.fd, static_cast<off_t>(job.offset), static_cast<off_t>(job.size),
                         SYNC_FILE_RANGE_WRITE);
       f.hasher.update(job.data, job.size);
+      f.written = job.offset + job.size;
+      if (f.sync_every > 0 && f.written - f.synced >= f.sync_every && f.written < f.bytes)
+        sync_part(f);
     } else {
       f.failed = true;
       const std::string error = "cannot write " + f.part + ": " + errno_text();
@@ -393,6 +502,23 @@ void latent_fetcher::write_chunk(disk_job& job) {
   }
   job.owner.reset();  // the frame's memory goes back now, not when the transfer ends
   post_([this, id = job.transfer_id] { on_written(id); });
+}
+
+void latent_fetcher::sync_part(part_file& f) {
+  // Data first, then the record that vouches for it: a crash between the two leaves the
+  // older record, which still tells the truth.
+  if (::fdatasync(f.fd) != 0) {
+    spdlog::warn("transfer: cannot fsync {}: {}", f.part, errno_text());
+    return;
+  }
+  try {
+    files::write_atomic(f.state, f.sha256 + " " + std::to_string(f.bytes) + " " +
+                                     std::to_string(f.written) + " " + to_hex(f.hasher.peek()) +
+                                     "\n");
+    f.synced = f.written;
+  } catch (const std::exception& e) {
+    spdlog::warn("transfer: cannot record how much of {} is durable: {}", f.part, e.what());
+  }
 }
 
 void latent_fetcher::close_file(disk_job& job) {
@@ -410,6 +536,7 @@ void latent_fetcher::close_file(disk_job& job) {
         ::close(f.fd);
         f.fd = -1;
         files::rename_durable(f.part, f.dest);
+        ::unlink(f.state.c_str());
         r = fetch_result{fetch_outcome::ok, "", f.bytes, 0};
       } catch (const std::exception& e) {
         r = fetch_result{fetch_outcome::transient, e.what(), 0, 0};
@@ -417,10 +544,18 @@ void latent_fetcher::close_file(disk_job& job) {
     }
   }
   if (r.outcome != fetch_outcome::ok) {
+    // A transient end keeps what is durable for the next try; anything else starts over.
+    const bool keep = r.outcome == fetch_outcome::transient && job.what == disk_job::kind::abort &&
+                      !f.failed && f.fd >= 0;
+    if (keep && f.written > f.synced)
+      sync_part(f);
     if (f.fd >= 0)
       ::close(f.fd);
     f.fd = -1;
-    ::unlink(f.part.c_str());
+    if (!keep || f.synced == 0) {
+      ::unlink(f.state.c_str());
+      ::unlink(f.part.c_str());
+    }
   }
   r.elapsed_ms = ms_since(f.started);
   post_([this, file = job.file, r] {

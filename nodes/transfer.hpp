@@ -1,5 +1,5 @@
 #pragma once
-/// The data plane, first version: latents pulled by the receiver in chunks over the bus.
+/// The data plane: latents pulled by the receiver in chunks over the bus (docs/dataplane.md).
 ///
 /// The receiver (latent_fetcher) keeps `chunk_window` latent_fetch requests of
 /// `chunk_bytes` in flight; its disk worker writes the chunks, in order, to
@@ -11,6 +11,14 @@
 /// chunk_window x chunk_bytes per transfer. The sender (latent_server) answers each
 /// request from `latent_dir/<sha256>.latent`, reading the bytes straight into the
 /// outgoing frame. Neither sees a socket.
+///
+/// Resuming: every `part_sync_bytes` written, and when a transfer fails for a transient
+/// reason, the worker fsyncs the part file and records in `dest + ".part.state"` how many
+/// bytes of it are durable and their SHA-256. The next fetch into `dest` (after a link
+/// cut, or in a restarted process) re-hashes that prefix, checks it against the record
+/// and asks only for the rest. A prefix that does not verify ends the fetch `corrupt`
+/// (the part is deleted; the next attempt starts from zero). Bytes past the recorded
+/// length are never trusted.
 
 #include <condition_variable>
 #include <cstdint>
@@ -74,9 +82,10 @@ public:
   latent_fetcher(const latent_fetcher&) = delete;
   latent_fetcher& operator=(const latent_fetcher&) = delete;
 
-  /// Starts pulling latent `sha256_hex` (`bytes` long) from `host` into `dest_path`.
-  /// `callback` is called exactly once, on the owner thread (possibly before this returns),
-  /// after the part file is renamed or removed.
+  /// Starts pulling latent `sha256_hex` (`bytes` long) from `host` into `dest_path`,
+  /// resuming from a durable part a previous fetch left. `callback` is called exactly
+  /// once, on the owner thread (possibly before this returns), after the part file is
+  /// renamed, kept (transient: made durable for the next try) or removed.
   void start(const std::string& host, const std::string& sha256_hex, uint64_t bytes,
              const std::string& dest_path, fetch_callback callback);
 
@@ -102,6 +111,9 @@ public:
   /// Transfers receiving chunks now.
   std::size_t running() const { return running_.size(); }
 
+  /// Bytes fetches skipped so far because a durable part already held them.
+  uint64_t resumed_bytes() const { return resumed_bytes_; }
+
 private:
   struct part_file;  ///< the disk side of one transfer: the worker's alone once queued
   struct transfer;   ///< the network side: the owner thread's
@@ -109,10 +121,14 @@ private:
 
   bool issue_requests(transfer& t);
   void finish(uint64_t id, fetch_outcome outcome, std::string error);
+  void on_opened(uint64_t id, uint64_t resume_at);
   void on_written(uint64_t id);
   void queue(disk_job job);
+  void queue_verify(transfer& t);
   void worker_loop();
+  void open_file(disk_job& job);
   void write_chunk(disk_job& job);
+  void sync_part(part_file& f);
   void close_file(disk_job& job);
 
   config::knobs knobs_;
@@ -123,6 +139,7 @@ private:
   std::map<uint64_t, transfer> running_;
   std::set<std::string> busy_dests_;  ///< until the callback: one fetch per path at a time
   bool shut_down_ = false;
+  uint64_t resumed_bytes_ = 0;
 
   std::mutex worker_mutex_;
   std::condition_variable worker_cv_;
