@@ -609,6 +609,14 @@ iperf_result iperf_once(const site& s, uint64_t bytes, const std::string& log) {
   }
 }
 
+/// The first three fields of /proc/loadavg: how busy the machine was around a figure.
+std::string loadavg() {
+  std::ifstream in("/proc/loadavg");
+  std::string a, b, c;
+  in >> a >> b >> c;
+  return a + " " + b + " " + c;
+}
+
 struct context {
   std::string exe, work;
   args opts;
@@ -832,12 +840,16 @@ int run_main(const std::string& what, const args& a) {
   fs::create_directories(c.work);
   std::printf("bench_handoff: work dir %s (endpoint and iperf3 logs there), %d reps each\n",
               c.work.c_str(), c.reps);
-  if (what == "loopback" || what == "all")
-    bench_loopback(c);
-  if (what == "netns" || what == "all")
-    bench_netns(c);
-  if (what == "memory" || what == "all")
-    bench_memory(c);
+  auto section = [&](const char* name, void (*bench)(context&)) {
+    if (what != name && what != "all")
+      return;
+    std::printf("\n(load average %s on %u cores)", loadavg().c_str(),
+                std::thread::hardware_concurrency());
+    bench(c);
+  };
+  section("loopback", bench_loopback);
+  section("netns", bench_netns);
+  section("memory", bench_memory);
   if (!a.has("keep-work"))
     fs::remove_all(c.work);
   std::printf("\nbench_handoff: %s\n", c.all_met ? "every target met" : "TARGET MISSED");
