@@ -43,6 +43,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/prctl.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -271,6 +272,7 @@ public:
     if (pid_ < 0)
       die("fork failed");
     if (pid_ == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlives the bench (iperf3 -s in a namespace)
       if (piped) {
         ::dup2(in_pipe[0], 0);
         ::dup2(out_pipe[1], 1);
@@ -856,7 +858,15 @@ int run_main(const std::string& what, const args& a) {
   c.reps = static_cast<int>(a.num("reps", 7));
   if (c.reps < 1)
     die("--reps must be at least 1");
+  // The work dir is ours alone: a previous run's (marked) is cleared, anything else refused.
+  const fs::path marker = fs::path(c.work) / ".bench_handoff";
+  if (fs::exists(c.work) && !fs::is_empty(c.work)) {
+    if (!fs::exists(marker))
+      die("--work " + c.work + " exists and is not a bench_handoff work dir");
+    fs::remove_all(c.work);
+  }
   fs::create_directories(c.work);
+  std::ofstream(marker.string()) << "bench_handoff\n";
   std::printf("bench_handoff: work dir %s (endpoint and iperf3 logs there), %d reps each\n",
               c.work.c_str(), c.reps);
   auto section = [&](const char* name, void (*bench)(context&)) {
