@@ -345,16 +345,17 @@ public:
     die("no VmHWM for pid " + std::to_string(pid_));
   }
 
-  /// CPU time of all its threads so far, in ms (from /proc/<pid>/task/*/schedstat).
-  double cpu_ms() const {
-    double ns = 0;
+  /// CPU time of each of its threads so far, in ms, by thread id
+  /// (/proc/<pid>/task/*/schedstat).
+  std::map<std::string, double> thread_cpu_ms() const {
+    std::map<std::string, double> r;
     for (const auto& t : fs::directory_iterator("/proc/" + std::to_string(pid_) + "/task")) {
       std::ifstream in(t.path() / "schedstat");
-      double on_cpu = 0;
-      if (in >> on_cpu)
-        ns += on_cpu;
+      double on_cpu_ns = 0;
+      if (in >> on_cpu_ns)
+        r[t.path().filename().string()] = on_cpu_ns / 1e6;
     }
-    return ns / 1e6;
+    return r;
   }
 
   /// Ends the child (quit on stdin, then SIGTERM, then SIGKILL) and reaps it.
@@ -511,6 +512,24 @@ double clean_fsync_ms(const std::string& dir) {
   return median(ms);
 }
 
+/// CPU used between two thread_cpu_ms() readings: in all, and by the busiest thread (what
+/// no number of cores can spread: the process's critical path, whatever the load).
+struct cpu_use {
+  double total = 0, busiest = 0;
+};
+
+cpu_use cpu_between(const std::map<std::string, double>& before,
+                    const std::map<std::string, double>& after) {
+  cpu_use u;
+  for (const auto& [tid, ms] : after) {
+    auto it = before.find(tid);
+    const double d = ms - (it == before.end() ? 0 : it->second);
+    u.total += d;
+    u.busiest = std::max(u.busiest, d);
+  }
+  return u;
+}
+
 /// One iperf3 run: bytes moved and the sender's seconds (iperf3's own figure).
 struct iperf_result {
   double bytes = 0, seconds = 0;
@@ -663,9 +682,9 @@ void bench_loopback(context& c) {
   child iperf_server(s.in(s.ns_b, {"iperf3", "-s", "-B", s.addr_b, "-p",
                                    std::to_string(s.port_iperf)}),
                      work + "/iperf3-server.log", false);
-  std::printf("%-10s %-8s %9s %7s %9s %9s %9s %7s %7s %12s %9s\n", "variant", "latent",
-              "handoff", "MB/s", "tcp MB/s", "sha MB/s", "min MB/s", "ratio", "target",
-              "cpu ms A+B", "sha wall");
+  std::printf("%-10s %-8s %9s %7s %9s %9s %9s %7s %7s %12s %12s %7s %9s\n", "variant",
+              "latent", "handoff", "MB/s", "tcp MB/s", "sha MB/s", "min MB/s", "ratio",
+              "target", "cpu ms A+B", "busiest A/B", "sha ms", "sha wall");
   for (const variant& v : variants()) {
     endpoint_pair p(c.exe, s, work, "", v, c.opts);
     for (uint64_t size : {13 * mib, 120 * mib}) {
@@ -678,16 +697,20 @@ void bench_loopback(context& c) {
       p.handoff(sha, size);
       iperf_once(s, size, work + "/iperf3-client.log");
       sha256_rate(buf);
-      std::vector<double> hand, tcp, shar, shaw, ratio, cpu_a, cpu_b;
+      std::vector<double> hand, tcp, shar, shaw, ratio, cpu_a, cpu_b, top_a, top_b;
       for (int r = 0; r < c.reps; ++r) {
         const double t = iperf_once(s, size, work + "/iperf3-client.log").mb_per_s();
         const sha_rates hr = sha256_rate(buf);
         const double h = hr.cpu;
         shaw.push_back(hr.wall);
-        const double a0 = p.a->cpu_ms(), b0 = p.b->cpu_ms();
+        const auto a0 = p.a->thread_cpu_ms(), b0 = p.b->thread_cpu_ms();
         const double ms = p.handoff(sha, size);
-        cpu_a.push_back(p.a->cpu_ms() - a0);
-        cpu_b.push_back(p.b->cpu_ms() - b0);
+        const cpu_use ua = cpu_between(a0, p.a->thread_cpu_ms());
+        const cpu_use ub = cpu_between(b0, p.b->thread_cpu_ms());
+        cpu_a.push_back(ua.total);
+        cpu_b.push_back(ub.total);
+        top_a.push_back(ua.busiest);
+        top_b.push_back(ub.busiest);
         const double rate = static_cast<double>(size) / 1e6 / (ms / 1e3);
         hand.push_back(rate);
         tcp.push_back(t);
@@ -698,12 +721,13 @@ void bench_loopback(context& c) {
       const double med_ms = static_cast<double>(size) / 1e6 / median(hand) * 1e3;
       const double r = median(ratio);
       const std::string label = std::to_string(size / mib) + " MiB";
-      char cpu[32];
+      char cpu[32], top[32];
       std::snprintf(cpu, sizeof cpu, "%.1f+%.1f", median(cpu_a), median(cpu_b));
-      std::printf("%-10s %-8s %7.1fms %7.0f %9.0f %9.0f %9.0f %7.3f %7s %12s %9.0f\n",
+      std::snprintf(top, sizeof top, "%.1f/%.1f", median(top_a), median(top_b));
+      std::printf("%-10s %-8s %7.1fms %7.0f %9.0f %9.0f %9.0f %7.3f %7s %12s %12s %7.1f %9.0f\n",
                   v.name.c_str(), label.c_str(), med_ms, median(hand), median(tcp),
-                  median(shar), std::min(median(tcp), median(shar)), r, ">=0.85", cpu,
-                  median(shaw));
+                  median(shar), std::min(median(tcp), median(shar)), r, ">=0.85", cpu, top,
+                  static_cast<double>(size) / 1e6 / median(shar) * 1e3, median(shaw));
       std::printf("%-10s %-8s (handoff MB/s over %d reps: min %.0f max %.0f; ratio: median of "
                   "each rep's against that rep's baselines)\n",
                   "", "", c.reps, min_of(hand), max_of(hand));
@@ -714,8 +738,10 @@ void bench_loopback(context& c) {
   }
   std::printf("(sha MB/s: per second of the hashing thread's CPU time, the core's own rate; "
               "sha wall: per second of wall time, what one thread got here just then.\n"
-              " cpu ms A+B: CPU time of the source and the receiver process per handoff, all "
-              "threads; both share this machine's %u cores with whatever else runs on it)\n",
+              " sha ms: the CPU time of hashing the latent once. cpu ms A+B: CPU time of the source "
+              "and the receiver process per handoff, all threads; both share this machine's %u "
+              "cores with whatever else runs on it. busiest A/B: CPU time of each one's busiest "
+              "thread per handoff, the least time the handoff takes on free cores)\n",
               std::thread::hardware_concurrency());
   std::printf("device flush here (fsync with nothing to write, median of 5): %.2f ms; a durable "
               "handoff waits for two (file, directory)\n",
@@ -851,7 +877,9 @@ void bench_memory(context& c) {
 int run_main(const std::string& what, const args& a) {
   context c;
   c.opts = a;
-  c.exe = fs::read_symlink("/proc/self/exe").string();
+  // --endpoint-exe: the endpoints from another build of this program, to compare two
+  // versions of the data plane under the same orchestrator.
+  c.exe = a.get("endpoint-exe", fs::read_symlink("/proc/self/exe").string());
   c.work = a.get("work", (fs::temp_directory_path() / ("vidline-bench-handoff-" +
                                                        std::to_string(::getpid())))
                              .string());
@@ -902,7 +930,7 @@ int main(int argc, char** argv) {
                "usage: bench_handoff loopback|netns|memory|all [--reps N] [--work DIR]\n"
                "         [--chunk-bytes N] [--chunk-window N] [--keep-work 1]\n"
                "         [--ns-a NS --ns-b NS --addr-a IP --addr-b IP]   (netns, all)\n"
-               "         [--memory-latents N] [--memory-mib N]\n"
+               "         [--memory-latents N] [--memory-mib N] [--endpoint-exe PATH]\n"
                "       bench_handoff endpoint --self A --bind EP --peer B=EP --dir DIR\n");
   return 2;
 }
