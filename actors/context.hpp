@@ -2,6 +2,7 @@
 /// What every actor of a node is given: who it is, how to reach others, the clock and
 /// randomness (injected, so tests and the planner can drive them).
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -20,6 +21,10 @@ struct context {
   double time_scale = 1.0;                 ///< real seconds per run-clock second
   std::function<double()> run_now;         ///< run-clock seconds
   std::function<uint64_t()> random64;      ///< fresh epochs and ids
+  /// False while the host's latents fill its latent budget (set by the latents actor):
+  /// its pools then report accepting=false and the coordinator sends them no jobs.
+  std::shared_ptr<std::atomic<bool>> within_latent_budget =
+      std::make_shared<std::atomic<bool>>(true);
   /// Real milliseconds for a run-clock duration.
   int64_t real_ms(double run_s) const { return static_cast<int64_t>(run_s * time_scale * 1000); }
   /// Run-clock seconds for a real duration in milliseconds.
@@ -27,7 +32,7 @@ struct context {
 };
 
 /// Sub-directories of a host's data directory.
-std::string latent_dir(const context& c);      ///< <data>/latents: <sha256>.latent
+std::string latent_dir(const context& c);      ///< <data>/latents: <sha256>.latent (+ .job)
 std::string output_dir(const context& c);      ///< <data>/outputs/<run>/...
 std::string work_dir(const context& c);        ///< <data>/work/<attempt>/...
 std::string conditioning_dir(const context& c);///< <data>/conditioning/<prompt sha>.cond

@@ -141,6 +141,41 @@ struct decoder_status {
   MSGPACK_DEFINE_MAP(decoder, host, epoch, capacity, holding, credits, unacked, seq)
 };
 
+// -- coordinator <-> latents (each host's latent store) ----------------------------------
+
+/// One latent file a host holds. run_id/index name the job it was sampled for when the
+/// host sampled it (empty/0 for a latent it received).
+struct latent_held {
+  std::string sha256;
+  uint64_t bytes = 0;
+  std::string run_id;
+  uint32_t index = 0;
+  MSGPACK_DEFINE_MAP(sha256, bytes, run_id, index)
+};
+
+/// latents -> coordinator, every status interval (level-triggered): the latents on this
+/// host that no release covers yet. The coordinator answers with latent_release for those
+/// no unfinished job needs, and adopts one sampled for a job still waiting for a latent.
+struct latent_holdings {
+  static constexpr const char* wire_name = "latent_holdings";
+  std::string host;
+  uint64_t epoch = 0;
+  uint64_t seq = 0;
+  std::vector<latent_held> latents;
+  uint64_t bytes = 0;        ///< every latent byte on the host, retained ones included
+  bool accepting = true;     ///< bytes < latent_budget_bytes
+  MSGPACK_DEFINE_MAP(host, epoch, seq, latents, bytes, accepting)
+};
+
+/// coordinator -> latents: these latents' jobs are finished; remove them after
+/// latent_retention_s. Repeated as long as a host reports them.
+struct latent_release {
+  static constexpr const char* wire_name = "latent_release";
+  std::string host;
+  std::vector<std::string> sha256s;
+  MSGPACK_DEFINE_MAP(host, sha256s)
+};
+
 // -- encoder (conditioning), local to a sampling host ------------------------------------
 
 /// pool -> encoder: conditioning for this prompt (cached by prompt hash).

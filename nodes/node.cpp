@@ -3,10 +3,12 @@
 #include <atomic>
 #include <chrono>
 #include <csignal>
+#include <cstdlib>
 #include <random>
 #include <thread>
 
 #include <caf/all.hpp>
+
 #include <spdlog/sinks/rotating_file_sink.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -14,6 +16,7 @@
 #include "actors/coordinator/coordinator_actor.hpp"
 #include "actors/decoder/decoder_actor.hpp"
 #include "actors/encoder/encoder_actor.hpp"
+#include "actors/latents/latents_actor.hpp"
 #include "actors/pool/pool_actor.hpp"
 #include "actors/supervisor/supervisor.hpp"
 #include "common/crash_points.hpp"
@@ -75,6 +78,10 @@ std::vector<actors::child_spec> children_of(const actors::context& ctx,
                      [ctx, p](caf::event_based_actor* self) {
                        return self->spawn(actors::pool_actor, ctx, p);
                      }});
+  // Every host holds latents (sampled, received or both); restarted like a decoder.
+  out.push_back({"latents", c.knobs.decoder_restarts, [ctx](caf::event_based_actor* self) {
+                   return self->spawn(actors::latents_actor, ctx);
+                 }});
   for (auto& d : c.decoders)
     if (d.host == ctx.host)
       out.push_back({"decoder:" + d.name, c.knobs.decoder_restarts,
@@ -161,6 +168,12 @@ int run_node(const config::cluster& c, const std::string& host_name) {
       bo.peers[peer.name] = endpoint_of(peer);
   bo.knobs = c.knobs;
   bo.latent_dir = h->data_dir + "/latents";
+  // Fault injection for tests, off unless set: flip a byte of every nth latent chunk served.
+  if (const char* v = std::getenv("VIDLINE_CORRUPT_EVERY_NTH_CHUNK"); v != nullptr && *v != '\0') {
+    bo.corrupt_every_nth_chunk = static_cast<uint32_t>(std::strtoul(v, nullptr, 10));
+    spdlog::warn("VIDLINE_CORRUPT_EVERY_NTH_CHUNK={}: every {}th latent chunk served is damaged",
+                 v, bo.corrupt_every_nth_chunk);
+  }
   std::unique_ptr<bus> b;
   try {
     b = std::make_unique<bus>(

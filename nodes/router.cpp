@@ -17,6 +17,8 @@ router::router(std::string self_host, msg::decode_limits limits)
   handlers_[msg::decode_order::wire_name] = [this](const inbound& in) { route<msg::decode_order>(in); };
   handlers_[msg::decode_result::wire_name] = [this](const inbound& in) { route<msg::decode_result>(in); };
   handlers_[msg::decoder_status::wire_name] = [this](const inbound& in) { route<msg::decoder_status>(in); };
+  handlers_[msg::latent_holdings::wire_name] = [this](const inbound& in) { route<msg::latent_holdings>(in); };
+  handlers_[msg::latent_release::wire_name] = [this](const inbound& in) { route<msg::latent_release>(in); };
   // Requests from command-line clients, answered on the ROUTER.
   handlers_[msg::submit_run::wire_name] = [this](const inbound& in) { route_client<msg::submit_run>(in); };
   handlers_[msg::status_query::wire_name] = [this](const inbound& in) { route_client<msg::status_query>(in); };

@@ -63,6 +63,8 @@ void execute(shell& sh, const std::vector<sched::effect>& fx) {
       sh.ctx.out->send(d->host, "decoder:" + d->order.decoder, d->order);
     else if (auto* a = std::get_if<sched::fx_ack>(&e))
       sh.ctx.out->send(a->host, a->target, msg::result_ack{a->target, a->attempt});
+    else if (auto* rl = std::get_if<sched::fx_release>(&e))
+      sh.ctx.out->send(rl->host, "latents", msg::latent_release{rl->host, rl->sha256s});
     else if (auto* l = std::get_if<sched::fx_log>(&e))
       spdlog::log(static_cast<spdlog::level::level_enum>(l->level), "coordinator: {}", l->text);
   }
@@ -268,6 +270,7 @@ caf::behavior coordinator_actor(caf::event_based_actor* self, context ctx,
       inbound::repair(r);
       handle(*sh, sched::ev_decode_result{std::move(r)});
     },
+    [sh](msg::latent_holdings& h) { handle(*sh, sched::ev_latent_holdings{std::move(h)}); },
     [sh](msg::peer_event& p) { handle(*sh, sched::ev_peer{p.host, p.up}); },
     [sh](msg::client_call<msg::submit_run>& c) {
       auto reply = submit(*sh, c.body);

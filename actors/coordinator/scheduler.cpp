@@ -884,6 +884,67 @@ struct stepper {
     }
   }
 
+  /// Retention and re-offer (docs/dataplane.md). A latent is needed while a job that is
+  /// sampled or decoding names it; a latent sampled for a job (its note says which) that
+  /// waits for a latent again is adopted; one whose job is finished or went on with
+  /// another latent, or a received copy whose jobs are all final, is released. A latent
+  /// of a job this coordinator does not know, or still sampling, is kept.
+  void on(const ev_latent_holdings& e) {
+    const auto& h = e.h;
+    if (h.latents.empty())
+      return;
+    std::set<std::string> needed;
+    for (auto& [t, rp, ji] : s.idx.sampled)
+      needed.insert(s.runs[rp].jobs[ji].latent_sha256);
+    for (auto& [d, jobs] : s.idx.decoding)
+      for (auto& [rp, ji] : jobs)
+        needed.insert(s.runs[rp].jobs[ji].latent_sha256);
+    std::vector<std::string> release;
+    std::map<std::string, bool> final_names;  ///< digest -> every job naming it is final
+    for (auto& l : h.latents) {
+      if (needed.count(l.sha256) != 0)
+        continue;
+      if (l.run_id.empty()) {
+        // A received copy (no note): released once every job naming it is final. One no
+        // job names is kept: it may be this host's own, not yet reported.
+        if (final_names.empty())
+          for (auto& r : s.runs)
+            for (auto& j : r.jobs)
+              if (!j.latent_sha256.empty()) {
+                const bool fin = j.state == job_state::succeeded || j.state == job_state::failed;
+                auto [it, fresh] = final_names.emplace(j.latent_sha256, fin);
+                if (!fresh)
+                  it->second = it->second && fin;
+              }
+        auto it = final_names.find(l.sha256);
+        if (it != final_names.end() && it->second)
+          release.push_back(l.sha256);
+        continue;
+      }
+      auto* j = s.find_job(l.run_id, l.index);
+      if (j == nullptr || j->state == job_state::sampling)
+        continue;
+      if (j->state == job_state::queued) {
+        // Not a latent this job already gave up moving (that would go round for ever).
+        if (!host_up(h.host) || j->handoff_failures > s.p.lost_factor * s.p.max_attempts)
+          continue;
+        j->latent_sha256 = l.sha256;
+        j->latent_bytes = l.bytes;
+        j->latent_host = h.host;
+        j->sample_end = now;
+        set_state(*j, job_state::sampled);
+        j->error.clear();
+        persist(*j);
+        needed.insert(l.sha256);
+        log(2, "job " + job_name(*j) + " adopted latent " + l.sha256 + " re-offered by " + h.host);
+        continue;
+      }
+      release.push_back(l.sha256);  // finished, or went on with another latent
+    }
+    if (!release.empty())
+      fx.push_back(fx_release{h.host, std::move(release)});
+  }
+
   /// Jobs decoding on a decoder, in run and job order (a copy: callers change states).
   std::vector<job*> decoding_on(const std::string& decoder) {
     std::vector<job*> out;

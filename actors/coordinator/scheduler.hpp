@@ -274,9 +274,12 @@ struct ev_tick {};                                 ///< time passed: resends, wa
 /// back to decoding when its latent is known (a latent gone is sampled again), else to
 /// sampling, with fresh attempt budgets. Capacity limits learned are kept.
 struct ev_resume { std::string run_id; };
+/// A host's latents actor reports the latents it holds: those no unfinished job needs are
+/// released; one sampled for a job that waits for a latent again is adopted (re-offer).
+struct ev_latent_holdings { msg::latent_holdings h; };
 
 using event = std::variant<ev_submit, ev_pool_status, ev_decoder_status, ev_sample_result,
-                           ev_decode_result, ev_peer, ev_tick, ev_resume>;
+                           ev_decode_result, ev_peer, ev_tick, ev_resume, ev_latent_holdings>;
 
 // -- effects -------------------------------------------------------------------------------
 
@@ -288,9 +291,11 @@ struct fx_ack { std::string host; std::string target; uint64_t attempt = 0; };
 struct fx_job_final { std::string run_id; uint32_t index = 0; };  ///< a job reached succeeded/failed
 struct fx_run_done { std::string run_id; };
 struct fx_log { int level = 2; std::string text; };              ///< 0 debug .. 4 error
+/// Tell `host`'s latents actor it may remove these (their jobs are finished).
+struct fx_release { std::string host; std::vector<std::string> sha256s; };
 
 using effect = std::variant<fx_persist_job, fx_persist_run, fx_send_sample, fx_send_decode,
-                            fx_ack, fx_job_final, fx_run_done, fx_log>;
+                            fx_ack, fx_job_final, fx_run_done, fx_log, fx_release>;
 
 /// Applies one event at run-clock time `now`; returns the effects to execute, in order.
 std::vector<effect> step(state& s, const event& e, double now);

@@ -38,6 +38,7 @@ void log_at(int level, const std::string& who, const std::string& text) {
 }
 
 void report(shell& sh) {
+  sh.st.accepting = sh.ctx.within_latent_budget->load();
   sh.ctx.out->send(sh.coordinator_host, "coordinator", sh.st.status());
 }
 
@@ -110,6 +111,11 @@ void sample(caf::event_based_actor* self, const std::shared_ptr<shell>& sh,
         // latent is the same file.
         files::make_dirs(latents);
         d.product_path = latents + "/" + r.sha256 + ".latent";
+        // The job it belongs to, for the latents actor's reports: after a restart that
+        // lost this result, the coordinator can still adopt the latent (re-offer). Written
+        // first, so no latent is ever seen without it.
+        files::write_atomic(latents + "/" + r.sha256 + ".job",
+                            job.run_id + " " + std::to_string(job.index) + "\n");
         files::rename_durable(env.output_path, d.product_path);
         records::write_receipt(receipt, {d.product_path, r.sha256, r.bytes, ""});
         records::ledger_append(data_dir, "sampled " + job.run_id + " " + std::to_string(job.index)

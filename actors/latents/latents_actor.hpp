@@ -1,0 +1,15 @@
+#pragma once
+/// The latents actor: the CAF shell around storing::step, one per host (target
+/// `latents`). Every status interval it scans `<data>/latents`, reports what it holds to
+/// the coordinator (latent_holdings), removes what was released once its retention is
+/// over, and keeps context::within_latent_budget current for the host's pools.
+
+#include <caf/event_based_actor.hpp>
+
+#include "actors/context.hpp"
+
+namespace vidline::actors {
+
+caf::behavior latents_actor(caf::event_based_actor* self, context ctx);
+
+} // namespace vidline::actors
