@@ -38,8 +38,8 @@ struct knobs {
   /// the part is durable, so a retry resumes there); 0 = only when a transfer fails. Small
   /// values cost an fsync per few chunks; 4-64 MiB is reasonable.
   uint64_t part_sync_bytes = 16ull << 20;
-  /// Seconds a latent stays on a host after its job finished (decoded, or failed for good)
-  /// before it is removed; 0 = at once. Retained latents still count against the budget.
+  /// Seconds a latent stays on a host after its job was decoded before it is removed;
+  /// 0 = at once. (A failed job's latent stays: `vidline resume` decodes it.) Retained latents still count against the budget.
   int latent_retention_s = 0;
   /// Bytes of latents one host may hold (sampled and waiting to move, received and waiting
   /// to decode, retained). At or past it the host's pools stop taking jobs until it drains.

@@ -167,7 +167,7 @@ struct latent_holdings {
   MSGPACK_DEFINE_MAP(host, epoch, seq, latents, bytes, accepting)
 };
 
-/// coordinator -> latents: these latents' jobs are finished; remove them after
+/// coordinator -> latents: these latents' jobs were decoded; remove them after
 /// latent_retention_s. Repeated as long as a host reports them.
 struct latent_release {
   static constexpr const char* wire_name = "latent_release";

@@ -886,9 +886,10 @@ struct stepper {
 
   /// Retention and re-offer (docs/dataplane.md). A latent is needed while a job that is
   /// sampled or decoding names it; a latent sampled for a job (its note says which) that
-  /// waits for a latent again is adopted; one whose job is finished or went on with
-  /// another latent, or a received copy whose jobs are all final, is released. A latent
-  /// of a job this coordinator does not know, or still sampling, is kept.
+  /// waits for a latent again is adopted; one whose job succeeded (was decoded) or went
+  /// on with another latent, or a received copy whose jobs all succeeded, is released. A
+  /// latent of a failed job (resume may decode it), of a job still sampling or of a job
+  /// this coordinator does not know is kept.
   void on(const ev_latent_holdings& e) {
     const auto& h = e.h;
     if (h.latents.empty())
@@ -905,13 +906,13 @@ struct stepper {
       if (needed.count(l.sha256) != 0)
         continue;
       if (l.run_id.empty()) {
-        // A received copy (no note): released once every job naming it is final. One no
+        // A received copy (no note): released once every job naming it succeeded. One no
         // job names is kept: it may be this host's own, not yet reported.
         if (final_names.empty())
           for (auto& r : s.runs)
             for (auto& j : r.jobs)
               if (!j.latent_sha256.empty()) {
-                const bool fin = j.state == job_state::succeeded || j.state == job_state::failed;
+                const bool fin = j.state == job_state::succeeded;
                 auto [it, fresh] = final_names.emplace(j.latent_sha256, fin);
                 if (!fresh)
                   it->second = it->second && fin;
@@ -922,7 +923,8 @@ struct stepper {
         continue;
       }
       auto* j = s.find_job(l.run_id, l.index);
-      if (j == nullptr || j->state == job_state::sampling)
+      // A failed job's latent stays: `vidline resume` decodes it without sampling again.
+      if (j == nullptr || j->state == job_state::sampling || j->state == job_state::failed)
         continue;
       if (j->state == job_state::queued) {
         // Not a latent this job already gave up moving (that would go round for ever).

@@ -62,7 +62,9 @@ std::string write_config(const std::string& dir, const comfyui_server& left,
       {{"name", "enc_b"}, {"host", "beta"}, {"gpus", {"x0"}}, {"backend", "comfy_right"}}}},
     {"modes", {{"both", {{"pools", {"left", "xtx"}}, {"decoders", {"dec"}}}}}},
     {"knobs", {{"heartbeat_interval_ms", 300}, {"status_interval_ms", 200},
-               {"order_resend_ms", 3000}, {"sample_timeout_s", 60}, {"decode_timeout_s", 60}}}};
+               {"order_resend_ms", 3000}, {"sample_timeout_s", 60}, {"decode_timeout_s", 60},
+               // The check below reads each latent after its job is done: keep them.
+               {"latent_retention_s", 3600}}}};
   auto path = dir + "/cluster.json";
   std::ofstream(path) << cfg.dump(2);
   return path;

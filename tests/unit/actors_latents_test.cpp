@@ -12,6 +12,7 @@ namespace {
 const std::string sha_a(64, 'a');
 const std::string sha_b(64, 'b');
 const std::string sha_c(64, 'c');
+const std::string sha_d(64, 'd');
 
 template <class T>
 std::vector<T> all(const std::vector<storing::effect>& fx) {
@@ -140,7 +141,7 @@ TEST_CASE("coordinator: a latent re-offered for a queued job is adopted, not sam
   CHECK(sched::check_index(s) == "");
 }
 
-TEST_CASE("coordinator: latents of finished jobs are released, needed and unknown ones kept") {
+TEST_CASE("coordinator: latents of decoded jobs are released; needed, failed and unknown ones kept") {
   auto s = line(3);
   auto* done = s.find_job("r1", 0);
   done->latent_sha256 = sha_a;
@@ -149,9 +150,13 @@ TEST_CASE("coordinator: latents of finished jobs are released, needed and unknow
   waiting->latent_sha256 = sha_b;
   waiting->latent_host = "a";
   waiting->sample_end = 1;
-  // Job 0 succeeded, job 1 waits for a decoder (sampled).
+  auto* failed = s.find_job("r1", 2);
+  failed->latent_sha256 = sha_d;
+  failed->latent_host = "a";
+  // Job 0 succeeded, job 1 waits for a decoder (sampled), job 2 failed.
   done->state = sched::job_state::succeeded;
   waiting->state = sched::job_state::sampled;
+  failed->state = sched::job_state::failed;
   s.hosts_up["a"] = false;  // so nothing dispatches job 1 meanwhile
   sched::reindex(s);
 
@@ -159,7 +164,8 @@ TEST_CASE("coordinator: latents of finished jobs are released, needed and unknow
       s,
       sched::ev_latent_holdings{holdings("a", {{sha_a, 10, "r1", 0},        // finished
                                                {sha_b, 10, "r1", 1},        // needed
-                                               {sha_c, 10, "other-run", 0}  // unknown
+                                               {sha_c, 10, "other-run", 0}, // unknown
+                                               {sha_d, 10, "r1", 2}         // failed: resume
                                               })},
       2);
   CHECK(released(fx, "a") == std::vector<std::string>{sha_a});
