@@ -28,9 +28,12 @@ std::string write_pair_config(const std::string& dir, double time_scale, json kn
   for (std::size_t i = 0; i < 2; ++i)
     cfg["hosts"][i]["data_dir"] = dir + "/" + cfg["hosts"][i]["name"].get<std::string>();
   cfg["backends"]["sim"]["time_scale"] = time_scale;
-  json k = {{"heartbeat_interval_ms", 200}, {"heartbeat_misses", 3}, {"status_interval_ms", 200},
+  // Heartbeats share the TCP stream with chunks: on a shaped link a full window (2 x 1 MiB
+  // at 40 Mbit/s: 0.4 s) delays them, so a peer is declared down only after 2 s of silence.
+  json k = {{"heartbeat_interval_ms", 200}, {"heartbeat_misses", 10}, {"status_interval_ms", 200},
             {"order_resend_ms", 1000},       {"transfer_timeout_ms", 1000},
-            {"reconnect_max_ms", 300},       {"part_sync_bytes", 1 << 20}};
+            {"reconnect_max_ms", 300},       {"part_sync_bytes", 1 << 20},
+            {"chunk_window", 2}};
   for (auto& [key, v] : knobs.items())
     k[key] = v;
   cfg["knobs"] = k;
@@ -171,8 +174,8 @@ TEST_CASE("a link cut mid-transfer and restored: the fetch resumes from its dura
   auto run_id = cl.submit(batch(1, "netns-link-cut"));
   REQUIRE(wait_for(60, [&] { return part_bytes(h.data("host_b") + "/latents") >= (4u << 20); }));
   h.net.cut_link();
-  // Held past the heartbeat timeout (3 x 200 ms): the receiver gives the fetch up.
-  std::this_thread::sleep_for(std::chrono::seconds(2));  // the length of the cut itself
+  // Held past transfer_timeout_ms and the heartbeat timeout: the receiver gives it up.
+  std::this_thread::sleep_for(std::chrono::seconds(3));  // the length of the cut itself
   h.net.restore_link();
   finish_and_check(h, cl, run_id, 1);
   auto resumed = resumed_at(h.data("host_b"));
