@@ -227,8 +227,8 @@ TEST_CASE("the sender killed -9 with latents not yet acknowledged, then restarte
   }
 }
 
-TEST_CASE("chunks damaged in transit are caught and fetched again; a latent that never "
-          "arrives whole fails its job with the reason, never decoded", "[netns]") {
+TEST_CASE("chunks damaged in transit are caught and fetched again or fail the job with the "
+          "reason and are never decoded", "[netns]") {
   NETNS_OR_SKIP();
   SECTION("every 30th chunk damaged: each job ends well") {
     // 3 latents of 13 chunks: the 30th chunk served is damaged for certain; a transfer
