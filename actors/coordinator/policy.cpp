@@ -113,6 +113,9 @@ struct auto_policy::mode_consts {
   /// The mode's decoders (in order): decode seconds, handoff from its own host / another.
   std::vector<const decoder_view*> decoders;
   std::vector<double> decode_s, handoff_local_s, handoff_remote_s;
+  /// Decoders on a pool's GPU: used only once nothing of the run is left to sample, so
+  /// left out of slots and batch ends.
+  std::vector<char> decoder_shared;
 };
 
 const auto_policy::mode_consts& auto_policy::consts(const state& st, const std::string& mode,
@@ -154,7 +157,9 @@ const auto_policy::mode_consts& auto_policy::consts(const state& st, const std::
     c->decode_s.push_back(est_->decode(*d, head.spec));
     c->handoff_local_s.push_back(est_->handoff(d->host, *d, head.spec));
     c->handoff_remote_s.push_back(est_->handoff("", *d, head.spec));
-    c->decode_rate += 1 / std::max(1e-9, c->decode_s.back());
+    c->decoder_shared.push_back(!d->shares_gpu_with.empty());
+    if (d->shares_gpu_with.empty())
+      c->decode_rate += 1 / std::max(1e-9, c->decode_s.back());
   }
   std::map<std::string, double> tail_of_host;
   for (std::size_t k = 0; k < n; ++k) {
@@ -171,9 +176,12 @@ const auto_policy::mode_consts& auto_policy::consts(const state& st, const std::
     c->cond_s[k] = est_->conditioning(p.host);
     auto [t, fresh] = tail_of_host.emplace(p.host, 0.0);
     if (fresh) {
-      double best = decs.empty() ? 0 : never;
+      double best = never;
       for (auto* d : decs)
-        best = std::min(best, est_->handoff(p.host, *d, head.spec) + est_->decode(*d, head.spec));
+        if (d->shares_gpu_with.empty())
+          best = std::min(best, est_->handoff(p.host, *d, head.spec) + est_->decode(*d, head.spec));
+      if (best == never)
+        best = 0;
       t->second = best;
     }
     c->tail_s[k] = t->second;
@@ -334,14 +342,14 @@ std::optional<assignment> auto_policy::next(const dispatch_view& v) const {
   if (queue_model) {
     for (std::size_t d = 0; d < c.decoders.size(); ++d) {
       const auto* dv = c.decoders[d];
-      double free_at = v.now;
-      if (!dv->alive) {
+      double free_at = -never;
+      if (!dv->alive || c.decoder_shared[d]) {
         decoder_free.push_back(never);
         continue;
       }
       for (auto& [attempt, t] : dv->sent)  // attempts go out in order: oldest first
         free_at = std::max(free_at, t + c.handoff_remote_s[d]) + c.decode_s[d];
-      decoder_free.push_back(free_at);
+      decoder_free.push_back(std::max(free_at, v.now));
     }
     for (std::size_t k = 0; k < n; ++k)
       if (lines[k].usable && lines[k].busy && lines[k].p->assigned
@@ -510,32 +518,122 @@ decoder_view* auto_policy::pick_decoder(const state& s, const run& r, const job&
   if (!s.idx.mode_ids.count(r.mode))
     return dispatch_policy::pick_decoder(s, r, j, decoders, now);
   const mode_consts& c = consts(s, r.mode, j.spec);
-  decoder_view* best = nullptr;
-  double best_end = never;
-  for (std::size_t k = 0; k < decoders.size() && k < c.decode_s.size(); ++k) {
+  auto rp = s.idx.run_pos.find(r.id);
+  const run_index* q = rp != s.idx.run_pos.end() ? &s.idx.runs[rp->second] : nullptr;
+  const bool nothing_queued = q != nullptr && q->queued.empty();
+  const std::size_t D = std::min(decoders.size(), c.decode_s.size());
+  auto handoff = [&](std::size_t k, const std::string& from) {
+    return from == decoders[k]->host ? c.handoff_local_s[k] : c.handoff_remote_s[k];
+  };
+  // When each decoder is through the latents it decodes or has on the way, oldest order
+  // first, each after the one before. A decoder on a pool's GPU only once the run has
+  // nothing left to sample, and not while that pool samples.
+  std::vector<double> free_at(D, never);
+  for (std::size_t k = 0; k < D; ++k) {
     auto* d = decoders[k];
-    if (!d->alive)
+    if (!d->alive || (c.decoder_shared[k] && (!nothing_queued || decoder_blocked(s, *d))))
       continue;
-    const double decode = c.decode_s[k];
-    const double handoff = j.latent_host == d->host ? c.handoff_local_s[k] : c.handoff_remote_s[k];
-    // When its queue is through: the latents it decodes or has on the way, oldest order
-    // first, each after the one before.
-    double free_at = now;
+    // (The one it decodes began when it arrived or when the one before was done, not now.)
+    double t = -never;
     if (!d->sent.empty()) {
       double times[4];
       std::size_t m = 0;
-      for (auto& [attempt, t] : d->sent)
+      for (auto& [attempt, at] : d->sent)
         if (m < 4)
-          times[m++] = t;
+          times[m++] = at;
       std::sort(times, times + m);
       for (std::size_t i = 0; i < m; ++i)
-        free_at = std::max(free_at, times[i] + handoff) + decode;
+        t = std::max(t, times[i] + handoff(k, j.latent_host)) + c.decode_s[k];
     }
-    // Without a credit it takes a new latent only when its oldest one is done.
-    double end = std::max(now + handoff, free_at) + decode;
-    if (end < best_end - tie_s) {
+    free_at[k] = std::max(t, now);
+  }
+  // Without a credit it takes a new latent only when its oldest one is done.
+  auto end_on = [&](const std::vector<double>& f, std::size_t k, double ready,
+                    const std::string& from) {
+    return f[k] == never ? never : std::max(ready + handoff(k, from), f[k]) + c.decode_s[k];
+  };
+
+  // At the end of a batch (nothing queued, a few latents still to come) the choice is
+  // judged by when the last of them is written: the latents the run's pools sample now
+  // and those sampled after this one go, in order, each to the decoder that writes it
+  // first. (Latent by latent, the faster decoder can be the earlier finish for this one and
+  // still end the batch later, when a latent it is needed for is on its way.)
+  std::vector<std::pair<double, const std::string*>> coming;
+  bool look = nothing_queued && D > 1 && D <= 8;
+  // When a pool sampling a job of this run should be done (nullopt: it is not).
+  auto sampled_at = [&](const pool_view& p) -> std::optional<double> {
+    if (!p.assigned || p.assigned->first != r.id || p.assigned->second >= r.jobs.size())
+      return std::nullopt;
+    auto sm = est_->sampling(p.kind, r.jobs[p.assigned->second].spec, !p.warm);
+    double start = p.ordered_at;
+    if (auto f = q->first_order_on_host.find(p.host); f != q->first_order_on_host.end())
+      start = std::max(start, f->second + est_->conditioning(p.host));
+    return std::max(now, start + (sm ? *sm : 0));
+  };
+  if (look) {
+    for (uint32_t id : s.idx.mode_ids.at(r.mode)) {
+      const pool_view& p = *s.idx.pool_views[id];
+      if (auto t = sampled_at(p))
+        coming.emplace_back(*t, &p.host);
+      if (coming.size() > 64)
+        break;
+    }
+    for (auto& [t, run_pos, ji] : s.idx.sampled) {
+      if (coming.size() > 64)
+        break;
+      if (q != nullptr && run_pos == rp->second && ji != j.spec.index)
+        coming.emplace_back(now, &r.jobs[ji].latent_host);
+    }
+    look = !coming.empty() && coming.size() <= 64;
+    std::sort(coming.begin(), coming.end());
+  }
+  // A decoder on a pool's GPU is free for later latents once its pools are done sampling.
+  std::vector<double> later_free = free_at;
+  if (look)
+    for (std::size_t k = 0; k < D; ++k)
+      if (c.decoder_shared[k] && decoders[k]->alive && nothing_queued && later_free[k] == never) {
+        double t = now;
+        for (auto& name : decoders[k]->shares_gpu_with)
+          if (auto it = s.idx.pool_ids.find(name); it != s.idx.pool_ids.end()) {
+            const pool_view& p = *s.idx.pool_views[it->second];
+            if (auto done = sampled_at(p))
+              t = std::max(t, *done);
+            else if (p.assigned || p.reported_busy != 0)
+              t = never;  // another run's job: not before it is done, unknown when
+          }
+        later_free[k] = t;
+      }
+
+  decoder_view* best = nullptr;
+  double best_T = never, best_end = never;
+  for (std::size_t k = 0; k < D; ++k) {
+    double end = end_on(free_at, k, now, j.latent_host);
+    if (end == never)
+      continue;
+    double T = end;
+    if (look) {
+      std::vector<double> f = later_free;
+      f[k] = end;
+      for (auto& [ready, from] : coming) {
+        double e = never;
+        std::size_t bk = 0;
+        for (std::size_t x = 0; x < D; ++x) {
+          double ex = end_on(f, x, ready, *from);
+          if (ex < e - tie_s) {
+            e = ex;
+            bk = x;
+          }
+        }
+        if (e == never)
+          continue;
+        f[bk] = e;
+        T = std::max(T, e);
+      }
+    }
+    if (T < best_T - tie_s || (T <= best_T + tie_s && end < best_end - tie_s)) {
+      best_T = T;
       best_end = end;
-      best = d;
+      best = decoders[k];
     }
   }
   return best != nullptr && best->credits() > 0 ? best : nullptr;

@@ -71,7 +71,21 @@ bool state::pool_free(const std::string& name) const {
     if (o != pools.end() && (o->second.assigned || o->second.reported_busy != 0))
       return false;
   }
+  for (auto& name : p.decoders_sharing) {
+    auto d = decoders.find(name);
+    if (d != decoders.end() && (!d->second.sent.empty() || !d->second.holding.empty()))
+      return false;
+  }
   return true;
+}
+
+bool decoder_blocked(const state& s, const decoder_view& d) {
+  for (auto& name : d.shares_gpu_with) {
+    auto p = s.pools.find(name);
+    if (p != s.pools.end() && (p->second.assigned || p->second.reported_busy != 0))
+      return true;
+  }
+  return false;
 }
 
 bool state::host_up(const std::string& host) const {
@@ -284,6 +298,9 @@ void reindex(state& s) {
     std::sort(r.begin(), r.end());
     r.erase(std::unique(r.begin(), r.end()), r.end());
   }
+  for (auto& [name, p] : s.pools)
+    if (!p.decoders_sharing.empty())
+      s.idx.decoder_shared.push_back(s.idx.pool_ids.at(name));
   s.idx.free_flag.assign(n, 0);
   s.idx.unavailable_flag.assign(n, 0);
   for (uint32_t id = 0; id < n; ++id)
@@ -335,13 +352,13 @@ std::string check_index(const state& s) {
 
 // -- dispatch policies -------------------------------------------------------------------------
 
-decoder_view* dispatch_policy::pick_decoder(const state&, const run&, const job&,
+decoder_view* dispatch_policy::pick_decoder(const state& s, const run&, const job&,
                                             const std::vector<decoder_view*>& decoders,
                                             double) const {
   decoder_view* best = nullptr;
   uint32_t best_credits = 0;
   for (auto* d : decoders) {
-    if (!d->alive)
+    if (!d->alive || decoder_blocked(s, *d))
       continue;
     uint32_t c = d->credits();
     if (c > best_credits) {
@@ -965,6 +982,10 @@ struct stepper {
   }
 
   void send_decode(decoder_view& d, job& j) {
+    // A decode on a pool's GPU unloads the pool's model.
+    for (auto& name : d.shares_gpu_with)
+      if (auto it = s.pools.find(name); it != s.pools.end())
+        it->second.warm = false;
     j.order_sent_at = now;
     d.ordered[j.attempt] = now;
     d.sent[j.attempt] = now;
@@ -1073,7 +1094,7 @@ struct stepper {
     if (m == s.idx.mode_decoder_views.end())
       return nullptr;
     auto* d = s.policy_of(r->mode).pick_decoder(s, *r, j, m->second, now);
-    if (d != nullptr && (!d->alive || d->credits() == 0
+    if (d != nullptr && (!d->alive || d->credits() == 0 || decoder_blocked(s, *d)
                          || std::find(m->second.begin(), m->second.end(), d) == m->second.end())) {
       log(4, "dispatch policy chose decoder " + d->name + ", which cannot take a latent now");
       return nullptr;
@@ -1107,8 +1128,13 @@ std::vector<effect> step(state& s, const event& e, double now) {
     relink(s);
   stepper st{s, now, {}};
   std::visit([&](const auto& ev) { st.on(ev); }, e);
+  // Pools sharing a GPU with a decoder are free or not by the decoder's work too.
+  for (uint32_t id : s.idx.decoder_shared)
+    set_flags(s, id);
   st.dispatch_sampling();
   st.dispatch_decoding();
+  for (uint32_t id : s.idx.decoder_shared)
+    set_flags(s, id);
   st.close_finished_runs();
   return std::move(st.fx);
 }

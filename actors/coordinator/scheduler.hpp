@@ -94,6 +94,9 @@ struct pool_view {
   /// GPUs was ordered since. An estimate for the auto policy; the pool itself knows better.
   bool warm = false;
   double ordered_at = -1;          ///< when the current order first went out (-1 idle)
+  /// Decoders on one of its GPUs: it does not sample while one of them has a latent, and a
+  /// decode there unloads its model (planner::configure fills it from the config).
+  std::set<std::string> decoders_sharing;
 };
 
 /// The coordinator's view of one decoder.
@@ -111,6 +114,9 @@ struct decoder_view {
   std::map<uint64_t, double> sent;             ///< attempts sent and not finished: when the
                                                ///< order (last) went out (for estimates)
   double last_status = -1;
+  /// Pools using its GPU: it takes no latent while one of them samples (see
+  /// pool_view::decoders_sharing).
+  std::set<std::string> shares_gpu_with;
   /// Orders it may take now: capacity minus what it holds or has on the way.
   uint32_t credits() const;
 };
@@ -223,6 +229,7 @@ struct state_index {
   std::vector<run_index> runs;                            ///< same order as state::runs
   std::set<std::tuple<double, std::size_t, uint32_t>> sampled;  ///< (sample_end, run, job)
   std::map<std::string, std::set<std::pair<std::size_t, uint32_t>>> decoding;  ///< by decoder
+  std::vector<uint32_t> decoder_shared;       ///< pools sharing a GPU with a decoder
 };
 
 /// The whole machine state.
@@ -256,6 +263,9 @@ inline const pool_view& dispatch_view::pool(uint32_t id) const { return *s.idx.p
 
 /// Where state::idx disagrees with a rebuilt one ("" = it agrees). For tests.
 std::string check_index(const state& s);
+
+/// True when a pool using decoder `d`'s GPU samples now: `d` takes no latent then.
+bool decoder_blocked(const state& s, const decoder_view& d);
 
 /// True when pool `p` may take job `j`: its kind has not run out of memory on the job, and
 /// the job's load is within the pool's max_load.

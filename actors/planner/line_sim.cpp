@@ -228,6 +228,10 @@ private:
         schedule(end, to_decoder{d.decoder, decoding::ev_fetched{f->order.attempt, "ok", ""},
                                  d.epoch});
       } else if (auto* dc = std::get_if<decoding::fx_decode>(&e)) {
+        // A decoder on a pool's GPU unloads the pool's model.
+        for (auto& other : s_.decoders.at(m.decoder).shares_gpu_with)
+          if (auto q = pools_.find(other); q != pools_.end())
+            warm_.erase({other, q->second.epoch});
         double secs = t_.decode(kind, dc->order.job);
         span(d.decoder, "decode", dc->order.job.index, now_, now_ + secs);
         decoding::ev_decoded ev{dc->order.attempt, "ok", "", "out", "", secs};

@@ -118,6 +118,14 @@ void configure(sched::state& s, const config::cluster& c,
   for (auto& [name, p] : s.pools)
     if (est->profile().has_pool(p.kind))
       p.max_load = est->profile().capacity(p.kind).max_load;
+  // A decoder on a GPU a pool also uses: the two never work at once.
+  for (auto& d : c.decoders)
+    for (auto& p : c.pools)
+      if (p.host == d.host && std::find(p.gpus.begin(), p.gpus.end(), d.gpu) != p.gpus.end()
+          && s.decoders.count(d.name) && s.pools.count(p.name)) {
+        s.decoders.at(d.name).shares_gpu_with.insert(p.name);
+        s.pools.at(p.name).decoders_sharing.insert(d.name);
+      }
   if (c.find_mode(auto_mode) == nullptr) {
     auto& pools = s.modes[auto_mode];
     pools.clear();

@@ -59,7 +59,8 @@ std::shared_ptr<const profile_estimates> estimates_for(const config::cluster& c,
                                                        std::string* source = nullptr);
 
 /// Makes the coordinator's state plan like the line will run: pools get the profile's
-/// capacity limits (max_load) for kinds it knows; the mode "auto" (every pool and decoder,
+/// capacity limits (max_load) for kinds it knows; a decoder on a GPU that pools also use is
+/// marked as sharing it with them (they never work at once); the mode "auto" (every pool and decoder,
 /// unless the config defines a mode of that name) gets the auto policy; a mode named in
 /// `policies` gets that policy ("in_turn", "first_free", "auto"), every other mode in_turn.
 /// Throws std::invalid_argument for an unknown policy name.

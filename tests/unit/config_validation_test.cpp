@@ -107,7 +107,7 @@ const std::vector<broken_case>& broken_cases() {
        "/hosts/0/gpus/1/id", "duplicate GPU"},
       {"duplicate pool", [](json& j) { set(j, "/pools/2/name", "four_a"); }, "/pools/2/name",
        "duplicate pool"},
-      {"duplicate decoder", [](json& j) { j["decoders"].push_back(j["decoders"][0]); },
+      {"duplicate decoder", [](json& j) { set(j, "/decoders/1/name", "rtx3080ti"); },
        "/decoders/1/name", "duplicate decoder"},
       {"duplicate encoder", [](json& j) { set(j, "/encoders/1/name", "encoder_a"); },
        "/encoders/1/name", "duplicate encoder"},

@@ -148,3 +148,30 @@ TEST_CASE("the Gantt chart has a lane per pool and decoder, stage colours and a 
     ++bars;
   CHECK(bars == p.spans.size());
 }
+
+TEST_CASE("the issue's example: auto ahead of every fixed mode, a freed T10 decoding the last 4 x T10 latent") {
+  // 736x1280x5 x 6. four_four_xtx_plus_one: 688.0 s (the one 3080 Ti has the last three
+  // latents from 593.0 s on, 31.654 s each). auto: four_a, four_b and the XTX take 2 jobs
+  // each as there; at 592.3 s one 4 x T10 latent goes to t10_a (host A's t10-7, 72.588 s:
+  // done 664.9), so the XTX's last latent (27 + 351.094 + 267.790 = 645.884) is decoded at
+  // once: 645.884 + 31.654 = 677.538.
+  auto s = nodes::load_plan_setup("", "");
+  double best_fixed = 1e300;
+  for (auto& m : s.cluster.modes)
+    best_fixed = std::min(best_fixed, plan(s, m.name, 736, 1280, 5, 6).summary.makespan_s);
+  auto a = plan(s, "auto", 736, 1280, 5, 6);
+  REQUIRE(a.finished);
+  CHECK(a.summary.succeeded == 6);
+  CHECK(best_fixed == Approx(687.963).margin(0.01));
+  CHECK(a.summary.makespan_s == Approx(677.538).margin(0.01));
+  CHECK(a.summary.makespan_s < best_fixed - 10);
+  int on_t10 = 0;
+  for (auto& j : a.jobs) {
+    on_t10 += j.decoder == "t10_a";
+    if (j.decoder == "t10_a") {
+      CHECK((j.pool == "four_a" || j.pool == "four_b"));
+      CHECK(j.decode->start == Approx(592.301).margin(0.01));
+    }
+  }
+  CHECK(on_t10 == 1);
+}

@@ -265,3 +265,71 @@ TEST_CASE("the scheduler's index matches a rebuilt one after every step, under f
     }
   }
 }
+
+TEST_CASE("a decoder on a pool's GPU: never both at once; auto uses it at the end (hand-computed)") {
+  // A1, A2 (host a, 10 s a job), X (host b, 12 s); decoders dec (4 s) and sd (8.5 s) on one
+  // of A2's GPUs; handoff 1 s. Three jobs, one per pool: latents at 10, 10 and 12.
+  // Only dec: decodes [11,15], [15,19], [19,23]. With sd: one of the two 10 s latents on sd
+  // [11,19.5], the other on dec [11,15], X's on dec [15,19]: 19.5. Latent by latent, dec is
+  // the earlier finish for the second 10 s latent (19 < 19.5), but then X's ends at 21.5
+  // (on sd) or 23: the batch decides.
+  std::map<std::string, kind_times> kinds{{"a", {10, 10}}, {"x", {12, 12}}};
+  auto s = line_of({{"A1", "a", "a"}, {"A2", "a", "a"}, {"X", "b", "x"}});
+  sched::decoder_view sd;
+  sd.name = "sd";
+  sd.host = "a";
+  sd.kind = "sk";
+  sd.shares_gpu_with = {"A2"};
+  s.decoders["sd"] = sd;
+  s.pools["A2"].decoders_sharing = {"sd"};
+  s.mode_decoders["m"] = {"dec", "sd"};
+  auto t = timing_of(kinds);
+  t.decode = [](const std::string& kind, const msg::job_spec&) { return kind == "sk" ? 8.5 : 4.0; };
+  struct estimates : fixed_estimates {
+    using fixed_estimates::fixed_estimates;
+    double decode(const sched::decoder_view& d, const msg::job_spec&) const override {
+      return d.kind == "sk" ? 8.5 : 4.0;
+    }
+  };
+  s.mode_policy["m"] = std::make_shared<sched::auto_policy>(std::make_shared<estimates>(kinds));
+
+  SECTION("the scheduler keeps them apart") {
+    sched::state st = s;
+    sched::reindex(st);
+    for (auto& [name, p] : st.pools) {
+      p.alive = true;
+      p.epoch = 1;
+    }
+    st.decoders["sd"].alive = true;
+    CHECK(st.pool_free("A2"));
+    CHECK_FALSE(sched::decoder_blocked(st, st.decoders.at("sd")));
+    st.decoders["sd"].sent[7] = 0;  // a latent on its way to sd
+    CHECK_FALSE(st.pool_free("A2"));
+    CHECK(st.pool_free("A1"));
+    st.decoders["sd"].sent.clear();
+    st.pools["A2"].assigned = std::make_pair(std::string("r1"), 0u);  // A2 samples
+    CHECK(sched::decoder_blocked(st, st.decoders.at("sd")));
+    CHECK_FALSE(sched::decoder_blocked(st, st.decoders.at("dec")));
+  }
+  SECTION("auto decodes one latent on sd: 19.5 s") {
+    auto res = planner::simulate(s, make_run(3), t, {}, 1e9, {true});
+    REQUIRE(res.finished);
+    REQUIRE(res.violations.empty());
+    CHECK(makespan(res) == Approx(19.5));
+    int on_sd = 0;
+    for (auto& j : res.run.jobs) {
+      on_sd += j.decoder == "sd";
+      if (j.pool == "X")
+        CHECK(j.decoder == "dec");
+    }
+    CHECK(on_sd == 1);
+  }
+  SECTION("without sd: 23 s") {
+    s.decoders.erase("sd");
+    s.pools["A2"].decoders_sharing.clear();
+    s.mode_decoders["m"] = {"dec"};
+    auto res = planner::simulate(s, make_run(3), t);
+    REQUIRE(res.finished);
+    CHECK(makespan(res) == Approx(23));
+  }
+}
