@@ -123,11 +123,12 @@ encoder read_encoder(const json& j, const std::string& path) {
 }
 
 mode read_mode(const std::string& name, const json& j, const std::string& path) {
-  const object_reader r(j, path, {"pools", "decoders"});
+  const object_reader r(j, path, {"pools", "decoders", "policy"});
   mode m;
   m.name = name;
   m.pools = r.strings("pools");
   m.decoders = r.strings("decoders");
+  m.policy = r.string_or("policy", m.policy);
   return m;
 }
 

@@ -238,7 +238,7 @@ json to_json(const cluster& c) {
     encoders.push_back({{"name", e.name}, {"host", e.host}, {"gpus", e.gpus},
                         {"backend", e.backend}, {"profile", e.profile_key}});
   for (const auto& m : c.modes)
-    modes[m.name] = {{"pools", m.pools}, {"decoders", m.decoders}};
+    modes[m.name] = {{"pools", m.pools}, {"decoders", m.decoders}, {"policy", m.policy}};
   return {{"cluster", c.name},           {"coordinator", c.coordinator},
           {"hosts", std::move(hosts)},   {"backends", std::move(backends)},
           {"pools", std::move(pools)},   {"decoders", std::move(decoders)},

@@ -80,6 +80,9 @@ struct mode {
   std::string name;
   std::vector<std::string> pools;
   std::vector<std::string> decoders;
+  /// How the coordinator hands this mode's jobs to its pools: "in_turn" (job i to pool
+  /// i mod n, as the reference line did), "first_free" or "auto" (docs/planner.md).
+  std::string policy = "in_turn";
 };
 
 /// The whole cluster.

@@ -15,6 +15,11 @@ const std::vector<std::string>& backend_types() {
   return list;
 }
 
+const std::vector<std::string>& dispatch_policies() {
+  static const std::vector<std::string> list{"in_turn", "first_free", "auto"};
+  return list;
+}
+
 void check_name(const std::string& name, const std::string& path) {
   if (name.empty())
     throw config_error(path, "must not be empty");

@@ -24,6 +24,10 @@ const std::vector<std::string>& vendors();
 /// The backend types a `backend.type` may name.
 const std::vector<std::string>& backend_types();
 
+/// The dispatch policies a `mode.policy` may name (sched::policy_names, which config/
+/// cannot include).
+const std::vector<std::string>& dispatch_policies();
+
 /// Throws config_error at `path` unless `name` is 1-64 characters of [A-Za-z0-9_.-] not
 /// starting with '.' or '-'.
 void check_name(const std::string& name, const std::string& path);

@@ -260,6 +260,7 @@ void check_mode(const cluster& c, const mode& m, const std::string& path) {
   check_name(m.name, path);
   check_not_empty(m.pools, child(path, "pools"), "pool");
   check_not_empty(m.decoders, child(path, "decoders"), "decoder");
+  check_one_of(m.policy, detail::dispatch_policies(), child(path, "policy"), "dispatch policy");
   gpu_claims claims;
   unique_names pools("pool"), decoders("decoder");
   for (std::size_t i = 0; i < m.pools.size(); ++i) {

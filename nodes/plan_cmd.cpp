@@ -27,6 +27,8 @@ plan_setup load_plan_setup(const std::string& config_file, const std::string& pr
   out.est = est;
   out.state = actors::initial_state(out.cluster, 1.0);
   std::map<std::string, std::string> policies;
+  for (auto& m : out.cluster.modes)
+    policies[m.name] = m.policy;
   if (!policy.empty())
     for (auto& m : out.cluster.modes)
       if (m.name != planner::auto_mode)

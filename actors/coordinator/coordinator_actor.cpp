@@ -11,6 +11,7 @@
 
 #include "actors/coordinator/records.hpp"
 #include "actors/inbound.hpp"
+#include "actors/planner/plan.hpp"
 #include "common/sha256.hpp"
 #include "common/text.hpp"
 #include "messages/actor_types.hpp"
@@ -85,6 +86,9 @@ std::string new_run_id(const context& ctx) {
 
 msg::submit_reply submit(shell& sh, const msg::submit_run& req) {
   if (auto why = check_submit(*sh.ctx.cluster, req); !why.empty())
+    return {"", why};
+  if (auto why = planner::capacity_refusal(sh.st, req.mode, req.width, req.height, req.seconds);
+      !why.empty())
     return {"", why};
   if (!req.request_id.empty())
     for (auto& r : sh.st.runs)
@@ -163,6 +167,23 @@ sched::state initial_state(const config::cluster& c, double time_scale) {
   return s;
 }
 
+void configure_dispatch(sched::state& s, const config::cluster& c) {
+  std::shared_ptr<const planner::profile_estimates> est;
+  try {
+    est = planner::estimates_for(c);
+  } catch (const backends::sim::profile_error& e) {
+    // The sim backends refuse such a profile at preflight; a line of other backends still
+    // gets limits and auto's estimates from the reference measurements.
+    spdlog::error("coordinator: cannot read the timing profile ({}); capacity limits and "
+                  "auto's estimates come from the embedded reference profile", e.what());
+    est = std::make_shared<planner::profile_estimates>(c, backends::sim::profile::reference());
+  }
+  std::map<std::string, std::string> policies;
+  for (auto& m : c.modes)
+    policies[m.name] = m.policy;
+  planner::configure(s, c, est, policies);
+}
+
 void adopt_in_flight(sched::state& s, double now) {
   for (auto& r : s.runs)
     for (auto& j : r.jobs) {
@@ -181,11 +202,11 @@ void adopt_in_flight(sched::state& s, double now) {
 }
 
 std::string check_submit(const config::cluster& c, const msg::submit_run& r) {
-  if (c.find_mode(r.mode) == nullptr) {
+  if (c.find_mode(r.mode) == nullptr && r.mode != planner::auto_mode) {
     std::string known;
     for (auto& m : c.modes)
-      known += (known.empty() ? "" : ", ") + m.name;
-    return "unknown mode '" + r.mode + "' (known: " + known + ")";
+      known += m.name + ", ";
+    return "unknown mode '" + r.mode + "' (known: " + known + planner::auto_mode + ")";
   }
   if (auto why = inbound::check_size(r.width, r.height, r.seconds); !why.empty())
     return why;
@@ -238,6 +259,7 @@ caf::behavior coordinator_actor(caf::event_based_actor* self, context ctx,
   sh->ctx = std::move(ctx);
   sh->jnl = std::move(jnl);
   sh->st = initial_state(*sh->ctx.cluster, sh->ctx.time_scale);
+  configure_dispatch(sh->st, *sh->ctx.cluster);
   sh->jnl->load(sh->st.runs, sh->st.next_attempt);
   adopt_in_flight(sh->st, sh->ctx.run_now());
   bool simulated = true;

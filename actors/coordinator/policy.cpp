@@ -51,7 +51,10 @@ double batch_end_exact(const std::vector<slots>& ls, std::size_t q) {
   }
   if (hi == never)
     return never;
-  for (int i = 0; i < 100 && hi - lo > 1e-7 * std::max(1.0, hi); ++i) {
+  // Precision relative to the span searched, not to the clock: a live coordinator's clock
+  // reads ~1e10 s (wall time / time_scale).
+  const double span = hi - lo;
+  for (int i = 0; i < 100 && hi - lo > 1e-7 * std::max(1.0, span); ++i) {
     double mid = (lo + hi) / 2;
     if (count_by(ls, mid) >= static_cast<double>(q))
       hi = mid;
@@ -475,7 +478,8 @@ std::optional<assignment> auto_policy::next(const dispatch_view& v) const {
     }
     uint32_t pick = best;
     if (kept[gi] != 0 && picked[gi] != 0
-        && current_T <= best_T + std::max(t_.switch_margin_s, t_.switch_margin * best_T))
+        && current_T
+             <= best_T + std::max(t_.switch_margin_s, t_.switch_margin * (best_T - v.now)))
       pick = picked[gi];
     if (pick == 0)
       continue;

@@ -182,6 +182,12 @@ const std::vector<broken_case>& broken_cases() {
        [](json& j) { set(j, "/modes/four_four_plus_one/decoders", json::array()); },
        "/modes/four_four_plus_one/decoders", "at least one decoder"},
       {"no modes", [](json& j) { j["modes"] = json::object(); }, "/modes", "at least one mode"},
+      {"unknown dispatch policy",
+       [](json& j) { set(j, "/modes/four_four_plus_one/policy", "round_robin"); },
+       "/modes/four_four_plus_one/policy", "unknown dispatch policy 'round_robin'"},
+      {"dispatch policy not a string",
+       [](json& j) { set(j, "/modes/four_four_plus_one/policy", 1); },
+       "/modes/four_four_plus_one/policy", "expected string"},
       // backends
       {"unknown backend type", [](json& j) { set(j, "/backends/sim/type", "simulator"); },
        "/backends/sim/type", "unknown backend type"},
@@ -237,8 +243,10 @@ TEST_CASE("the reference example loads with its four modes", "[config]") {
   REQUIRE(c.find_mode("four_four_xtx_plus_one") != nullptr);
   CHECK(c.find_mode("four_four_xtx_plus_one")->pools ==
         std::vector<std::string>{"four_a", "four_b", "xtx"});
-  for (const auto& m : c.modes)
+  for (const auto& m : c.modes) {
     CHECK(m.decoders == std::vector<std::string>{"rtx3080ti"});
+    CHECK(m.policy == "in_turn");  // the default: none is named
+  }
 
   CHECK(c.find_pool("eight")->profile_key == "t10x8");
   CHECK(c.find_pool("four_b")->profile_key == "t10x4");
@@ -346,6 +354,20 @@ TEST_CASE("to_json round-trips through parse", "[config]") {
     CHECK(again.hosts[0].data_dir == c.hosts[0].data_dir);
     CHECK(again.modes.size() == c.modes.size());
   }
+}
+
+TEST_CASE("a mode's dispatch policy is read and written", "[config]") {
+  json j = example_json("reference.json");
+  set(j, "/modes/four_four_plus_one/policy", "first_free");
+  set(j, "/modes/eight_xtx_plus_one/policy", "auto");
+  const cfg::cluster c = cfg::parse(j.dump(), examples_dir);
+  CHECK(c.find_mode("four_four_plus_one")->policy == "first_free");
+  CHECK(c.find_mode("eight_xtx_plus_one")->policy == "auto");
+  CHECK(c.find_mode("single_eight_plus_one")->policy == "in_turn");
+  const json written = cfg::to_json(c);
+  CHECK(written["modes"]["eight_xtx_plus_one"]["policy"] == "auto");
+  CHECK(cfg::parse(written.dump(), examples_dir).find_mode("four_four_plus_one")->policy ==
+        "first_free");
 }
 
 TEST_CASE("profile keys default from the GPU model and count", "[config]") {
