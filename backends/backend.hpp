@@ -67,6 +67,8 @@ struct backend_params {
   config::backend backend;
   std::string profile_key;
   std::string owner;                  ///< pool/decoder/encoder name, for logs
+  std::string host;                   ///< the owner's host
+  std::vector<std::string> gpus;      ///< the GPU ids of that host the owner uses
 };
 
 std::unique_ptr<encoder_backend> make_encoder(const backend_params& p);

@@ -166,7 +166,8 @@ caf::behavior pool_actor(caf::event_based_actor* self, context ctx, config::pool
   auto* b = sh->ctx.cluster->find_backend(sh->pool.backend);
   if (b == nullptr)
     throw std::runtime_error("pool " + sh->pool.name + ": unknown backend " + sh->pool.backend);
-  sh->backend = backends::make_sampler({*b, sh->pool.profile_key, sh->pool.name});
+  sh->backend = backends::make_sampler(
+    {*b, sh->pool.profile_key, sh->pool.name, sh->pool.host, sh->pool.gpus});
   // A restarted or stopped pool abandons its running attempt.
   self->attach_functor([cancel = sh->cancel] { *cancel = true; });
   auto interval = std::chrono::milliseconds(sh->ctx.cluster->knobs.status_interval_ms);

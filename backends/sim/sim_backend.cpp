@@ -66,7 +66,7 @@ std::pair<profile, sim_settings> from_params(const backend_params& p) {
     throw bad("time_scale must be a finite number >= 0");
   try {
     profile prof = b.profile.empty() ? profile::reference() : profile::load(b.profile);
-    return {std::move(prof), sim_settings{b.time_scale, p.profile_key, p.owner}};
+    return {std::move(prof), sim_settings{b.time_scale, p.profile_key, p.owner, p.host, p.gpus}};
   } catch (const profile_error& e) {
     throw bad(std::string("profile: ") + e.what());
   }

@@ -3,6 +3,8 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <map>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <sstream>
@@ -17,7 +19,35 @@
 namespace vidline::backends::sim {
 namespace {
 
-/// A sampler instance of one pool: cold (model load) for its first job, warm after.
+/// Which sampler's model each GPU of this process holds: (host, GPU id) -> sampler id.
+class gpu_models {
+public:
+  /// Makes `sampler` the holder of its GPUs; whether it held all of them already.
+  bool load(uint64_t sampler, const std::string& host, const std::vector<std::string>& gpus) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    bool held = true;
+    for (auto& g : gpus) {
+      auto& holder = holder_[{host, g}];
+      held = held && holder == sampler;
+      holder = sampler;
+    }
+    return held;
+  }
+
+private:
+  std::mutex mutex_;
+  std::map<std::pair<std::string, std::string>, uint64_t> holder_;
+};
+
+gpu_models& models_on_gpus() {
+  static gpu_models m;
+  return m;
+}
+
+std::atomic<uint64_t> next_sampler_id{1};
+
+/// A sampler instance of one pool: cold (model load) for its first job and after a sampler
+/// sharing its GPUs sampled, warm otherwise.
 class sim_sampler final : public sampler_backend {
 public:
   sim_sampler(profile prof, sim_settings settings)
@@ -53,6 +83,7 @@ private:
   const profile profile_;
   const sim_settings settings_;
   std::atomic<bool> warm_{false};  ///< the model stays loaded after an attempt that loaded it
+  const uint64_t id_ = next_sampler_id++;
 };
 
 stage_result sim_sampler::run(const msg::job_spec& job, const std::string& conditioning_path,
@@ -65,7 +96,8 @@ stage_result sim_sampler::run(const msg::job_spec& job, const std::string& condi
   if (!conditioning_path.empty())
     if (auto bad = check_conditioning(job, conditioning_path))
       return *bad;
-  bool cold = !warm_.load();
+  // Loading this pool's model evicts any other pool's from these GPUs.
+  bool cold = !models_on_gpus().load(id_, settings_.host, settings_.gpus) || !warm_.load();
 
   if (!profile_.fits(settings_.profile_key, size)) {
     double fail_after = profile_.capacity(settings_.profile_key).fail_after_s;

@@ -103,6 +103,44 @@ TEST_CASE("sampler: latent file, digest, cold then warm, on the scaled clock", "
   CHECK(second.elapsed_s < cold_s);
 }
 
+TEST_CASE("sampler: a pool sampling on shared GPUs makes the sharing pools cold",
+          "[sampler]") {
+  // The reference layouts: `eight` on t10-0..7, `four_a` on t10-0..3, `four_b` on t10-4..7,
+  // and the XTX on its own card. Host name unique to this test (the GPUs' models are
+  // tracked per process).
+  temp_dir dir;
+  auto prof = small_profile();
+  std::vector<std::string> low{"t10-0", "t10-1", "t10-2", "t10-3"};
+  std::vector<std::string> high{"t10-4", "t10-5", "t10-6", "t10-7"};
+  std::vector<std::string> all = low;
+  all.insert(all.end(), high.begin(), high.end());
+  const std::string host = "shared-gpu-test";
+  auto eight = make_sim_sampler(prof, {fast, "t10x8", "eight", host, all});
+  auto four_a = make_sim_sampler(prof, {fast, "t10x4", "four_a", host, low});
+  auto four_b = make_sim_sampler(prof, {fast, "t10x4", "four_b", host, high});
+  auto xtx = make_sim_sampler(prof, {fast, "xtx", "xtx", host, {"xtx"}});
+  int n = 0;
+  auto cold = [&](sampler_backend& s) {
+    auto r = s.sample(job(1, 416, 736, 5), "", env_for(dir / std::to_string(n++)));
+    REQUIRE(r.outcome == msg::outcome::ok);
+    return r.cold;
+  };
+  CHECK(cold(*four_a));
+  CHECK(cold(*four_b));
+  CHECK_FALSE(cold(*four_a));
+  CHECK(cold(*xtx));
+  CHECK(cold(*eight));        // first job
+  CHECK(cold(*four_a));       // eight took t10-0..3
+  CHECK(cold(*four_b));       // and t10-4..7
+  CHECK(cold(*eight));        // four_a and four_b took them back
+  CHECK_FALSE(cold(*eight));
+  CHECK_FALSE(cold(*xtx));    // no GPU shared with the T10 pools
+  // Samplers on another host never evict these.
+  auto elsewhere = make_sim_sampler(prof, {fast, "t10x4", "four_a", "other-host", low});
+  CHECK(cold(*elsewhere));
+  CHECK_FALSE(cold(*eight));
+}
+
 TEST_CASE("sampler: the reference latent, full size, matches its contract digest",
           "[sampler]") {
   temp_dir dir;
