@@ -88,7 +88,8 @@ int do_run(const run_args& a) {
   return wait_for_run(cl, run_id, wo);
 }
 
-int do_status(const std::string& config, const std::string& run_id, bool json) {
+int do_status(const std::string& config, const std::string& run_id, bool json,
+              const std::string& gantt) {
   auto cluster = cluster_for(config);
   coordinator_client cl(cluster);
   std::optional<nlohmann::json> st;
@@ -106,6 +107,15 @@ int do_status(const std::string& config, const std::string& run_id, bool json) {
     std::printf("%s\n", st->dump(2).c_str());
   else
     std::printf("%s", format_status(*st).c_str());
+  if (!gantt.empty()) {
+    try {
+      files::write_atomic(gantt, planner::gantt_svg({run_gantt(*st)}));
+    } catch (const nlohmann::json::exception& e) {
+      std::fprintf(stderr, "error: the run's status has no stage times for a chart (%s); is "
+                           "the coordinator older than this client?\n", e.what());
+      return exit_code::usage;
+    }
+  }
   return exit_code::ok;
 }
 
@@ -121,7 +131,7 @@ int do_wait(const std::string& config, const std::string& run_id, double timeout
 
 /// Options shared by the line verbs; they live as long as the app.
 struct line_options {
-  std::string config_path, host, run_id;
+  std::string config_path, host, run_id, gantt;
   double timeout_s = 0;
   bool json = false;
   run_args ra;
@@ -164,7 +174,9 @@ void add_line_verbs(CLI::App& app, verb_list& out) {
   status->add_option("run_id", o->run_id, "Run id");
   status->add_option("--config", o->config_path, "Cluster config (default: the last one used)");
   status->add_flag("--json", o->json, "Print the status JSON");
-  out.push_back({status, [o] { return do_status(o->config_path, o->run_id, o->json); }});
+  status->add_option("--gantt", o->gantt, "Also write the run's Gantt chart (SVG) to this file");
+  out.push_back(
+    {status, [o] { return do_status(o->config_path, o->run_id, o->json, o->gantt); }});
 
   auto* resume = app.add_subcommand(
     "resume", "Finish a run's failed jobs, redoing only missing stages, and follow it");
@@ -202,6 +214,7 @@ int cli_main(int argc, char** argv) {
   add_line_verbs(app, verbs);
   add_backend_verbs(app, verbs);
   add_plan_verbs(app, verbs);
+  add_profile_verbs(app, verbs);
   add_security_verbs(app, verbs);
 
   try {

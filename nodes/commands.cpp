@@ -1,5 +1,6 @@
 #include "nodes/commands.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -135,6 +136,50 @@ std::string job_line(const json& j) {
 bool final_state(const std::string& s) { return s == "succeeded" || s == "failed"; }
 
 } // namespace
+
+planner::gantt_chart run_gantt(const json& st) {
+  planner::gantt_chart c;
+  std::vector<std::pair<double, std::string>> pools, decoders;  // (first start, lane)
+  auto first_start = [](std::vector<std::pair<double, std::string>>& lanes,
+                        const std::string& lane, double t) {
+    for (auto& [start, name] : lanes)
+      if (name == lane) {
+        start = std::min(start, t);
+        return;
+      }
+    lanes.emplace_back(t, lane);
+  };
+  for (auto& j : st.at("jobs")) {
+    auto index = j.at("index").get<uint32_t>();
+    for (const char* stage : {"conditioning", "sampling", "handoff", "decode"}) {
+      auto& sp = j.at("stages").at(stage);
+      if (sp.is_null())
+        continue;
+      bool on_pool = stage[0] == 'c' || stage[0] == 's';
+      auto lane = j.at(on_pool ? "pool" : "decoder").get<std::string>();
+      double start = sp.at("start_s").get<double>();
+      first_start(on_pool ? pools : decoders, lane, start);
+      c.spans.push_back({lane, stage, index, start, sp.at("end_s").get<double>()});
+    }
+  }
+  std::sort(pools.begin(), pools.end());
+  std::sort(decoders.begin(), decoders.end());
+  for (auto* lanes : {&pools, &decoders})
+    for (auto& [start, name] : *lanes)
+      c.lanes.push_back(name);
+  char makespan[32];
+  std::snprintf(makespan, sizeof(makespan), "%.1f",
+                st.at("summary").at("makespan_s").get<double>());
+  auto& j0 = st.at("jobs").at(0);
+  c.title = "run " + st.at("run_id").get<std::string>() + " (" + st.at("mode").get<std::string>()
+            + ", " + st.at("state").get<std::string>() + "): "
+            + std::to_string(st.at("jobs").size()) + " x "
+            + std::to_string(j0.at("width").get<uint32_t>()) + "x"
+            + std::to_string(j0.at("height").get<uint32_t>()) + ", "
+            + std::to_string(j0.at("seconds").get<uint32_t>()) + " s, makespan " + makespan
+            + " s";
+  return c;
+}
 
 std::string format_status(const json& st) {
   std::ostringstream out;

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "actors/planner/gantt.hpp"
 #include "config/config.hpp"
 #include "messages/messages.hpp"
 
@@ -58,6 +59,12 @@ int wait_for_run(coordinator_client& client, const std::string& run_id,
 
 /// Human-readable status of a run (the table `vidline status` prints).
 std::string format_status(const nlohmann::json& status);
+
+/// A run's Gantt chart from its status JSON (`vidline status RUN_ID --gantt`): a lane per
+/// pool and per decoder that ran a stage, in the order they first started one, and a bar per
+/// stage the jobs finished (the status's per-job `stages`). Throws nlohmann::json::exception
+/// on a status without them.
+planner::gantt_chart run_gantt(const nlohmann::json& status);
 
 /// `vidline demo`: two nodes on loopback as the reference hosts, the reference 6-job batch.
 int run_demo(bool json, const std::string& self_exe);

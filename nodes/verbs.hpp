@@ -21,6 +21,7 @@ using verb_list = std::vector<verb>;
 void add_line_verbs(CLI::App& app, verb_list& out);
 void add_backend_verbs(CLI::App& app, verb_list& out);  ///< preflight, config-adapt, start, stop (nodes/service_verbs.cpp)
 void add_plan_verbs(CLI::App& app, verb_list& out);  ///< plan (nodes/plan_cmd.cpp)
+void add_profile_verbs(CLI::App& app, verb_list& out);  ///< profile build (nodes/profile_cmd.cpp)
 void add_security_verbs(CLI::App& app, verb_list& out);  ///< keygen (nodes/keygen.cpp)
 
 } // namespace vidline::nodes

@@ -148,6 +148,8 @@ sched::state initial_state(const config::cluster& c, double time_scale) {
     v.name = p.name;
     v.host = p.host;
     v.kind = p.profile_key;
+    if (auto* e = c.find_encoder_of_host(p.host))
+      v.encoder_kind = e->profile_key;
     for (auto& q : c.pools)
       if (q.name != p.name && share_gpu(p, q))
         v.conflicts.insert(q.name);

@@ -58,7 +58,11 @@ json job_record(const sched::job& j) {
           {"conditioning_s", j.conditioning_s},
           {"sampling_s", j.sampling_s},
           {"handoff_s", j.handoff_s},
-          {"decode_s", j.decode_s}};
+          {"decode_s", j.decode_s},
+          {"pool_kind", j.pool_kind},
+          {"encoder_kind", j.encoder_kind},
+          {"decoder_kind", j.decoder_kind},
+          {"handoff_same_host", j.handoff_same_host}};
 }
 
 sched::job job_from_record(const json& r) {
@@ -92,6 +96,10 @@ sched::job job_from_record(const json& r) {
   j.sampling_s = r.value("sampling_s", 0.0);
   j.handoff_s = r.value("handoff_s", 0.0);
   j.decode_s = r.value("decode_s", 0.0);
+  j.pool_kind = r.value("pool_kind", "");
+  j.encoder_kind = r.value("encoder_kind", "");
+  j.decoder_kind = r.value("decoder_kind", "");
+  j.handoff_same_host = r.value("handoff_same_host", false);
   return j;
 }
 
@@ -139,6 +147,22 @@ json status_json(const sched::run& r, const clock_note& clock) {
   json jobs = json::array();
   for (auto& j : r.jobs) {
     auto rel = [&](double t) { return t < 0 ? json(nullptr) : json(t - r.submitted_at); };
+    // The last attempt's stages, back from when its result came in: conditioning then
+    // sampling on the pool, handoff then decode on the decoder (the plan's `stages`).
+    auto span = [&](double end, double seconds) -> json {
+      return {{"start_s", end - seconds - r.submitted_at}, {"end_s", end - r.submitted_at}};
+    };
+    json stages = {{"conditioning", nullptr}, {"sampling", nullptr}, {"handoff", nullptr},
+                   {"decode", nullptr}};
+    if (j.sample_end >= 0) {
+      if (j.conditioning_s > 0)
+        stages["conditioning"] = span(j.sample_end - j.sampling_s, j.conditioning_s);
+      stages["sampling"] = span(j.sample_end, j.sampling_s);
+    }
+    if (j.decode_end >= 0) {
+      stages["handoff"] = span(j.decode_end - j.decode_s, j.handoff_s);
+      stages["decode"] = span(j.decode_end, j.decode_s);
+    }
     jobs.push_back({{"index", j.spec.index},
                     {"seed", j.spec.seed},
                     {"width", j.spec.width},
@@ -164,7 +188,8 @@ json status_json(const sched::run& r, const clock_note& clock) {
                                {"conditioning_s", j.conditioning_s},
                                {"sampling_s", j.sampling_s},
                                {"handoff_s", j.handoff_s},
-                               {"decode_s", j.decode_s}}}});
+                               {"decode_s", j.decode_s}}},
+                    {"stages", std::move(stages)}});
   }
   auto sum = sched::summarize(r);
   return {{"run_id", r.id},

@@ -809,6 +809,10 @@ struct stepper {
     j.cold = r.cold;
     j.conditioning_s = r.conditioning_s;
     j.sampling_s = r.sampling_s;
+    if (auto p = s.pools.find(r.pool); p != s.pools.end()) {
+      j.pool_kind = p->second.kind;
+      j.encoder_kind = p->second.encoder_kind;
+    }
     j.sample_end = now;  // the decode order's key: set before entering `sampled`
     set_state(j, job_state::sampled);
     j.error.clear();
@@ -825,6 +829,10 @@ struct stepper {
     j->order_sent_at = -1;
     j->handoff_s = r.handoff_s;
     j->decode_s = r.decode_s;
+    if (auto d = s.decoders.find(r.decoder); d != s.decoders.end()) {
+      j->decoder_kind = d->second.kind;
+      j->handoff_same_host = d->second.host == j->latent_host;
+    }
     if (r.outcome == msg::outcome::ok) {
       j->output = r.output;
       j->output_sha256 = r.output_sha256;

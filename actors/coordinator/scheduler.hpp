@@ -60,6 +60,11 @@ struct job {
   double order_sent_at = -1;       ///< when the current order was (re)sent
   double sample_start = -1, sample_end = -1, decode_start = -1, decode_end = -1;
   double conditioning_s = 0, sampling_s = 0, handoff_s = 0, decode_s = 0;
+  /// What measured those times, for profiles learned from history (a config may change
+  /// between runs): the profile keys of the pool, its host's encoder and the decoder, and
+  /// whether the latent was already on the decoder's host.
+  std::string pool_kind, encoder_kind, decoder_kind;
+  bool handoff_same_host = false;
 };
 
 /// One batch submitted together.
@@ -78,6 +83,7 @@ struct pool_view {
   std::string name;
   std::string host;
   std::string kind;                ///< profile key, e.g. "t10x8"
+  std::string encoder_kind;        ///< profile key of its host's encoder ("" none)
   std::set<std::string> conflicts; ///< pools sharing a GPU with this one
   /// Largest job load (width x height x seconds) the profile says it holds; a larger job is
   /// never ordered here. nullopt = no known limit (only an out-of-memory result stops it).

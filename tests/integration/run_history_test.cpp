@@ -1,0 +1,149 @@
+// A run's history put to use: `vidline status RUN_ID --gantt` draws the finished run, and
+// `vidline profile build` learns a profile from the journal that plans the stage times the
+// line measured. Two real node processes, sim backend paced by a profile that is not the
+// embedded reference (4 x T10 sampling 25% slower, the 3080 Ti decoding 50% slower), so a
+// plan on the reference cannot pass for one on the learned profile.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "backends/sim/profile.hpp"
+#include "nodes/plan_cmd.hpp"
+#include "tests/support/cluster.hpp"
+
+using namespace testing_support;
+using vidline::nodes::coordinator_client;
+
+namespace {
+
+/// The reference profile with every 416x736x5 time of `kind` scaled by `factor`.
+void scale_416(json& prof, const std::string& section, const std::string& kind, double factor) {
+  auto scale = [&](json& t) {
+    for (const char* k : {"s", "min_s", "max_s"})
+      if (t.contains(k))
+        t[k] = t[k].get<double>() * factor;
+  };
+  if (section == "pools") {
+    for (auto& row : prof["pools"][kind]["sampling"])
+      if (row["size"] == "416x736x5")
+        for (const char* state : {"cold", "warm"})
+          if (row.contains(state))
+            scale(row[state]);
+  } else {
+    for (auto& row : prof["decoders"][kind]["decode"])
+      if (row["size"] == "416x736x5")
+        scale(row);
+  }
+}
+
+std::size_t count(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1))
+    ++n;
+  return n;
+}
+
+double length(const std::optional<vidline::planner::planned_job::span>& s) {
+  REQUIRE(s);
+  return s->end - s->start;
+}
+
+} // namespace
+
+TEST_CASE("a finished run: its Gantt chart, and a profile learned from it plans its times") {
+  temp_dir dir;
+  auto config = write_reference_config(dir.path(), 0.04);
+  auto prof = json::parse(std::string(vidline::backends::sim::profile::reference_json()));
+  scale_416(prof, "pools", "t10x4", 1.25);
+  scale_416(prof, "decoders", "rtx3080ti", 1.5);
+  std::ofstream(dir.path() + "/slow.json") << prof.dump(2);
+  auto cfg = json::parse(read_file(config));
+  cfg["backends"]["sim"]["profile"] = dir.path() + "/slow.json";
+  std::ofstream(config) << cfg.dump(2);
+  auto cluster = vidline::config::load(config);
+
+  auto a = start_node(dir.path(), config, "host_a");
+  auto b = start_node(dir.path(), config, "host_b");
+  coordinator_client cl(cluster);
+  REQUIRE(coordinator_answers(cl, 30));
+  std::this_thread::sleep_for(std::chrono::seconds(2));  // pools report (plan_vs_run_test)
+  vidline::msg::submit_run req;
+  req.mode = "four_four_xtx_plus_one";
+  req.prompt = "run history";
+  req.width = 416;
+  req.height = 736;
+  req.seconds = 5;
+  req.count = 6;
+  req.seed = 77;
+  req.request_id = "run-history";
+  auto run_id = cl.submit(req);
+  auto st = wait_status(cl, run_id, 120, [](const json& s) { return s["state"] != "running"; });
+  INFO(st.dump(2));
+  REQUIRE(st["state"] == "succeeded");
+
+  // The Gantt chart of the run: a lane per pool and decoder used, a bar per stage.
+  process status({VIDLINE_BINARY, "status", run_id, "--config", config, "--gantt",
+                  dir.path() + "/run.svg"},
+                 dir.path() + "/status.out");
+  REQUIRE(status.wait(30) == 0);
+  auto svg = read_file(dir.path() + "/run.svg");
+  CHECK(count(svg, "text-anchor=\"end\">") == 4);
+  for (auto* lane : {"four_a", "four_b", "xtx", "rtx3080ti"})
+    CHECK(count(svg, std::string("text-anchor=\"end\">") + lane + "</text>") == 1);
+  std::size_t stages = 0;
+  for (auto& j : st["jobs"]) {
+    auto i = std::to_string(j["index"].get<int>());
+    for (auto* stage : {"sampling", "handoff", "decode"})
+      CHECK(count(svg, "<title>job " + i + " " + stage + " ") == 1);
+    stages += 3;
+    if (j["times"]["conditioning_s"].get<double>() > 0) {
+      CHECK(count(svg, "<title>job " + i + " conditioning ") == 1);
+      ++stages;
+    }
+  }
+  CHECK(count(svg, "<title>job ") == stages);
+
+  a->signal(SIGTERM);
+  b->signal(SIGTERM);
+  CHECK(a->wait(20) == 0);
+  CHECK(b->wait(20) == 0);
+
+  // The profile learned from the coordinator's journal.
+  auto learned = dir.path() + "/learned.json";
+  process build({VIDLINE_BINARY, "profile", "build", "--data", dir.path() + "/host_a", "--out",
+                 learned},
+                dir.path() + "/build.out");
+  REQUIRE(build.wait(30) == 0);
+  INFO(read_file(learned));
+  auto l = json::parse(read_file(learned));
+  for (auto& row : l["pools"]["t10x4"]["sampling"])
+    if (row["size"] == "416x736x5")
+      CHECK_THAT(row["warm"]["source"].get<std::string>(), Catch::Contains(run_id));
+
+  // Planned with it, every job's sampling and decode take what the run measured; planned
+  // with the reference, the 4 x T10 jobs do not.
+  vidline::planner::request pr{req.mode, req.width, req.height, req.seconds, req.count, req.seed};
+  auto with_learned = vidline::nodes::load_plan_setup(config, learned);
+  auto plan = vidline::planner::plan(with_learned.state, *with_learned.est, pr);
+  vidline::planner::profile_estimates reference(with_learned.cluster,
+                                                 vidline::backends::sim::profile::reference());
+  auto old = vidline::planner::plan(with_learned.state, reference, pr);
+  REQUIRE(plan.refused.empty());
+  auto close = [](double planned, double measured) {
+    return std::abs(planned - measured) <= 0.03 * measured + 0.5;
+  };
+  int reference_misses = 0;
+  for (auto& j : st["jobs"]) {
+    auto i = j["index"].get<std::size_t>();
+    INFO("job " << i << " on " << j["pool"]);
+    CHECK(plan.jobs[i].pool == j["pool"]);
+    CHECK(plan.jobs[i].cold == j["cold"]);
+    double sampling = j["times"]["sampling_s"].get<double>();
+    double decode = j["times"]["decode_s"].get<double>();
+    CHECK(close(length(plan.jobs[i].sampling), sampling));
+    CHECK(close(length(plan.jobs[i].decode), decode));
+    if (!close(length(old.jobs[i].sampling), sampling))
+      ++reference_misses;
+  }
+  CHECK(reference_misses == 4);  // the four jobs of the 4 x T10 pools
+}

@@ -1,0 +1,115 @@
+// `vidline profile build`'s grouping: measured stage times by kind x size x cold/warm, the
+// median as the time and min/max as the spread, out-of-memory results as capacity, the
+// rest from the base profile; the result reads as a profile.
+#include <catch2/catch.hpp>
+
+#include "backends/sim/profile.hpp"
+#include "nodes/profile_cmd.hpp"
+
+using namespace vidline;
+using backends::sim::model_state;
+using backends::sim::profile;
+using nlohmann::json;
+
+namespace {
+
+sched::job sampled(uint32_t w, uint32_t h, uint32_t s, const std::string& pool_kind, bool cold,
+                   double sampling_s) {
+  sched::job j;
+  j.spec.width = w;
+  j.spec.height = h;
+  j.spec.seconds = s;
+  j.state = sched::job_state::sampled;
+  j.pool_kind = pool_kind;
+  j.encoder_kind = "t10x4";
+  j.cold = cold;
+  j.sampling_s = sampling_s;
+  j.sample_end = 100;
+  j.latent_sha256 = "ab";
+  return j;
+}
+
+sched::job decoded(sched::job j, double decode_s, double handoff_s, bool same_host) {
+  j.state = sched::job_state::succeeded;
+  j.decoder_kind = "rtx3080ti";
+  j.decode_s = decode_s;
+  j.handoff_s = handoff_s;
+  j.handoff_same_host = same_host;
+  j.decode_end = 200;
+  return j;
+}
+
+json base() { return json::parse(std::string(profile::reference_json())); }
+
+} // namespace
+
+TEST_CASE("profile build: medians and spreads per kind x size x cold/warm over the base") {
+  std::deque<sched::run> runs(2);
+  runs[0].id = "run-one";
+  runs[1].id = "run-two";
+  auto first = sampled(416, 736, 5, "t10x4", true, 100);
+  first.conditioning_s = 20;
+  runs[0].jobs.push_back(decoded(first, 10, 0.5, false));
+  runs[0].jobs.push_back(decoded(sampled(416, 736, 5, "t10x4", false, 64), 14, 0.9, false));
+  runs[1].jobs.push_back(decoded(sampled(416, 736, 5, "t10x4", false, 60), 12, 0.7, false));
+  runs[1].jobs.push_back(sampled(416, 736, 5, "t10x4", false, 62));  // not decoded yet
+  runs[1].jobs.push_back(decoded(sampled(416, 736, 5, "xtx", true, 150), 12, 0, true));
+  runs[1].jobs.push_back(sampled(416, 736, 5, "h100x1", true, 30));
+  runs[1].jobs.push_back(sampled(416, 736, 5, "h100x1", false, 20));
+  runs[1].jobs.push_back(sampled(736, 1280, 5, "h100x1", true, 80));
+  auto oom = sampled(736, 1280, 10, "t10x8", false, 0);
+  oom.state = sched::job_state::failed;
+  oom.latent_sha256.clear();
+  oom.capacity_failed = {"t10x8"};
+  runs[1].jobs.push_back(oom);
+
+  auto learned = nodes::profile_from_history(runs, base(), "embedded reference");
+  auto p = profile::from_json(learned);
+  const backends::sim::job_size small{416, 736, 5};
+
+  auto warm = p.sampling("t10x4", small, model_state::warm);
+  CHECK(warm.s == Approx(62));  // 60, 62, 64
+  CHECK(warm.min_s == Approx(60));
+  CHECK(warm.max_s == Approx(64));
+  for (auto& row : learned["pools"]["t10x4"]["sampling"])
+    if (row["size"] == "416x736x5")
+      CHECK_THAT(row["warm"]["source"].get<std::string>(), Catch::Contains("run-one, run-two"));
+  CHECK(p.sampling("t10x4", small, model_state::cold).s == Approx(100));
+  // Only cold measured on the XTX: its warm time stays the base's.
+  CHECK(p.sampling("xtx", small, model_state::cold).s == Approx(150));
+  CHECK(p.sampling("xtx", small, model_state::warm).s
+        == Approx(profile::reference().sampling("xtx", small, model_state::warm).s));
+  // A kind the base does not know, measured both ways at one size (cold_extra 10) and cold
+  // only at another (warm = cold - cold_extra).
+  REQUIRE(p.has_pool("h100x1"));
+  CHECK(p.sampling("h100x1", small, model_state::warm).s == Approx(20));
+  CHECK(p.sampling("h100x1", small, model_state::cold).s == Approx(30));
+  CHECK(p.sampling("h100x1", {736, 1280, 5}, model_state::warm).s == Approx(70));
+  // Out of memory at 736x1280x10 on the 8 x T10: its limit drops to the largest load below
+  // that it has a time for (544x960x15), and the 736x1280x10 row goes.
+  CHECK(*p.capacity("t10x8").max_load == 544u * 960 * 15);
+  CHECK_FALSE(p.fits("t10x8", {736, 1280, 10}));
+  CHECK_THAT(learned["pools"]["t10x8"]["capacity"]["source"].get<std::string>(),
+             Catch::Contains("run-two (736x1280x10)"));
+  // Unmeasured entries stay the base's.
+  CHECK(p.sampling("t10x8", small, model_state::warm).s
+        == Approx(profile::reference().sampling("t10x8", small, model_state::warm).s));
+  auto decode = p.decode("rtx3080ti", small);
+  CHECK(decode.s == Approx(12));  // 10, 14, 12, 12
+  CHECK(decode.min_s == Approx(10));
+  CHECK(decode.max_s == Approx(14));
+  CHECK(p.conditioning("t10x4").s == Approx(20));
+  CHECK(p.handoff(false).s == Approx(0.7));
+  CHECK(p.handoff(false).max_s == Approx(0.9));
+  CHECK(p.handoff(true).s == Approx(0));
+  CHECK(p.name() == "history");
+}
+
+TEST_CASE("profile build: a history without measured stages is refused") {
+  std::deque<sched::run> runs(1);
+  runs[0].id = "old";
+  sched::job j = sampled(416, 736, 5, "", true, 100);  // a record from before kinds were kept
+  runs[0].jobs.push_back(j);
+  CHECK_THROWS_WITH(nodes::profile_from_history(runs, base(), "embedded reference"),
+                    Catch::Contains("no measured stage"));
+}
