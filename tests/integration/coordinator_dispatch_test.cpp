@@ -43,10 +43,11 @@ vidline::planner::plan_result plan_of(const std::string& config,
   return p;
 }
 
-/// Runs `r` on a fresh two-node line and checks it against its plan: every job on a pool of
-/// the planned kind, as many jobs on each pool as planned, makespan within 3%. (Two 4 x T10
-/// pools that finish together are a tie: which one the next job goes to is the order their
-/// results arrive in.)
+/// Runs `r` on a fresh two-node line and checks it against its plan: as many jobs on each
+/// pool as planned, makespan within 3%. Which job goes where is left to plan_vs_run_test:
+/// here pools free within seconds of each other (two 4 x T10 pools finishing together; the
+/// 8 x T10 and the XTX 5.8 s apart under first_free, 0.23 s of real time) make the order of
+/// jobs a matter of the order results arrive in, not of the policy.
 void run_as_planned(const std::string& dir, const std::string& config,
                     const vidline::msg::submit_run& r) {
   auto plan = plan_of(config, r);
@@ -62,12 +63,8 @@ void run_as_planned(const std::string& dir, const std::string& config,
   INFO(st.dump(2));
   REQUIRE(st["state"] == "succeeded");
   std::map<std::string, int> live_jobs, planned_jobs;
-  for (auto& j : st["jobs"]) {
-    auto pool = j["pool"].get<std::string>();
-    CHECK(cluster.find_pool(pool)->profile_key
-          == cluster.find_pool(plan.jobs[j["index"].get<std::size_t>()].pool)->profile_key);
-    ++live_jobs[pool];
-  }
+  for (auto& j : st["jobs"])
+    ++live_jobs[j["pool"].get<std::string>()];
   for (auto& j : plan.jobs)
     ++planned_jobs[j.pool];
   CHECK(live_jobs == planned_jobs);
