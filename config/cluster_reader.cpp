@@ -42,12 +42,19 @@ gpu read_gpu(const json& j, const std::string& path) {
 }
 
 host read_host(const json& j, const std::string& path, const std::string& base_dir) {
-  const object_reader r(j, path, {"name", "address", "port", "data_dir", "gpus"});
+  const object_reader r(j, path, {"name", "address", "port", "data_dir", "gpus", "public_key",
+                                  "secret_key_file"});
   host h;
   h.name = r.string("name");
   h.address = r.string("address");
   h.port = static_cast<int>(r.integer("port", port_min, port_max));
   h.data_dir = resolve_path(r.string("data_dir"), base_dir, r.path_of("data_dir"));
+  h.public_key = r.string_or("public_key", "");
+  if (r.has("secret_key_file"))
+    h.secret_key_file = resolve_path(r.string("secret_key_file"), base_dir,
+                                     r.path_of("secret_key_file"));
+  else if (!h.data_dir.empty())
+    h.secret_key_file = h.data_dir + "/keys/" + h.name + ".key";
   if (r.has("gpus")) {
     const json& gpus = r.required("gpus");
     expect_array(gpus, r.path_of("gpus"));
@@ -147,7 +154,7 @@ std::vector<T> read_array(const json& j, const std::string& path, Read read_one)
 
 cluster read_cluster(const json& doc, const std::string& base_dir) {
   const object_reader r(doc, "", {"cluster", "coordinator", "hosts", "backends", "pools",
-                                  "decoders", "encoders", "modes", "knobs"});
+                                  "decoders", "encoders", "modes", "knobs", "plaintext"});
   cluster c;
   c.name = r.string("cluster");
   c.coordinator = r.string("coordinator");
@@ -170,6 +177,12 @@ cluster read_cluster(const json& doc, const std::string& base_dir) {
     c.modes.push_back(read_mode(item.key(), item.value(), child(r.path_of("modes"), item.key())));
   if (r.has("knobs"))
     c.knobs = read_knobs(r.required("knobs"), r.path_of("knobs"));
+  if (r.has("plaintext")) {
+    const json& p = r.required("plaintext");
+    if (!p.is_boolean())
+      throw config_error(r.path_of("plaintext"), "must be true or false, got " + type_name(p));
+    c.plaintext = p.get<bool>();
+  }
   return c;
 }
 

@@ -79,8 +79,12 @@ json host_to_json(const host& h) {
   json gpus = json::array();
   for (const auto& g : h.gpus)
     gpus.push_back(gpu_to_json(g));
-  return {{"name", h.name}, {"address", h.address}, {"port", h.port},
-          {"data_dir", h.data_dir}, {"gpus", std::move(gpus)}};
+  json j = {{"name", h.name}, {"address", h.address}, {"port", h.port},
+            {"data_dir", h.data_dir}, {"gpus", std::move(gpus)},
+            {"secret_key_file", h.secret_key_file}};
+  if (!h.public_key.empty())
+    j["public_key"] = h.public_key;
+  return j;
 }
 
 json backend_to_json(const backend& b) {
@@ -243,7 +247,7 @@ json to_json(const cluster& c) {
           {"hosts", std::move(hosts)},   {"backends", std::move(backends)},
           {"pools", std::move(pools)},   {"decoders", std::move(decoders)},
           {"encoders", std::move(encoders)}, {"modes", std::move(modes)},
-          {"knobs", to_json(c.knobs)}};
+          {"knobs", to_json(c.knobs)},   {"plaintext", c.plaintext}};
 }
 
 } // namespace vidline::config

@@ -32,6 +32,12 @@ struct host {
   int port = 0;            ///< the node's ZeroMQ ROUTER port (bus)
   std::string data_dir;    ///< absolute after loading: latents/, outputs/, journal/, logs/
   std::vector<gpu> gpus;
+  /// The host's CURVE public key (Z85, 40 characters; `vidline keygen`). Required unless
+  /// the cluster is `plaintext`. Only connections presenting a listed key are admitted.
+  std::string public_key;
+  /// Its secret key file, absolute after loading (default <data_dir>/keys/<name>.key).
+  /// Read by that host's node, and by the CLI on a host that can read it.
+  std::string secret_key_file;
 
   /// The GPU with this id, or nullptr.
   const gpu* find_gpu(const std::string& id) const;
@@ -96,6 +102,8 @@ struct cluster {
   std::vector<encoder> encoders;
   std::vector<mode> modes;
   config::knobs knobs;
+  /// Links without CURVE: allowed only when every host's address is loopback.
+  bool plaintext = false;
   std::string source_path;        ///< the file it was loaded from
 
   const host* find_host(const std::string& name) const;
@@ -131,6 +139,13 @@ cluster load(const std::string& file);
 
 /// The config as JSON (round-trips through parse).
 nlohmann::json to_json(const cluster& c);
+
+/// Whether `address` (a host's "address") is loopback: 127.0.0.0/8 as a dotted quad,
+/// "::1" or "localhost".
+bool is_loopback_address(const std::string& address);
+
+/// Whether `key` looks like a Z85 CURVE key: 40 characters of the Z85 alphabet.
+bool is_z85_key_text(const std::string& key);
 
 /// Checks a cluster by every rule `parse` applies after reading (names, references,
 /// ranges, GPU sharing within a mode, knobs), e.g. one a test built in code.

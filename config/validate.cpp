@@ -119,7 +119,41 @@ void check_host(const host& h, const std::string& path) {
   if (h.data_dir.empty() || h.data_dir.front() != '/')
     fail(child(path, "data_dir"), "must be an absolute path after loading, got '" +
                                       h.data_dir + "'");
+  if (h.secret_key_file.empty() || h.secret_key_file.front() != '/')
+    fail(child(path, "secret_key_file"), "must be an absolute path after loading, got '" +
+                                             h.secret_key_file + "'");
+  if (!h.public_key.empty() && !is_z85_key_text(h.public_key))
+    fail(child(path, "public_key"), "must be a Z85 CURVE public key (40 characters, as "
+                                    "`vidline keygen` prints), got '" + h.public_key + "'");
   check_gpus_of_host(h, path);
+}
+
+/// Every link is authenticated with CURVE unless the config says plaintext, which only a
+/// cluster wholly on loopback may say: each host needs a listed key, and keys are unique
+/// (a key names its host).
+void check_keys(const cluster& c) {
+  std::map<std::string, std::string> owner;
+  for (std::size_t i = 0; i < c.hosts.size(); ++i) {
+    const host& h = c.hosts[i];
+    const std::string path = child("/hosts", i);
+    if (c.plaintext) {
+      if (!is_loopback_address(h.address))
+        fail("/plaintext", "plaintext links are allowed only when every host is on loopback, "
+                           "and host '" + h.name + "' has address '" + h.address +
+                               "': remove \"plaintext\" and give every host a "
+                               "public_key (vidline keygen)");
+      continue;
+    }
+    if (h.public_key.empty())
+      fail(child(path, "public_key"),
+           "missing: every host needs its CURVE public key (vidline keygen --out " +
+               h.data_dir + "/keys --name " + h.name +
+               " prints it); on loopback only, \"plaintext\": true turns CURVE off");
+    const auto [it, fresh] = owner.emplace(h.public_key, h.name);
+    if (!fresh)
+      fail(child(path, "public_key"), "same key as host '" + it->second +
+                                          "': each host needs its own pair");
+  }
 }
 
 /// Two nodes cannot bind one endpoint, and two nodes on one machine must not share a
@@ -297,12 +331,41 @@ void check_modes(const cluster& c) {
 void validate(const cluster& c) {
   check_name(c.name, "/cluster");
   check_hosts(c);
+  check_keys(c);
   check_backends(c);
   check_encoders(c);
   check_pools(c);
   check_decoders(c);
   check_modes(c);
   validate(c.knobs);
+}
+
+bool is_loopback_address(const std::string& address) {
+  if (address == "localhost" || address == "::1" || address == "[::1]")
+    return true;
+  // 127.0.0.0/8 as a dotted quad of decimal numbers, nothing else (not "127.evil.com").
+  if (address.rfind("127.", 0) != 0)
+    return false;
+  int parts = 0;
+  std::size_t i = 0;
+  while (i <= address.size()) {
+    std::size_t j = address.find('.', i);
+    if (j == std::string::npos)
+      j = address.size();
+    const std::string part = address.substr(i, j - i);
+    if (part.empty() || part.size() > 3 ||
+        part.find_first_not_of("0123456789") != std::string::npos || std::stoi(part) > 255)
+      return false;
+    ++parts;
+    i = j + 1;
+  }
+  return parts == 4;
+}
+
+bool is_z85_key_text(const std::string& key) {
+  static const std::string alphabet =
+      "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#";
+  return key.size() == 40 && key.find_first_not_of(alphabet) == std::string::npos;
 }
 
 } // namespace vidline::config

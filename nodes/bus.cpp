@@ -21,6 +21,7 @@
 #include <zmq.hpp>
 
 #include "common/sha256.hpp"
+#include "config/config.hpp"
 #include "nodes/bus_dedup.hpp"
 #include "nodes/bus_frame.hpp"
 #include "nodes/liveness.hpp"
@@ -56,7 +57,46 @@ struct ingress {
   std::string reply_to;  ///< ROUTER routing id; empty otherwise
   std::string path;      ///< dedup path: "r:<routing id>", "d:<peer>", or empty for local
   bool local = false;
+  std::string user;      ///< ROUTER with CURVE: the host the ZAP handler named the key after
 };
+
+/// Where libzmq asks the ZAP handler (RFC 27) and where the ROUTER's monitor reports.
+constexpr const char* zap_endpoint = "inproc://zeromq.zap.01";
+constexpr const char* monitor_endpoint = "inproc://vidline-bus-monitor";
+
+/// Security events, each with its own counter and log gate.
+enum class security_event { key_refused, handshake_failed, impersonation };
+constexpr std::size_t security_event_kinds = 3;
+
+const char* to_string(security_event e) {
+  switch (e) {
+  case security_event::key_refused:
+    return "refused a key";
+  case security_event::handshake_failed:
+    return "a handshake failed";
+  case security_event::impersonation:
+    return "refused a frame";
+  }
+  return "?";
+}
+
+/// The 32 bytes of a Z85 key, or "" when it is not one.
+std::string z85_to_binary(const std::string& z85) {
+  if (z85.size() != 40)
+    return "";
+  std::string out(32, '\0');
+  if (zmq_z85_decode(reinterpret_cast<uint8_t*>(out.data()), z85.c_str()) == nullptr)
+    return "";
+  return out;
+}
+
+std::string binary_to_z85(std::string_view key) {
+  if (key.size() != 32)
+    return "(" + std::to_string(key.size()) + " bytes, not a key)";
+  char buf[41];
+  zmq_z85_encode(buf, reinterpret_cast<const uint8_t*>(key.data()), 32);
+  return buf;
+}
 
 /// Reads and discards the remaining parts of a multipart message (they arrive together).
 void drain_parts(zmq::socket_t& s) {
@@ -101,6 +141,36 @@ bool valid_name(const std::string& s, std::size_t max) {
   throw std::invalid_argument("bus_options." + what);
 }
 
+void validate_security(const bus_options& o) {
+  const bus_security& s = o.security;
+  if (s.plaintext) {
+    if (!is_loopback_endpoint(o.bind_endpoint))
+      invalid("security.plaintext is allowed on loopback only, and bind_endpoint is " +
+              o.bind_endpoint + ": give this host a CURVE key pair");
+    for (const auto& [host, ep] : o.peers)
+      if (!is_loopback_endpoint(ep))
+        invalid("security.plaintext is allowed on loopback only, and peer " + host +
+                " is at " + ep + ": give every host a CURVE key pair");
+    return;
+  }
+  if (z85_to_binary(s.public_z85).empty() || z85_to_binary(s.secret_z85).empty())
+    invalid("security: this host's public and secret keys must be Z85 CURVE keys");
+  std::map<std::string, std::string> seen;  // binary key -> host
+  for (const auto& [host, key] : s.host_keys) {
+    const std::string bin = z85_to_binary(key);
+    if (bin.empty())
+      invalid("security.host_keys: the key of " + host + " is not a Z85 CURVE key");
+    if (auto [it, fresh] = seen.emplace(bin, host); !fresh)
+      invalid("security.host_keys: " + host + " and " + it->second + " have the same key");
+  }
+  auto self_key = s.host_keys.find(o.self);
+  if (self_key == s.host_keys.end() || self_key->second != s.public_z85)
+    invalid("security.host_keys must list this host (" + o.self + ") with its public key");
+  for (const auto& [host, ep] : o.peers)
+    if (s.host_keys.count(host) == 0)
+      invalid("security.host_keys has no key for peer " + host);
+}
+
 void validate(const bus_options& o) {
   const msg::decode_limits l = wire_limits(o.knobs);
   const auto& k = o.knobs;
@@ -135,6 +205,7 @@ void validate(const bus_options& o) {
     invalid("socket_hwm and max_queued must be positive");
   if (o.dedup_window == 0 || o.dedup_keys == 0)
     invalid("dedup_window and dedup_keys must be positive");
+  validate_security(o);
 }
 
 /// The silence after which a peer is declared down: also how long ZeroMQ waits for a
@@ -179,6 +250,21 @@ msg::decode_limits wire_limits(const config::knobs& knobs) {
   return l;
 }
 
+bool is_loopback_endpoint(const std::string& endpoint) {
+  if (endpoint.rfind("ipc://", 0) == 0 || endpoint.rfind("inproc://", 0) == 0)
+    return true;
+  if (endpoint.rfind("tcp://", 0) != 0)
+    return false;
+  std::string addr = endpoint.substr(6);
+  const auto colon = addr.rfind(':');
+  if (colon == std::string::npos)
+    return false;
+  addr.resize(colon);
+  if (addr.size() >= 2 && addr.front() == '[' && addr.back() == ']')
+    addr = addr.substr(1, addr.size() - 2);
+  return config::is_loopback_address(addr);
+}
+
 uint64_t first_envelope_id() {
   using namespace std::chrono;
   const auto us = duration_cast<microseconds>(system_clock::now().time_since_epoch()).count();
@@ -221,6 +307,9 @@ struct bus::impl {
   // Sockets: created by start(), then owned by the I/O thread. ctx outlives them.
   zmq::context_t ctx{1};
   zmq::socket_t router;
+  zmq::socket_t zap;      ///< CURVE only: the ZAP handler's REP socket
+  zmq::socket_t monitor;  ///< CURVE only: the ROUTER's failed handshakes
+  std::map<std::string, std::string> host_of_key;  ///< binary public key -> host
   std::vector<std::pair<std::string, zmq::socket_t>> dealers;
   std::map<std::string, std::size_t> dealer_of;
   int wake_fd = -1;
@@ -250,6 +339,7 @@ struct bus::impl {
     uint64_t suppressed = 0;
   };
   std::array<log_gate, decode_error_kinds> log_gates{};
+  std::array<log_gate, security_event_kinds> security_gates{};
 
   int64_t now_ms() const {
     return std::chrono::duration_cast<std::chrono::milliseconds>(steady::now() - t0).count();
@@ -280,6 +370,11 @@ struct bus::impl {
   void run_local();
   void read_router();
   void read_dealer(std::size_t i);
+  void read_zap();
+  void read_monitor();
+  bool authorised(const msg::envelope& env, const ingress& in);
+  void security(security_event e, const std::string& detail);
+  bool gate(log_gate& g, std::string& suppressed_note);
   void shutdown_io();
   bool transmit(route where, const std::string& address, zmq::message_t& frame);
   bool send_direct(const std::string& host, std::string_view type, std::string_view body,
@@ -318,6 +413,8 @@ bus::impl::impl(bus_options o, message_handler m, peer_handler p)
           [this] { return now_ms(); }),
       server(opt.latent_dir, opt.knobs.max_frame_bytes - chunk_frame_overhead_bytes,
              opt.corrupt_every_nth_chunk) {
+  for (const auto& [host, key] : opt.security.host_keys)
+    host_of_key[z85_to_binary(key)] = host;
   wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd < 0)
     throw std::runtime_error(std::string("bus: eventfd: ") + std::strerror(errno));
@@ -389,6 +486,12 @@ void bus::impl::run() {
   std::vector<zmq::pollitem_t> items;
   items.push_back({nullptr, wake_fd, ZMQ_POLLIN, 0});
   items.push_back({router.handle(), 0, ZMQ_POLLIN, 0});
+  const bool curve = !opt.security.plaintext;
+  if (curve) {
+    items.push_back({zap.handle(), 0, ZMQ_POLLIN, 0});
+    items.push_back({monitor.handle(), 0, ZMQ_POLLIN, 0});
+  }
+  const std::size_t first_dealer = items.size();
   for (auto& [host, s] : dealers)
     items.push_back({s.handle(), 0, ZMQ_POLLIN, 0});
   next_beat_ms.assign(dealers.size(), now_ms());  // beat at once
@@ -417,10 +520,14 @@ void bus::impl::run() {
       [[maybe_unused]] ssize_t n = ::read(wake_fd, &v, sizeof v);  // before the queue
     }
     drain_queue();
+    if (curve && (items[2].revents & ZMQ_POLLIN))
+      read_zap();  // handshakes wait on it: before the frames
+    if (curve && (items[3].revents & ZMQ_POLLIN))
+      read_monitor();
     if (items[1].revents & ZMQ_POLLIN)
       read_router();
     for (std::size_t i = 0; i < dealers.size(); ++i)
-      if (items[2 + i].revents & ZMQ_POLLIN)
+      if (items[first_dealer + i].revents & ZMQ_POLLIN)
         read_dealer(i);
     run_local();
     // Silence is judged only after reading what arrived: after a stall (a slow callback,
@@ -472,7 +579,7 @@ void bus::impl::read_router() {
     zmq::message_t id;
     if (!router.recv(id, zmq::recv_flags::dontwait))
       return;
-    ingress in{id.to_string(), "", false};
+    ingress in{id.to_string(), "", false, ""};
     in.path = "r:" + in.reply_to;
     auto frame = std::make_shared<zmq::message_t>();
     if (!id.more() || !router.recv(*frame, zmq::recv_flags::dontwait)) {
@@ -486,7 +593,84 @@ void bus::impl::read_router() {
       drop(msg::decode_error::malformed, in, "multipart message");
       continue;
     }
+    // Set by the ZAP handler for this connection: the host whose key it presented.
+    if (const char* user = zmq_msg_gets(frame->handle(), "User-Id"))
+      in.user = user;
     handle(std::move(frame), in);
+  }
+}
+
+void bus::impl::read_zap() {
+  for (int n = 0; n < io_batch; ++n) {
+    std::vector<zmq::message_t> parts;
+    zmq::message_t part;
+    if (!zap.recv(part, zmq::recv_flags::dontwait))
+      return;
+    parts.push_back(std::move(part));
+    while (parts.back().more() && parts.size() < 16) {
+      zmq::message_t next;
+      if (!zap.recv(next, zmq::recv_flags::dontwait))
+        break;
+      parts.push_back(std::move(next));
+    }
+    if (parts.back().more())
+      drain_parts(zap);
+    // RFC 27: version, request id, domain, address, routing id, mechanism, credentials.
+    auto text = [&](std::size_t i) { return i < parts.size() ? parts[i].to_string() : ""; };
+    std::string status = "400", reason = "key not listed", user;
+    const std::string key = text(6);
+    if (text(0) != "1.0" || text(5) != "CURVE" || key.size() != 32) {
+      status = "500";
+      reason = "not a CURVE ZAP request";
+    } else if (auto it = host_of_key.find(key); it != host_of_key.end()) {
+      status = "200";
+      reason = "OK";
+      user = it->second;
+    }
+    const std::string reply[] = {"1.0", text(1), status, reason, user, ""};
+    try {
+      for (std::size_t i = 0; i < 6; ++i)
+        zap.send(zmq::buffer(reply[i]), i < 5 ? zmq::send_flags::sndmore : zmq::send_flags::none);
+    } catch (const zmq::error_t& e) {
+      spdlog::error("bus {}: ZAP reply failed: {}", opt.self, e.what());
+    }
+    if (status == "200") {
+      count(&bus_stats::keys_admitted);
+      spdlog::debug("bus {}: admitted {} from {}", opt.self, user, text(3));
+    } else {
+      count(&bus_stats::keys_refused);
+      security(security_event::key_refused,
+               "key " + binary_to_z85(key) + " from " + printable(text(3)) + ": " + reason);
+    }
+  }
+}
+
+void bus::impl::read_monitor() {
+  for (int n = 0; n < io_batch; ++n) {
+    zmq::message_t event;
+    if (!monitor.recv(event, zmq::recv_flags::dontwait))
+      return;
+    zmq::message_t address;
+    if (event.more())
+      (void)monitor.recv(address, zmq::recv_flags::dontwait);
+    if (address.more())
+      drain_parts(monitor);
+    if (event.size() < 6)
+      continue;
+    uint16_t what = 0;
+    uint32_t value = 0;
+    std::memcpy(&what, event.data(), 2);
+    std::memcpy(&value, static_cast<const char*>(event.data()) + 2, 4);
+    // A refused key is counted by the ZAP handler; the rest failed before reaching it.
+    if (what == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+      continue;
+    count(&bus_stats::handshakes_failed);
+    security(security_event::handshake_failed,
+             fmt::format("on {} ({} {:#x}): no key, a wrong server key, or not ZMTP",
+                         printable(address.to_string()),
+                         what == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ? "protocol error"
+                                                                     : "no detail",
+                         value));
   }
 }
 
@@ -496,7 +680,7 @@ void bus::impl::read_dealer(std::size_t i) {
     auto frame = std::make_shared<zmq::message_t>();
     if (!s.recv(*frame, zmq::recv_flags::dontwait))
       return;
-    ingress in{"", "d:" + host, false};
+    ingress in{"", "d:" + host, false, ""};
     if (frame->more()) {
       drain_parts(s);
       count(&bus_stats::frames_received);
@@ -574,6 +758,8 @@ void bus::impl::handle(std::shared_ptr<zmq::message_t> m, const ingress& in) {
   if (err != msg::decode_error::none)
     return drop(err, in);
   const msg::envelope& env = f.env;
+  if (!authorised(env, in))
+    return;
   if (env.type == msg::heartbeat::wire_name)
     return on_heartbeat(f, in);  // idempotent, and must see a restarted peer's first beat
   if (!in.local && !dedup.accept(in.path, env.sender, env.id)) {
@@ -611,6 +797,63 @@ void bus::impl::handle(std::shared_ptr<zmq::message_t> m, const ingress& in) {
     const inbound msg_in{env, std::string(f.body), in.reply_to};
     guarded("on_message", [&] { on_message(msg_in); });
   }
+}
+
+bool bus::impl::authorised(const msg::envelope& env, const ingress& in) {
+  if (in.local || opt.security.plaintext)
+    return true;
+  std::string why;
+  if (in.reply_to.empty()) {
+    // On our DEALER to a peer, whose server key the CURVE handshake proved.
+    const std::string host = in.path.substr(2);
+    if (env.sender == host)
+      return true;
+    why = "sender '" + env.sender + "' on the connection to " + host;
+  } else if (in.user.empty()) {
+    why = "no authenticated key on router id " + printable(in.reply_to);
+  } else {
+    // A routing id that names a host must be the key's host; any other is a client (the
+    // CLI holds a host's key) whose envelopes say "cli:...". Senders are held to the key.
+    const bool id_is_host = in.reply_to == opt.self || opt.peers.count(in.reply_to) != 0;
+    if (id_is_host && in.reply_to != in.user)
+      why = "router id '" + in.reply_to + "' on a connection with the key of " + in.user;
+    else if (env.sender == in.user || (!id_is_host && env.sender.rfind("cli:", 0) == 0))
+      return true;
+    else
+      why = "sender '" + env.sender + "' on a connection with the key of " + in.user;
+  }
+  count(&bus_stats::impersonations);
+  security(security_event::impersonation, why + " (" + env.type + ")");
+  return false;
+}
+
+bool bus::impl::gate(log_gate& g, std::string& suppressed_note) {
+  const int64_t now = now_ms();
+  if (g.ever && now - g.last_ms < opt.log_interval_ms) {
+    ++g.suppressed;
+    return false;
+  }
+  suppressed_note = g.suppressed == 0
+                        ? std::string()
+                        : fmt::format(" ({} more since the last report)", g.suppressed);
+  g.ever = true;
+  g.last_ms = now;
+  g.suppressed = 0;
+  return true;
+}
+
+void bus::impl::security(security_event e, const std::string& detail) {
+  std::string note;
+  if (!gate(security_gates[static_cast<std::size_t>(e)], note))
+    return;
+  const bus_stats s = [&] {
+    std::lock_guard<std::mutex> lock(stats_mutex);
+    return counters;
+  }();
+  spdlog::warn("bus {}: security: {}: {}{} [totals: {} keys refused, {} handshakes failed, "
+               "{} frames refused]",
+               opt.self, to_string(e), detail, note, s.keys_refused, s.handshakes_failed,
+               s.impersonations);
 }
 
 void bus::impl::on_heartbeat(const msg::frame& f, const ingress& in) {
@@ -678,19 +921,11 @@ void bus::impl::drop(msg::decode_error e, const ingress& in, std::string_view de
     ++counters.decode_errors[i];
   }
   // A flood of bad frames must not become a flood of log lines.
-  log_gate& g = log_gates[i];
-  const int64_t now = now_ms();
-  if (g.ever && now - g.last_ms < opt.log_interval_ms) {
-    ++g.suppressed;
+  std::string note;
+  if (!gate(log_gates[i], note))
     return;
-  }
   spdlog::warn("bus {}: dropped a frame from {}: {}{}{}{}", opt.self, describe(in),
-               msg::to_string(e), detail.empty() ? "" : ", ", detail,
-               g.suppressed == 0 ? std::string()
-                                 : fmt::format(" ({} more since the last report)", g.suppressed));
-  g.ever = true;
-  g.last_ms = now;
-  g.suppressed = 0;
+               msg::to_string(e), detail.empty() ? "" : ", ", detail, note);
 }
 
 void bus::impl::shutdown_io() {
@@ -710,9 +945,23 @@ void bus::impl::shutdown_io() {
   if (!frames.empty())
     count(&bus_stats::send_dropped, frames.size());
   local.clear();
+  if (!opt.security.plaintext) {
+    const bus_stats s = [&] {
+      std::lock_guard<std::mutex> lock(stats_mutex);
+      return counters;
+    }();
+    spdlog::info("bus {}: security totals: {} keys admitted, {} keys refused, {} handshakes "
+                 "failed, {} frames refused as impersonation, {} bad frames, {} duplicates",
+                 opt.self, s.keys_admitted, s.keys_refused, s.handshakes_failed,
+                 s.impersonations, s.decode_errors_total(), s.duplicates);
+    zmq_socket_monitor(router.handle(), nullptr, 0);
+    monitor.close();
+  }
   router.close();
   for (auto& [host, s] : dealers)
     s.close();
+  if (zap)
+    zap.close();
 }
 
 // -- the public face -----------------------------------------------------------------------
@@ -729,8 +978,29 @@ void bus::start() {
   std::lock_guard<std::mutex> lock(d.lifecycle_mutex);
   if (d.started.load())
     throw std::logic_error("bus: already started");
+  const bus_security& sec = d.opt.security;
+  if (!sec.plaintext) {
+    // The handler is bound before the ROUTER: without one, libzmq's CURVE admits any key.
+    d.zap = zmq::socket_t(d.ctx, zmq::socket_type::rep);
+    d.zap.set(zmq::sockopt::linger, 0);
+    d.zap.bind(zap_endpoint);
+  }
   d.router = zmq::socket_t(d.ctx, zmq::socket_type::router);
   set_common_options(d.router, d.opt);
+  if (!sec.plaintext) {
+    d.router.set(zmq::sockopt::zap_domain, "vidline");
+    d.router.set(zmq::sockopt::curve_server, true);
+    d.router.set(zmq::sockopt::curve_secretkey, sec.secret_z85);
+    if (zmq_socket_monitor(d.router.handle(), monitor_endpoint,
+                           ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+                               ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                               ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) != 0)
+      throw std::runtime_error("bus " + d.opt.self + ": cannot monitor the router: " +
+                               zmq_strerror(zmq_errno()));
+    d.monitor = zmq::socket_t(d.ctx, zmq::socket_type::pair);
+    d.monitor.set(zmq::sockopt::linger, 0);
+    d.monitor.connect(monitor_endpoint);
+  }
   d.router.set(zmq::sockopt::router_mandatory, true);
   // A restarted peer reconnects with the same routing id before its old connection is
   // seen closed: hand the id over instead of refusing the newcomer.
@@ -751,6 +1021,11 @@ void bus::start() {
     s.set(zmq::sockopt::routing_id, d.opt.self);
     s.set(zmq::sockopt::immediate, true);
     s.set(zmq::sockopt::connect_timeout, liveness_window_ms(d.opt.knobs));
+    if (!sec.plaintext) {
+      s.set(zmq::sockopt::curve_serverkey, sec.host_keys.at(host));
+      s.set(zmq::sockopt::curve_publickey, sec.public_z85);
+      s.set(zmq::sockopt::curve_secretkey, sec.secret_z85);
+    }
     try {
       s.connect(ep);
     } catch (const zmq::error_t& e) {
@@ -762,8 +1037,9 @@ void bus::start() {
   }
   d.io = std::thread([&d] { d.run(); });
   d.started.store(true);
-  spdlog::info("bus {}: listening on {} (boot {:016x}, {} peers)", d.opt.self, d.bound, d.boot,
-               d.dealers.size());
+  spdlog::info("bus {}: listening on {} (boot {:016x}, {} peers, {})", d.opt.self, d.bound,
+               d.boot, d.dealers.size(),
+               sec.plaintext ? "PLAINTEXT, loopback only" : "CURVE, listed keys only");
 }
 
 void bus::stop() {

@@ -34,6 +34,25 @@ struct inbound {
                          ///< not come in on this node's ROUTER (answer with send(env.sender))
 };
 
+/// How a bus authenticates its links (docs/security.md, "Authentication").
+///
+/// With CURVE the ROUTER is a CURVE server and every DEALER a CURVE client that checks its
+/// peer's public key. A ZAP handler, polled in the I/O thread, admits a client key only
+/// when `host_keys` lists it and names the connection after that key's host; every frame
+/// is then held to that name (a peer cannot speak as another host). Plaintext (no keys)
+/// is refused for any endpoint that is not loopback.
+struct bus_security {
+  bool plaintext = true;                         ///< no CURVE: loopback endpoints only
+  std::string public_z85;                        ///< this host's pair (CURVE)
+  std::string secret_z85;
+  std::map<std::string, std::string> host_keys;  ///< host name -> public key (Z85), every
+                                                 ///< host including this one
+};
+
+/// Whether `endpoint` ("tcp://ADDR:PORT", "ipc://...", "inproc://...") stays on this
+/// machine: tcp to 127.0.0.0/8, ::1 or localhost, or ipc/inproc.
+bool is_loopback_endpoint(const std::string& endpoint);
+
 /// Everything a bus needs to run.
 struct bus_options {
   std::string self;                          ///< this host's name (also its routing id)
@@ -42,6 +61,7 @@ struct bus_options {
   config::knobs knobs;                       ///< liveness, reconnect, data plane, limits
   std::string latent_dir;                    ///< this host's latents, as <sha256>.latent
   uint64_t boot_id = 0;                      ///< random per process start; 0 = pick one
+  bus_security security;                     ///< CURVE keys, or plaintext on loopback
 
   // -- bounds of the bus itself (not cluster knobs: they protect this process) --
   int socket_hwm = 1000;             ///< messages queued per socket and direction; a send
@@ -79,6 +99,13 @@ struct bus_stats {
   uint64_t chunks_received = 0;      ///< latent chunks taken by a running fetch
   uint64_t stale_chunks = 0;         ///< latent chunks no running fetch expected
   uint64_t handler_errors = 0;       ///< exceptions thrown by on_message / on_peer
+  // -- authentication (CURVE) --
+  uint64_t keys_admitted = 0;        ///< ZAP: connections admitted (listed key)
+  uint64_t keys_refused = 0;         ///< ZAP: connections refused (key not listed)
+  uint64_t handshakes_failed = 0;    ///< handshakes that failed before ZAP: no key, a wrong
+                                     ///< server key, not ZMTP (socket monitor)
+  uint64_t impersonations = 0;       ///< frames refused: sender or routing id not the
+                                     ///< key's host
 
   uint64_t decode_error_count(msg::decode_error e) const {
     return decode_errors[static_cast<std::size_t>(e)];

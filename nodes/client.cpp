@@ -18,13 +18,17 @@ struct client::sockets {
   zmq::socket_t dealer;
 };
 
-client::client(std::string endpoint, const config::knobs& knobs)
+client::client(std::string endpoint, const config::knobs& knobs, client_security security)
     : endpoint_(std::move(endpoint)),
       knobs_(knobs),
+      security_(std::move(security)),
       limits_(wire_limits(knobs)),
       sender_("cli:" + std::to_string(::getpid())),
       next_id_(first_envelope_id()),
       s_(std::make_unique<sockets>()) {
+  if (security_.plaintext && !is_loopback_endpoint(endpoint_))
+    throw std::invalid_argument("client: plaintext to " + endpoint_ +
+                                " refused: it is not loopback (use CURVE keys)");
   reset();
 }
 
@@ -42,6 +46,11 @@ void client::reset() {
   // Queue nothing for a node that is not connected: a request then fails within its
   // timeout instead of being delivered whenever the node comes back.
   d.set(zmq::sockopt::immediate, true);
+  if (!security_.plaintext) {
+    d.set(zmq::sockopt::curve_serverkey, security_.server_public_z85);
+    d.set(zmq::sockopt::curve_publickey, security_.public_z85);
+    d.set(zmq::sockopt::curve_secretkey, security_.secret_z85);
+  }
   d.connect(endpoint_);
 }
 

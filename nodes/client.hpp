@@ -19,12 +19,24 @@
 
 namespace vidline::nodes {
 
+/// How a client authenticates to a node: plaintext (loopback only), or CURVE with the
+/// node's public key and a key pair the node lists (the CLI uses a host's pair:
+/// docs/security.md, "The command line").
+struct client_security {
+  bool plaintext = true;
+  std::string server_public_z85;  ///< the node's public key
+  std::string public_z85;         ///< this client's pair
+  std::string secret_z85;
+};
+
 /// A synchronous request/reply client of one node. Not thread-safe.
 class client {
 public:
   /// Connects (lazily, in the background) to the node's bus at `endpoint`
-  /// ("tcp://ADDR:PORT"). Frame limits and reconnect backoff come from `knobs`.
-  explicit client(std::string endpoint, const config::knobs& knobs = {});
+  /// ("tcp://ADDR:PORT"). Frame limits and reconnect backoff come from `knobs`. Throws
+  /// std::invalid_argument for plaintext to an endpoint that is not loopback.
+  explicit client(std::string endpoint, const config::knobs& knobs = {},
+                  client_security security = {});
   ~client();
   client(const client&) = delete;
   client& operator=(const client&) = delete;
@@ -52,6 +64,7 @@ private:
 
   std::string endpoint_;
   config::knobs knobs_;
+  client_security security_;
   msg::decode_limits limits_;
   std::string sender_;
   uint64_t next_id_;

@@ -13,6 +13,7 @@
 #include "nodes/bus.hpp"
 #include "nodes/client.hpp"
 #include "nodes/exit_codes.hpp"
+#include "nodes/keygen.hpp"
 
 namespace vidline::nodes {
 
@@ -56,10 +57,11 @@ coordinator_client::coordinator_client(const config::cluster& c) : knobs_(c.knob
   if (h == nullptr)
     throw config::config_error("/coordinator", "names no host of the config");
   endpoint_ = "tcp://" + h->address + ":" + std::to_string(h->port);
+  security_ = client_security_for(c, c.coordinator);
 }
 
 std::string coordinator_client::submit(const msg::submit_run& req, int timeout_ms) {
-  client cl(endpoint_, knobs_);
+  client cl(endpoint_, knobs_, security_);
   // The request id makes a retried submit return the run the first one made.
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   while (std::chrono::steady_clock::now() < deadline) {
@@ -78,7 +80,7 @@ std::string coordinator_client::submit(const msg::submit_run& req, int timeout_m
 }
 
 msg::resume_reply coordinator_client::resume(const std::string& run_id, int timeout_ms) {
-  client cl(endpoint_, knobs_);
+  client cl(endpoint_, knobs_, security_);
   auto reply = cl.request("coordinator", msg::resume_run{run_id}, timeout_ms);
   if (!reply)
     throw std::runtime_error("no answer from the coordinator at " + endpoint_);
@@ -92,7 +94,7 @@ msg::resume_reply coordinator_client::resume(const std::string& run_id, int time
 }
 
 std::optional<json> coordinator_client::status(const std::string& run_id, int timeout_ms) {
-  client cl(endpoint_, knobs_);
+  client cl(endpoint_, knobs_, security_);
   auto reply = cl.request("coordinator", msg::status_query{run_id}, timeout_ms);
   if (!reply)
     return std::nullopt;

@@ -10,6 +10,7 @@
 #include "actors/planner/gantt.hpp"
 #include "config/config.hpp"
 #include "messages/messages.hpp"
+#include "nodes/client.hpp"
 
 namespace vidline::nodes {
 
@@ -42,6 +43,7 @@ public:
 private:
   std::string endpoint_;
   config::knobs knobs_;
+  client_security security_;
 };
 
 /// Options of `wait`.

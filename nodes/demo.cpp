@@ -16,6 +16,7 @@
 #include "common/sha256.hpp"
 #include "nodes/commands.hpp"
 #include "nodes/exit_codes.hpp"
+#include "nodes/keygen.hpp"
 
 extern char** environ;
 
@@ -106,11 +107,17 @@ int run_demo(bool json, const std::string& self_exe) {
   std::string dir = tmpl;
   auto cfg = nlohmann::json::parse(embedded::reference_config);
   auto ports = free_ports(static_cast<int>(cfg["hosts"].size()));
+  // Throwaway keys, so the demo runs the links as a real line does: CURVE, listed keys.
+  cfg.erase("plaintext");
   for (std::size_t i = 0; i < cfg["hosts"].size(); ++i) {
     auto& h = cfg["hosts"][i];
+    const auto name = h["name"].get<std::string>();
     h["address"] = "127.0.0.1";
     h["port"] = ports[i];
-    h["data_dir"] = dir + "/" + h["name"].get<std::string>();
+    h["data_dir"] = dir + "/" + name;
+    const auto keys = write_curve_keypair(dir + "/keys", name);
+    h["public_key"] = keys.public_z85;
+    h["secret_key_file"] = keys.secret_path;
   }
   auto config_path = dir + "/cluster.json";
   files::write_atomic(config_path, cfg.dump(2));

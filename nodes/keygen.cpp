@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <memory>
 #include <stdexcept>
+#include <vector>
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -201,6 +202,70 @@ std::string read_secret_key(const std::string& path) {
                                     "secret key; chmod 600 it");
   }
   return parse_key_file(text, path);
+}
+
+std::string public_of_secret(const std::string& secret_z85) {
+  char pub[41];
+  if (!is_z85_key(secret_z85) || zmq_curve_public(pub, secret_z85.c_str()) != 0)
+    throw std::runtime_error("not a Z85 CURVE secret key");
+  return pub;
+}
+
+namespace {
+
+/// The host's secret key from its file, checked against its public key in the config.
+std::string host_secret(const config::host& h) {
+  const std::string secret = read_secret_key(h.secret_key_file);
+  if (public_of_secret(secret) != h.public_key)
+    throw std::runtime_error(h.secret_key_file + " is not the secret half of host " + h.name +
+                             "'s public_key in the config (" + h.public_key + ")");
+  return secret;
+}
+
+} // namespace
+
+bus_security bus_security_for(const config::cluster& c, const std::string& host) {
+  bus_security s;
+  s.plaintext = c.plaintext;
+  if (c.plaintext)
+    return s;
+  const config::host* self = c.find_host(host);
+  if (self == nullptr)
+    throw std::runtime_error("no host named '" + host + "' in the config");
+  s.secret_z85 = host_secret(*self);
+  s.public_z85 = self->public_key;
+  for (const auto& h : c.hosts)
+    s.host_keys[h.name] = h.public_key;
+  return s;
+}
+
+client_security client_security_for(const config::cluster& c, const std::string& node) {
+  client_security s;
+  s.plaintext = c.plaintext;
+  if (c.plaintext)
+    return s;
+  const config::host* server = c.find_host(node);
+  if (server == nullptr)
+    throw std::runtime_error("no host named '" + node + "' in the config");
+  s.server_public_z85 = server->public_key;
+  std::vector<const config::host*> order{server};
+  for (const auto& h : c.hosts)
+    if (h.name != node)
+      order.push_back(&h);
+  std::string tried;
+  for (const auto* h : order) {
+    try {
+      s.secret_z85 = host_secret(*h);
+      s.public_z85 = h->public_key;
+      return s;
+    } catch (const std::exception& e) {
+      tried += std::string("\n  ") + e.what();
+    }
+  }
+  throw std::runtime_error("cannot authenticate to " + node + ": the command line uses the "
+                           "key pair of a host of the config, and no host's secret key file "
+                           "is readable here (run it as the nodes' user on a host of the "
+                           "cluster):" + tried);
 }
 
 void add_security_verbs(CLI::App& app, verb_list& out) {

@@ -8,6 +8,10 @@
 
 #include <string>
 
+#include "config/config.hpp"
+#include "nodes/bus.hpp"
+#include "nodes/client.hpp"
+
 namespace vidline::nodes {
 
 /// A CURVE key pair, Z85-encoded (40 characters each).
@@ -45,5 +49,19 @@ std::string read_public_key(const std::string& path);
 /// The key in a `.key` file, refused (std::runtime_error) unless the file is a regular
 /// file, not a symlink, that neither group nor others may read or write.
 std::string read_secret_key(const std::string& path);
+
+/// The public key of a secret key (both Z85). Throws std::runtime_error if not a key.
+std::string public_of_secret(const std::string& secret_z85);
+
+/// What host `host`'s bus needs to authenticate its links: plaintext when the config says
+/// so, else its secret key file (read_secret_key), which must match its public_key in the
+/// config, and every host's public key. Throws std::runtime_error naming the file.
+bus_security bus_security_for(const config::cluster& c, const std::string& host);
+
+/// How the command line authenticates to host `node`: plaintext when the config says so,
+/// else with the key pair of the first host of the config whose secret key file it can
+/// read (`node` first, then the others in order), so the CLI runs as the nodes' user on
+/// any host of the cluster. Throws std::runtime_error listing what it tried.
+client_security client_security_for(const config::cluster& c, const std::string& node);
 
 } // namespace vidline::nodes

@@ -24,6 +24,7 @@
 #include "nodes/bus.hpp"
 #include "nodes/exit_codes.hpp"
 #include "nodes/journal_sqlite.hpp"
+#include "nodes/keygen.hpp"
 #include "nodes/router.hpp"
 
 namespace vidline::nodes {
@@ -175,6 +176,12 @@ int run_node(const config::cluster& c, const std::string& host_name) {
                  v, bo.corrupt_every_nth_chunk);
   }
   std::unique_ptr<bus> b;
+  try {
+    bo.security = bus_security_for(c, h->name);
+  } catch (const std::exception& e) {
+    spdlog::critical("cannot authenticate this node's links: {}", e.what());
+    return exit_code::fatal;
+  }
   try {
     b = std::make_unique<bus>(
       bo, [rt](const inbound& in) { rt->deliver(in); },

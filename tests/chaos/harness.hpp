@@ -231,6 +231,7 @@ private:
       cfg["hosts"][i]["data_dir"] = dir_ + "/" + cfg["hosts"][i]["name"].get<std::string>();
       hosts_.push_back(cfg["hosts"][i]["name"].get<std::string>());
     }
+    testing_support::add_keys(cfg, dir_);
     cfg["backends"]["sim"]["time_scale"] = 0.004;
     cfg["knobs"] = {{"heartbeat_interval_ms", 200}, {"heartbeat_misses", 3},
                     {"status_interval_ms", 100},    {"order_resend_ms", 400},

@@ -26,6 +26,7 @@ std::string write_config(const std::string& dir, double time_scale) {
     cfg["hosts"][i]["data_dir"] = dir + "/" + cfg["hosts"][i]["name"].get<std::string>();
   }
   cfg["backends"]["sim"]["time_scale"] = time_scale;
+  testing_support::add_keys(cfg, dir);
   auto path = dir + "/cluster.json";
   std::ofstream(path) << cfg.dump(2);
   return path;

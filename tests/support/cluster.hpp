@@ -15,6 +15,7 @@
 
 #include "config/config.hpp"
 #include "nodes/commands.hpp"
+#include "nodes/keygen.hpp"
 #include "tests/support/contract.hpp"
 #include "tests/support/processes.hpp"
 
@@ -22,8 +23,20 @@ namespace testing_support {
 
 using nlohmann::json;
 
-/// The reference example with free loopback ports, data under `dir`, the given clock and
-/// knob overrides. Returns the config file's path.
+/// Gives every host of `cfg` a fresh CURVE key pair under <dir>/keys and turns plaintext
+/// off, so the test runs its links as a real line does (CURVE, listed keys only).
+inline void add_keys(json& cfg, const std::string& dir) {
+  cfg.erase("plaintext");
+  for (auto& h : cfg["hosts"]) {
+    const auto name = h["name"].get<std::string>();
+    const auto keys = vidline::nodes::write_curve_keypair(dir + "/keys", name, true);
+    h["public_key"] = keys.public_z85;
+    h["secret_key_file"] = keys.secret_path;
+  }
+}
+
+/// The reference example with free loopback ports, data under `dir`, fresh keys
+/// (add_keys), the given clock and knob overrides. Returns the config file's path.
 inline std::string write_reference_config(const std::string& dir, double time_scale,
                                           const json& knobs = json::object()) {
   auto cfg = json::parse(read_file(std::string(VIDLINE_SOURCE_DIR)
@@ -33,6 +46,7 @@ inline std::string write_reference_config(const std::string& dir, double time_sc
     cfg["hosts"][i]["port"] = ports[i];
     cfg["hosts"][i]["data_dir"] = dir + "/" + cfg["hosts"][i]["name"].get<std::string>();
   }
+  add_keys(cfg, dir);
   cfg["backends"]["sim"]["time_scale"] = time_scale;
   if (!knobs.empty())
     cfg["knobs"] = knobs;

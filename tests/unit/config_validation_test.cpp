@@ -218,6 +218,24 @@ const std::vector<broken_case>& broken_cases() {
        "/knobs/order_resend_ms", "more than status_interval_ms"},
       {"knob beyond uint32", [](json& j) { set(j, "/knobs/max_runs", 1ull << 40); },
        "/knobs/max_runs", "between 1 and 4294967295"},
+      // authentication (the reference example is plaintext, all on loopback)
+      {"plaintext off without keys", [](json& j) { j["plaintext"] = false; },
+       "/hosts/0/public_key", "missing"},
+      {"plaintext beyond loopback", [](json& j) { set(j, "/hosts/1/address", "10.0.0.2"); },
+       "/plaintext", "only when every host is on loopback"},
+      {"plaintext to a name like loopback", [](json& j) { set(j, "/hosts/1/address", "127.evil.example"); },
+       "/plaintext", "only when every host is on loopback"},
+      {"plaintext not a bool", [](json& j) { j["plaintext"] = "yes"; }, "/plaintext",
+       "true or false"},
+      {"public key not Z85", [](json& j) { set(j, "/hosts/0/public_key", "short"); },
+       "/hosts/0/public_key", "Z85"},
+      {"two hosts, one key",
+       [](json& j) {
+         j["plaintext"] = false;
+         set(j, "/hosts/0/public_key", "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7");
+         set(j, "/hosts/1/public_key", "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7");
+       },
+       "/hosts/1/public_key", "same key as host 'host_a'"},
   };
   return cases;
 }
