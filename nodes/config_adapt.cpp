@@ -56,7 +56,8 @@ std::string profile_key(const std::string& short_name, std::size_t n) {
 } // namespace
 
 nlohmann::json adapt_host_map(const nlohmann::json& map) {
-  object_reader top(map, "", {"cluster", "coordinator", "backends", "backend", "knobs", "hosts"});
+  object_reader top(map, "", {"cluster", "coordinator", "backends", "backend", "knobs", "hosts",
+                              "plaintext"});
   json out;
   out["cluster"] = top.string_or("cluster", "line");
   json backends = top.has("backends") ? top.required("backends") : json{{"sim", {{"type", "sim"}}}};
@@ -78,13 +79,18 @@ nlohmann::json adapt_host_map(const nlohmann::json& map) {
   std::vector<host_entry> hosts;
   for (std::size_t i = 0; i < hosts_json.size(); ++i) {
     std::string hp = config::detail::child("/hosts", i);
-    object_reader h(hosts_json[i], hp, {"name", "address", "port", "data_dir", "gpus"});
+    object_reader h(hosts_json[i], hp, {"name", "address", "port", "data_dir", "gpus",
+                                        "public_key", "secret_key_file"});
     host_entry e;
     e.name = h.string("name");
     e.out = {{"name", e.name},
              {"address", h.string_or("address", "127.0.0.1")},
              {"port", h.has("port") ? h.integer("port", 1, 65535) : 7601 + static_cast<int64_t>(i)},
              {"data_dir", h.string_or("data_dir", "data/" + e.name)}};
+    // Keys pass through: the config will not validate without them unless plaintext.
+    for (const char* key : {"public_key", "secret_key_file"})
+      if (h.has(key))
+        e.out[key] = h.string(key);
     std::map<std::string, int> next_index;  // per vendor
     std::map<std::string, int> short_uses;
     if (h.has("gpus")) {
@@ -290,6 +296,8 @@ nlohmann::json adapt_host_map(const nlohmann::json& map) {
   out["modes"] = modes;
   if (top.has("knobs"))
     out["knobs"] = top.required("knobs");
+  if (top.has("plaintext"))
+    out["plaintext"] = top.required("plaintext");
   return out;
 }
 

@@ -245,7 +245,7 @@ void check_node(report& r, const config::cluster& c, const config::host& h, std:
                 bool local, const preflight_options& o) {
   std::string name = "node " + h.name;
   std::string at = h.address + ":" + std::to_string(h.port);
-  bool answers = node_answers(h, c.knobs, o.timeout_s);
+  bool answers = node_answers(c, h, o.timeout_s);
   std::string port_field = "/hosts/" + std::to_string(index) + "/port";
   if (local) {
     std::string pname = "port " + h.name;

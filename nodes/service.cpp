@@ -1,4 +1,5 @@
 #include "nodes/service.hpp"
+#include "nodes/keygen.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -175,9 +176,10 @@ pid_t spawn_node(const service_options& o, const std::string& config, const conf
 
 } // namespace
 
-bool node_answers(const config::host& h, const config::knobs& k, double timeout_s) {
+bool node_answers(const config::cluster& cluster, const config::host& h, double timeout_s) {
   try {
-    client c("tcp://" + h.address + ":" + std::to_string(h.port), k);
+    client c("tcp://" + h.address + ":" + std::to_string(h.port), cluster.knobs,
+             client_security_for(cluster, h.name));
     msg::latent_fetch probe;
     probe.transfer_id = (static_cast<uint64_t>(::getpid()) << 20) | 1;
     probe.sha256 = std::string(64, '0');
@@ -228,7 +230,7 @@ int start_nodes(const service_options& o) {
       std::printf("%s: already running (pid %d)\n", h->name.c_str(), old);
       continue;
     }
-    if (node_answers(*h, c.knobs, 0.5)) {
+    if (node_answers(c, *h, 0.5)) {
       // Not ours to manage (no pid file of ours), but the host's node is up: leave it.
       std::printf("%s: a vidline node not started by 'vidline start' already answers at tcp://%s:%d; "
                   "leaving it (stop it yourself to hand it over)\n",
@@ -246,7 +248,7 @@ int start_nodes(const service_options& o) {
         died = true;
         break;
       }
-      if (node_answers(*h, c.knobs, 0.5)) {
+      if (node_answers(c, *h, 0.5)) {
         // The answer must be this node's: it must still be alive a moment later.
         std::this_thread::sleep_for(std::chrono::milliseconds(200));
         ready = !exited(pid);

@@ -31,7 +31,7 @@ int stop_nodes(const service_options& o);
 
 /// Whether a vidline node of this protocol version answers at the host's bus (it is asked
 /// for a latent that cannot exist, which every node's bus answers).
-bool node_answers(const config::host& h, const config::knobs& k, double timeout_s);
+bool node_answers(const config::cluster& c, const config::host& h, double timeout_s);
 
 /// The hosts of `c` on this machine: `named` when given (unknown names throw
 /// std::invalid_argument), else those whose address is one of this machine's.

@@ -20,6 +20,7 @@
 #include "nodes/commands.hpp"
 #include "tests/support/contract.hpp"
 #include "tests/chaos/host_faults.hpp"
+#include "tests/support/cluster.hpp"
 #include "tests/support/processes.hpp"
 
 namespace chaos {

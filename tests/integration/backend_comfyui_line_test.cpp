@@ -11,6 +11,7 @@
 #include "common/sha256.hpp"
 #include "config/config.hpp"
 #include "nodes/commands.hpp"
+#include "tests/support/cluster.hpp"
 #include "tests/support/comfyui_server.hpp"
 #include "tests/support/processes.hpp"
 
@@ -66,6 +67,7 @@ std::string write_config(const std::string& dir, const comfyui_server& left,
                // The check below reads each latent after its job is done: keep them.
                {"latent_retention_s", 3600}}}};
   auto path = dir + "/cluster.json";
+  testing_support::add_keys(cfg, dir);
   std::ofstream(path) << cfg.dump(2);
   return path;
 }

@@ -10,6 +10,7 @@
 #include "config/config.hpp"
 #include "nodes/commands.hpp"
 #include "tests/support/contract.hpp"
+#include "tests/support/cluster.hpp"
 #include "tests/support/processes.hpp"
 
 using namespace vidline;
@@ -56,6 +57,7 @@ std::string write_config(const std::string& dir, const json& left_backend) {
     {"modes", {{"both", {{"pools", {"left", "right"}}, {"decoders", {"dec"}}}}}},
     {"knobs", {{"heartbeat_interval_ms", 300}, {"status_interval_ms", 200},
                {"order_resend_ms", 3000}, {"sample_timeout_s", 60}, {"decode_timeout_s", 60}}}};
+  testing_support::add_keys(cfg, dir);
   auto path = dir + "/cluster.json";
   std::ofstream(path) << cfg.dump(2);
   return path;

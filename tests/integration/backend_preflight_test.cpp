@@ -11,6 +11,7 @@
 #include "config/config.hpp"
 #include "nodes/commands.hpp"
 #include "tests/support/comfyui_server.hpp"
+#include "tests/support/cluster.hpp"
 #include "tests/support/processes.hpp"
 
 using namespace vidline;
@@ -34,7 +35,7 @@ json base_config(const std::string& dir) {
                 {{"sample", {{"argv", {programs + "sim_latent.sh", "{seed}", "{width}", "{height}", "{seconds}", "{output}"}}}},
                  {"decode", {{"argv", {programs + "sim_video.sh", "{latent}", "{latent_sha256}", "{seed}",
                                        "{width}", "{height}", "{seconds}", "{output}"}}}}}}};
-  return {{"cluster", "preflight_line"},
+  json cfg = {{"cluster", "preflight_line"},
           {"coordinator", "alpha"},
           {"hosts",
            {{{"name", "alpha"}, {"address", "127.0.0.1"}, {"port", ports[0]}, {"data_dir", dir + "/alpha"},
@@ -47,6 +48,8 @@ json base_config(const std::string& dir) {
           {"encoders", {{{"name", "e"}, {"host", "alpha"}, {"gpus", {"c0"}}, {"backend", "programs"}, {"profile", "cpu"}}}},
           {"modes", {{"m", {{"pools", {"p"}}, {"decoders", {"d"}}}}}},
           {"knobs", {{"heartbeat_interval_ms", 300}}}};
+  testing_support::add_keys(cfg, dir);
+  return cfg;
 }
 
 std::string write(const std::string& path, const json& cfg) {

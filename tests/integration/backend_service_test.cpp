@@ -135,7 +135,7 @@ TEST_CASE("start reports a node that cannot come up, with its log; leaves a fore
   // A node started by hand answers there already: start leaves it alone.
   process by_hand({VIDLINE_BINARY, "node", "--config", config, "--host", "host_b"}, dir.path() + "/by_hand.out");
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (!nodes::node_answers(*c.find_host("host_b"), c.knobs, 0.5))
+  while (!nodes::node_answers(c, *c.find_host("host_b"), 0.5))
     REQUIRE(std::chrono::steady_clock::now() < deadline);
   auto s = run(dir, {"start", "--config", config, "--host", "host_b", "--timeout", "10"});
   INFO(s.out);
@@ -150,6 +150,7 @@ TEST_CASE("config-adapt: the reference hardware gives the reference line") {
   temp_dir dir;
   json map = json::parse(R"({
     "cluster": "adapted",
+    "plaintext": true,
     "hosts": [
       {"name": "host_a", "address": "127.0.0.1", "port": 7601, "data_dir": "data/host_a",
        "gpus": [{"model": "Tesla T10", "vendor": "nvidia", "memory_gib": 16, "count": 8}]},

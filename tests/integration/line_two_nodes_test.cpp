@@ -7,6 +7,7 @@
 #include "config/config.hpp"
 #include "nodes/commands.hpp"
 #include "tests/support/contract.hpp"
+#include "tests/support/cluster.hpp"
 #include "tests/support/processes.hpp"
 
 using namespace vidline;
