@@ -43,6 +43,9 @@ struct inbound {
 /// is refused for any endpoint that is not loopback.
 struct bus_security {
   bool plaintext = true;                         ///< no CURVE: loopback endpoints only
+  bool plaintext_anywhere = false;               ///< benchmarks only: plaintext beyond
+                                                 ///< loopback, to measure what CURVE costs
+                                                 ///< (nodes never: the config refuses it)
   std::string public_z85;                        ///< this host's pair (CURVE)
   std::string secret_z85;
   std::map<std::string, std::string> host_keys;  ///< host name -> public key (Z85), every
