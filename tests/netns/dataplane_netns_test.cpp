@@ -37,6 +37,7 @@ std::string write_pair_config(const std::string& dir, double time_scale, json kn
   for (auto& [key, v] : knobs.items())
     k[key] = v;
   cfg["knobs"] = k;
+  add_keys(cfg, dir);  // not loopback: CURVE, as a real line runs
   auto path = dir + "/cluster.json";
   std::ofstream(path) << cfg.dump(2);
   return path;
