@@ -172,7 +172,8 @@ caf::behavior decoder_actor(caf::event_based_actor* self, context ctx, config::d
   if (b == nullptr)
     throw std::runtime_error("decoder " + sh->dec.name + ": unknown backend " + sh->dec.backend);
   sh->extension = b->type == "sim" ? "simvideo" : "mp4";
-  sh->backend = backends::make_decoder({*b, sh->dec.profile_key, sh->dec.name});
+  sh->backend = backends::make_decoder(
+    {*b, sh->dec.profile_key, sh->dec.name, sh->dec.host, {sh->dec.gpu}});
   self->attach_functor([cancel = sh->cancel] { *cancel = true; });
   auto interval = std::chrono::milliseconds(sh->ctx.cluster->knobs.status_interval_ms);
   self->send(self, msg::status_atom::value);

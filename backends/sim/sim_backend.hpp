@@ -21,9 +21,9 @@ struct sim_settings {
   double time_scale = 0.01;   ///< real seconds per run-clock second; >= 0
   std::string profile_key;    ///< pool, encoder or decoder kind in the profile
   std::string owner;          ///< pool/decoder/encoder name, for messages
-  /// A sampler's host and GPUs. A sampler that starts sampling unloads the models of the
-  /// samplers of this process sharing one of its GPUs: their next job is cold (as on a real
-  /// line where 8 x T10 and 2 x 4 x T10 pools take turns on the same cards).
+  /// A sampler's or decoder's host and GPUs. A sampler that starts sampling or a decoder
+  /// that starts decoding unloads the models of the samplers of this process sharing one of
+  /// its GPUs: their next job is cold (gpu_models.hpp).
   std::string host;
   std::vector<std::string> gpus;
 };

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backends/sim/faults.hpp"
+#include "backends/sim/gpu_models.hpp"
 #include "backends/sim/outcome.hpp"
 #include "backends/sim/sim_backend.hpp"
 #include "common/files.hpp"
@@ -71,6 +72,7 @@ private:
     job_size size{job.width, job.height, job.seconds};
     if (size.load() == 0)
       return failed(msg::outcome::fatal, "sim decoder: job size " + size.str() + " is empty", 0);
+    load_on_gpus(id_, settings_.host, settings_.gpus);  // a pool's model on this GPU goes
     if (!is_sha256_hex(expected))
       return failed(msg::outcome::fatal,
                     "sim decoder: expected latent digest is not 64 lowercase hex digits", 0);
@@ -113,6 +115,7 @@ private:
 
   const profile profile_;
   const sim_settings settings_;
+  const uint64_t id_ = new_gpu_holder();
 };
 
 } // namespace

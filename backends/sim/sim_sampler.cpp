@@ -3,13 +3,12 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
-#include <map>
-#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <sstream>
 
 #include "backends/sim/faults.hpp"
+#include "backends/sim/gpu_models.hpp"
 #include "backends/sim/latent.hpp"
 #include "backends/sim/outcome.hpp"
 #include "backends/sim/sim_backend.hpp"
@@ -18,33 +17,6 @@
 
 namespace vidline::backends::sim {
 namespace {
-
-/// Which sampler's model each GPU of this process holds: (host, GPU id) -> sampler id.
-class gpu_models {
-public:
-  /// Makes `sampler` the holder of its GPUs; whether it held all of them already.
-  bool load(uint64_t sampler, const std::string& host, const std::vector<std::string>& gpus) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    bool held = true;
-    for (auto& g : gpus) {
-      auto& holder = holder_[{host, g}];
-      held = held && holder == sampler;
-      holder = sampler;
-    }
-    return held;
-  }
-
-private:
-  std::mutex mutex_;
-  std::map<std::pair<std::string, std::string>, uint64_t> holder_;
-};
-
-gpu_models& models_on_gpus() {
-  static gpu_models m;
-  return m;
-}
-
-std::atomic<uint64_t> next_sampler_id{1};
 
 /// A sampler instance of one pool: cold (model load) for its first job and after a sampler
 /// sharing its GPUs sampled, warm otherwise.
@@ -83,7 +55,7 @@ private:
   const profile profile_;
   const sim_settings settings_;
   std::atomic<bool> warm_{false};  ///< the model stays loaded after an attempt that loaded it
-  const uint64_t id_ = next_sampler_id++;
+  const uint64_t id_ = new_gpu_holder();
 };
 
 stage_result sim_sampler::run(const msg::job_spec& job, const std::string& conditioning_path,
@@ -97,7 +69,7 @@ stage_result sim_sampler::run(const msg::job_spec& job, const std::string& condi
     if (auto bad = check_conditioning(job, conditioning_path))
       return *bad;
   // Loading this pool's model evicts any other pool's from these GPUs.
-  bool cold = !models_on_gpus().load(id_, settings_.host, settings_.gpus) || !warm_.load();
+  bool cold = !load_on_gpus(id_, settings_.host, settings_.gpus) || !warm_.load();
 
   if (!profile_.fits(settings_.profile_key, size)) {
     double fail_after = profile_.capacity(settings_.profile_key).fail_after_s;

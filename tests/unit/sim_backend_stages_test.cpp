@@ -135,6 +135,16 @@ TEST_CASE("sampler: a pool sampling on shared GPUs makes the sharing pools cold"
   CHECK(cold(*eight));        // four_a and four_b took them back
   CHECK_FALSE(cold(*eight));
   CHECK_FALSE(cold(*xtx));    // no GPU shared with the T10 pools
+  // A decoder on one of eight's cards unloads it too.
+  auto t10_decoder =
+    make_sim_decoder(prof, {fast, "t10", "t10_a", host, {"t10-7"}});
+  auto sampled = eight->sample(job(2, 416, 736, 5), "", env_for(dir / "for-decode"));
+  REQUIRE(sampled.outcome == msg::outcome::ok);
+  auto decoded = t10_decoder->decode(job(2, 416, 736, 5), dir / "for-decode", sampled.sha256,
+                                     env_for(dir / "video"));
+  REQUIRE(decoded.outcome == msg::outcome::ok);
+  CHECK(cold(*eight));
+  CHECK_FALSE(cold(*eight));
   // Samplers on another host never evict these.
   auto elsewhere = make_sim_sampler(prof, {fast, "t10x4", "four_a", "other-host", low});
   CHECK(cold(*elsewhere));
