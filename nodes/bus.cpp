@@ -572,7 +572,7 @@ void bus::impl::run_local() {
   for (int i = 0; i < io_batch && !local.empty(); ++i) {
     auto m = std::make_shared<zmq::message_t>(std::move(local.front()));
     local.pop_front();
-    handle(std::move(m), ingress{"", "", true});
+    handle(std::move(m), ingress{"", "", true, ""});
   }
 }
 

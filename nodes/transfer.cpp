@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <atomic>
 #include <cstring>
 #include <sstream>
 #include <stdexcept>
@@ -117,7 +118,7 @@ std::optional<part_record> read_part_record(const std::string& path) {
 } // namespace
 
 /// The disk side of one transfer. Filled in by start(); once its first job is queued only
-/// the worker touches it, until the worker posts the completion that reads `callback`.
+/// the disk threads touch it, until the hasher posts the completion that reads `callback`.
 struct latent_fetcher::part_file {
   int fd = -1;
   std::string part;
@@ -127,9 +128,13 @@ struct latent_fetcher::part_file {
   uint64_t bytes = 0;
   uint64_t sync_every = 0;
   vidline::sha256 hasher;
-  uint64_t written = 0;  ///< bytes written and hashed, from 0
-  uint64_t synced = 0;   ///< bytes fsynced and recorded in `state`
-  bool failed = false;   ///< a write failed: later writes are skipped
+  // The writer's: how far it wrote, from 0.
+  uint64_t written = 0;
+  // The hasher's: bytes hashed (all of them written before), and of those fsynced and
+  // recorded in `state`. The open job sets both before the hasher sees this file.
+  uint64_t hashed = 0;
+  uint64_t synced = 0;
+  std::atomic<bool> failed{false};  ///< a write failed: later writes are skipped
   steady::time_point started;
   fetch_callback callback;
 };
@@ -141,16 +146,16 @@ struct latent_fetcher::transfer {
   std::string sha256;
   uint64_t bytes = 0;
   std::shared_ptr<part_file> file;
-  bool opened = false;         ///< the worker found where to resume; requests may go
+  bool opened = false;         ///< the writer found where to resume; requests may go
   bool asked_empty = false;    ///< an empty latent's one request went
   uint64_t next_request = 0;   ///< offset of the next chunk to ask for
   uint64_t next_expected = 0;  ///< offset of the next chunk to take
   int in_flight = 0;           ///< requested, not received
-  int unwritten = 0;           ///< received, not yet written by the worker
+  int unwritten = 0;           ///< received, not yet written and hashed
   int64_t last_progress_ms = 0;
 };
 
-/// Work for the disk worker, done in the order queued.
+/// Work for the disk threads: each job goes to the writer, then the hasher.
 struct latent_fetcher::disk_job {
   enum class kind {
     open,    ///< open the part file, resume from its durable prefix or truncate it
@@ -179,17 +184,13 @@ latent_fetcher::latent_fetcher(const config::knobs& knobs, send_fn send, post_fn
   // Ids continue above a previous boot's, like envelope ids, so a chunk still queued for
   // this host's previous process cannot be taken for one of this process's.
   next_transfer_id_ = first_envelope_id();
-  worker_ = std::thread([this] { worker_loop(); });
+  hasher_.thread = std::thread([this] { hasher_loop(); });
+  writer_.thread = std::thread([this] { writer_loop(); });
 }
 
 latent_fetcher::~latent_fetcher() {
-  {
-    std::lock_guard<std::mutex> lock(worker_mutex_);
-    worker_stop_ = true;
-  }
-  worker_cv_.notify_all();
-  if (worker_.joinable())
-    worker_.join();
+  writer_.stop_and_join();  // the writer hands every job on before it ends
+  hasher_.stop_and_join();
   // Only without shutdown(): parts of transfers still running stay, as after a crash; the
   // next fetch resumes from what their records say is durable.
   for (auto& [id, t] : running_)
@@ -231,7 +232,7 @@ void latent_fetcher::start(const std::string& host, const std::string& sha256_he
   o.what = disk_job::kind::open;
   o.transfer_id = id;
   o.file = std::move(file);
-  queue(std::move(o));  // requests go once the worker knows where to resume (on_opened)
+  queue(std::move(o));  // requests go once the writer knows where to resume (on_opened)
 }
 
 void latent_fetcher::on_opened(uint64_t id, uint64_t resume_at) {
@@ -319,7 +320,7 @@ bool latent_fetcher::on_chunk(const std::string& from, const msg::latent_chunk& 
       finish(t.id, fetch_outcome::transient, "cannot reach " + t.host);
     return true;
   }
-  queue_verify(t);  // everything is in: the worker verifies after the last write
+  queue_verify(t);  // everything is in: the hasher verifies after the last chunk
   return true;
 }
 
@@ -356,13 +357,7 @@ void latent_fetcher::finish(uint64_t id, fetch_outcome outcome, std::string erro
   queue(std::move(a));  // after the writes already queued; the callback follows it
 }
 
-void latent_fetcher::queue(disk_job job) {
-  {
-    std::lock_guard<std::mutex> lock(worker_mutex_);
-    worker_jobs_.push_back(std::move(job));
-  }
-  worker_cv_.notify_one();
-}
+void latent_fetcher::queue(disk_job job) { writer_.push(std::move(job)); }
 
 void latent_fetcher::tick(int64_t now_ms) {
   std::vector<uint64_t> expired;
@@ -404,30 +399,59 @@ void latent_fetcher::shutdown() {
     ids.push_back(id);
   for (uint64_t id : ids)
     finish(id, fetch_outcome::transient, "bus stopping");
-  {
-    std::lock_guard<std::mutex> lock(worker_mutex_);
-    worker_stop_ = true;
-  }
-  worker_cv_.notify_all();
-  if (worker_.joinable())
-    worker_.join();
+  writer_.stop_and_join();
+  hasher_.stop_and_join();
 }
 
-void latent_fetcher::worker_loop() {
-  for (;;) {
-    disk_job job;
-    {
-      std::unique_lock<std::mutex> lock(worker_mutex_);
-      worker_cv_.wait(lock, [&] { return worker_stop_ || !worker_jobs_.empty(); });
-      if (worker_jobs_.empty())
-        return;  // stopping, and every job handed over is done
-      job = std::move(worker_jobs_.front());
-      worker_jobs_.pop_front();
-    }
-    if (job.what == disk_job::kind::open)
+void latent_fetcher::stage::push(disk_job job) {
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    jobs.push_back(std::move(job));
+  }
+  cv.notify_one();
+}
+
+bool latent_fetcher::stage::pop(disk_job& job) {
+  std::unique_lock<std::mutex> lock(mutex);
+  cv.wait(lock, [&] { return stop || !jobs.empty(); });
+  if (jobs.empty())
+    return false;  // stopping, and every job handed over is done
+  job = std::move(jobs.front());
+  jobs.pop_front();
+  return true;
+}
+
+void latent_fetcher::stage::stop_and_join() {
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    stop = true;
+  }
+  cv.notify_all();
+  if (thread.joinable())
+    thread.join();
+}
+
+// The writer: opens and writes, then hands every job but an open on to the hasher, in
+// order, so the hasher sees a chunk only once it is written and a verify or abort only
+// after every write before it.
+void latent_fetcher::writer_loop() {
+  disk_job job;
+  while (writer_.pop(job)) {
+    if (job.what == disk_job::kind::open) {
       open_file(job);
-    else if (job.what == disk_job::kind::write)
+      continue;
+    }
+    if (job.what == disk_job::kind::write)
       write_chunk(job);
+    hasher_.push(std::move(job));
+  }
+}
+
+void latent_fetcher::hasher_loop() {
+  disk_job job;
+  while (hasher_.pop(job)) {
+    if (job.what == disk_job::kind::write)
+      hash_chunk(job);
     else
       close_file(job);
   }
@@ -469,7 +493,7 @@ void latent_fetcher::open_file(disk_job& job) {
                   "the durable first " + std::to_string(record->durable) + " bytes of " + f.part +
                       " no longer hash as recorded");
     }
-    resume_at = f.written = f.synced = record->durable;
+    resume_at = f.written = f.hashed = f.synced = record->durable;
   } else {
     f.hasher = vidline::sha256();
   }
@@ -483,22 +507,30 @@ void latent_fetcher::open_file(disk_job& job) {
 
 void latent_fetcher::write_chunk(disk_job& job) {
   part_file& f = *job.file;
-  if (!f.failed) {
-    if (write_all_at(f.fd, job.data, job.size, job.offset)) {
-      // Start the disk on this chunk now, so the fsync after the last one has only the
-      // tail and the device flush left instead of the whole latent. Advisory: the fsync
-      // is what makes it durable, and reports any error.
-      ::sync_file_range(f.fd, static_cast<off_t>(job.offset), static_cast<off_t>(job.size),
-                        SYNC_FILE_RANGE_WRITE);
-      f.hasher.update(job.data, job.size);
-      f.written = job.offset + job.size;
-      if (f.sync_every > 0 && f.written - f.synced >= f.sync_every && f.written < f.bytes)
-        sync_part(f);
-    } else {
-      f.failed = true;
-      const std::string error = "cannot write " + f.part + ": " + errno_text();
-      post_([this, id = job.transfer_id, error] { finish(id, fetch_outcome::transient, error); });
-    }
+  if (f.failed.load())
+    return;
+  if (!write_all_at(f.fd, job.data, job.size, job.offset)) {
+    f.failed.store(true);
+    const std::string error = "cannot write " + f.part + ": " + errno_text();
+    post_([this, id = job.transfer_id, error] { finish(id, fetch_outcome::transient, error); });
+    return;
+  }
+  // Start the disk on this chunk now, so the fsync after the last one has only the tail
+  // and the device flush left instead of the whole latent. Advisory: the fsync is what
+  // makes it durable, and reports any error.
+  ::sync_file_range(f.fd, static_cast<off_t>(job.offset), static_cast<off_t>(job.size),
+                    SYNC_FILE_RANGE_WRITE);
+  f.written = job.offset + job.size;
+}
+
+void latent_fetcher::hash_chunk(disk_job& job) {
+  part_file& f = *job.file;
+  // A failed write stops the hashing too: the chunks after it were never written.
+  if (!f.failed.load()) {
+    f.hasher.update(job.data, job.size);
+    f.hashed = job.offset + job.size;
+    if (f.sync_every > 0 && f.hashed - f.synced >= f.sync_every && f.hashed < f.bytes)
+      sync_part(f);
   }
   job.owner.reset();  // the frame's memory goes back now, not when the transfer ends
   post_([this, id = job.transfer_id] { on_written(id); });
@@ -513,9 +545,9 @@ void latent_fetcher::sync_part(part_file& f) {
   }
   try {
     files::write_atomic(f.state, f.sha256 + " " + std::to_string(f.bytes) + " " +
-                                     std::to_string(f.written) + " " + to_hex(f.hasher.peek()) +
+                                     std::to_string(f.hashed) + " " + to_hex(f.hasher.peek()) +
                                      "\n");
-    f.synced = f.written;
+    f.synced = f.hashed;
   } catch (const std::exception& e) {
     spdlog::warn("transfer: cannot record how much of {} is durable: {}", f.part, e.what());
   }
@@ -525,7 +557,7 @@ void latent_fetcher::close_file(disk_job& job) {
   part_file& f = *job.file;
   fetch_result r{job.outcome, std::move(job.error), 0, 0};
   if (job.what == disk_job::kind::verify) {
-    if (f.failed) {
+    if (f.failed.load()) {
       r = fetch_result{fetch_outcome::transient, "a write of " + f.part + " failed", 0, 0};
     } else if (const std::string got = to_hex(f.hasher.finish()); got != f.sha256) {
       r = fetch_result{fetch_outcome::corrupt, "sha256 mismatch: received " + got, 0, 0};
@@ -546,8 +578,8 @@ void latent_fetcher::close_file(disk_job& job) {
   if (r.outcome != fetch_outcome::ok) {
     // A transient end keeps what is durable for the next try; anything else starts over.
     const bool keep = r.outcome == fetch_outcome::transient && job.what == disk_job::kind::abort &&
-                      !f.failed && f.fd >= 0;
-    if (keep && f.written > f.synced)
+                      !f.failed.load() && f.fd >= 0;
+    if (keep && f.hashed > f.synced)
       sync_part(f);
     if (f.fd >= 0)
       ::close(f.fd);

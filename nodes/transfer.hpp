@@ -2,18 +2,19 @@
 /// The data plane: latents pulled by the receiver in chunks over the bus (docs/dataplane.md).
 ///
 /// The receiver (latent_fetcher) keeps `chunk_window` latent_fetch requests of
-/// `chunk_bytes` in flight; its disk worker writes the chunks, in order, to
-/// `dest + ".part"` straight from the received frames (kept alive until written), hashing
-/// as it goes, and after the last one compares the SHA-256 with the digest it was given:
-/// a match is fsynced and renamed to `dest`, a mismatch deletes the part file. The bus's
-/// I/O thread only does the bookkeeping, so a slow disk never delays heartbeats; chunks
-/// received but not yet written count against the window, so memory stays within
-/// chunk_window x chunk_bytes per transfer. The sender (latent_server) answers each
+/// `chunk_bytes` in flight. Two disk threads work on the chunks in order, as a pipeline:
+/// the writer writes each to `dest + ".part"` straight from the received frame (kept
+/// alive until hashed) and hands it to the hasher, which hashes it while the writer goes
+/// on with the next one; after the last chunk the hasher compares the SHA-256 with the
+/// digest it was given: a match is fsynced and renamed to `dest`, a mismatch deletes the
+/// part file. The bus's I/O thread only does the bookkeeping, so a slow disk never delays
+/// heartbeats; chunks received but not yet hashed count against the window, so memory
+/// stays within chunk_window x chunk_bytes per transfer. The sender (latent_server) answers each
 /// request from `latent_dir/<sha256>.latent`, reading the bytes straight into the
 /// outgoing frame. Neither sees a socket.
 ///
 /// Resuming: every `part_sync_bytes` written, and when a transfer fails for a transient
-/// reason, the worker fsyncs the part file and records in `dest + ".part.state"` how many
+/// reason, the hasher fsyncs the part file and records in `dest + ".part.state"` how many
 /// bytes of it are durable and their SHA-256. The next fetch into `dest` (after a link
 /// cut, or in a restarted process) re-hashes that prefix, checks it against the record
 /// and asks only for the rest. A prefix that does not verify ends the fetch `corrupt`
@@ -125,9 +126,11 @@ private:
   void on_written(uint64_t id);
   void queue(disk_job job);
   void queue_verify(transfer& t);
-  void worker_loop();
+  void writer_loop();
+  void hasher_loop();
   void open_file(disk_job& job);
   void write_chunk(disk_job& job);
+  void hash_chunk(disk_job& job);
   void sync_part(part_file& f);
   void close_file(disk_job& job);
 
@@ -141,11 +144,21 @@ private:
   bool shut_down_ = false;
   uint64_t resumed_bytes_ = 0;
 
-  std::mutex worker_mutex_;
-  std::condition_variable worker_cv_;
-  std::deque<disk_job> worker_jobs_;
-  bool worker_stop_ = false;
-  std::thread worker_;
+  /// A disk thread and the jobs waiting for it, done in the order queued.
+  struct stage {
+    std::mutex mutex;
+    std::condition_variable cv;
+    std::deque<disk_job> jobs;
+    bool stop = false;  ///< end once `jobs` is empty
+    std::thread thread;
+
+    void push(disk_job job);
+    /// The next job; false once stopped and drained.
+    bool pop(disk_job& job);
+    void stop_and_join();
+  };
+  stage writer_;  ///< opens part files and writes chunks, then hands each job on
+  stage hasher_;  ///< hashes, records durable prefixes, verifies and renames or removes
 };
 
 /// The serving side: answers latent_fetch requests from this host's latent directory.
