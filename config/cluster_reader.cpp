@@ -42,12 +42,14 @@ gpu read_gpu(const json& j, const std::string& path) {
 }
 
 host read_host(const json& j, const std::string& path, const std::string& base_dir) {
-  const object_reader r(j, path, {"name", "address", "port", "data_dir", "gpus", "public_key",
-                                  "secret_key_file"});
+  const object_reader r(j, path, {"name", "address", "port", "bulk_port", "data_dir", "gpus",
+                                  "public_key", "secret_key_file"});
   host h;
   h.name = r.string("name");
   h.address = r.string("address");
   h.port = static_cast<int>(r.integer("port", port_min, port_max));
+  if (r.has("bulk_port"))
+    h.bulk_port = static_cast<int>(r.integer("bulk_port", port_min, port_max));
   h.data_dir = resolve_path(r.string("data_dir"), base_dir, r.path_of("data_dir"));
   h.public_key = r.string_or("public_key", "");
   if (r.has("secret_key_file"))

@@ -84,6 +84,8 @@ json host_to_json(const host& h) {
             {"secret_key_file", h.secret_key_file}};
   if (!h.public_key.empty())
     j["public_key"] = h.public_key;
+  if (h.bulk_port != 0)
+    j["bulk_port"] = h.bulk_port;
   return j;
 }
 

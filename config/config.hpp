@@ -30,6 +30,10 @@ struct host {
   std::string name;
   std::string address;     ///< IP or DNS name the other nodes reach it at
   int port = 0;            ///< the node's ZeroMQ ROUTER port (bus)
+  /// The port of its bulk channel (docs/security.md, "Bulk transfers"), 0 = none. Between
+  /// two hosts that both have one, latents travel unencrypted (their digests on the
+  /// CURVE link, every byte checked); otherwise on the CURVE link itself.
+  int bulk_port = 0;
   std::string data_dir;    ///< absolute after loading: latents/, outputs/, journal/, logs/
   std::vector<gpu> gpus;
   /// The host's CURVE public key (Z85, 40 characters; `vidline keygen`). Required unless

@@ -185,7 +185,7 @@ int64_t read_integer(const json& j, const std::string& path, int64_t lo, int64_t
     wrong_type(j, path, "integer");
   if (j.is_number_unsigned()) {
     const auto u = j.get<uint64_t>();
-    if (hi < 0 || u > static_cast<uint64_t>(hi))
+    if (hi < 0 || u > static_cast<uint64_t>(hi) || (lo > 0 && u < static_cast<uint64_t>(lo)))
       throw config_error(path, range_message(lo, hi, std::to_string(u)));
     return static_cast<int64_t>(u);
   }

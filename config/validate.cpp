@@ -116,6 +116,11 @@ void check_host(const host& h, const std::string& path) {
   if (h.port < detail::port_min || h.port > detail::port_max)
     fail(child(path, "port"), detail::range_message(detail::port_min, detail::port_max,
                                                     std::to_string(h.port)));
+  if (h.bulk_port != 0 && (h.bulk_port < detail::port_min || h.bulk_port > detail::port_max))
+    fail(child(path, "bulk_port"), detail::range_message(detail::port_min, detail::port_max,
+                                                         std::to_string(h.bulk_port)));
+  if (h.bulk_port == h.port)
+    fail(child(path, "bulk_port"), "must differ from port (" + std::to_string(h.port) + ")");
   if (h.data_dir.empty() || h.data_dir.front() != '/')
     fail(child(path, "data_dir"), "must be an absolute path after loading, got '" +
                                       h.data_dir + "'");
@@ -173,6 +178,13 @@ void check_hosts(const cluster& c) {
       fail(child(path, "port"), "same address:port " + h.address + ":" +
                                     std::to_string(h.port) + " as host '" +
                                     endpoint.first->second + "'");
+    if (h.bulk_port != 0) {
+      const auto bulk = endpoints.emplace(std::make_pair(h.address, h.bulk_port), h.name);
+      if (!bulk.second)
+        fail(child(path, "bulk_port"), "same address:port " + h.address + ":" +
+                                           std::to_string(h.bulk_port) + " as a port of host '" +
+                                           bulk.first->second + "'");
+    }
     const auto dir = dirs.emplace(std::make_pair(h.address, h.data_dir), h.name);
     if (!dir.second)
       fail(child(path, "data_dir"), "same data_dir as host '" + dir.first->second +

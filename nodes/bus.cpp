@@ -40,9 +40,11 @@ constexpr const char* bus_target = "bus";
 
 /// Where an outgoing frame goes.
 enum class route {
-  peer,    ///< out on the DEALER connected to that peer
-  router,  ///< back on the ROUTER to a routing id (replies)
-  local,   ///< this host: decoded and dispatched like a received frame
+  peer,         ///< out on the DEALER connected to that peer
+  router,       ///< back on the ROUTER to a routing id (replies)
+  local,        ///< this host: decoded and dispatched like a received frame
+  bulk_peer,    ///< out on the bulk DEALER to that peer (latent requests)
+  bulk_router,  ///< back on the bulk ROUTER to a routing id (latent chunks)
 };
 
 /// A frame waiting for the I/O thread.
@@ -58,15 +60,25 @@ struct ingress {
   std::string path;      ///< dedup path: "r:<routing id>", "d:<peer>", or empty for local
   bool local = false;
   std::string user;      ///< ROUTER with CURVE: the host the ZAP handler named the key after
+  bool bulk = false;     ///< came in on the bulk channel (no CURVE)
 };
+
+/// The ZAP domain of the bulk ROUTER (NULL mechanism: the handler checks the address).
+constexpr const char* bulk_zap_domain = "vidline-bulk";
 
 /// Where libzmq asks the ZAP handler (RFC 27) and where the ROUTER's monitor reports.
 constexpr const char* zap_endpoint = "inproc://zeromq.zap.01";
 constexpr const char* monitor_endpoint = "inproc://vidline-bus-monitor";
 
 /// Security events, each with its own counter and log gate.
-enum class security_event { key_refused, handshake_failed, impersonation };
-constexpr std::size_t security_event_kinds = 3;
+enum class security_event {
+  key_refused,
+  handshake_failed,
+  impersonation,
+  bulk_address_refused,
+  bulk_misuse
+};
+constexpr std::size_t security_event_kinds = 5;
 
 const char* to_string(security_event e) {
   switch (e) {
@@ -76,6 +88,10 @@ const char* to_string(security_event e) {
     return "a handshake failed";
   case security_event::impersonation:
     return "refused a frame";
+  case security_event::bulk_address_refused:
+    return "refused a bulk connection";
+  case security_event::bulk_misuse:
+    return "refused a frame on the bulk channel";
   }
   return "?";
 }
@@ -208,6 +224,13 @@ void validate(const bus_options& o) {
   if (o.dedup_window == 0 || o.dedup_keys == 0)
     invalid("dedup_window and dedup_keys must be positive");
   validate_security(o);
+  if (o.bulk_bind_endpoint.empty() && !o.bulk_peers.empty())
+    invalid("bulk_peers without a bulk_bind_endpoint");
+  for (const auto& [host, ep] : o.bulk_peers)
+    if (o.peers.count(host) == 0 || ep.empty())
+      invalid("bulk_peers: " + host + " is not a peer, or its endpoint is empty");
+  if (!o.bulk_bind_endpoint.empty() && o.bulk_admit_addresses.empty())
+    invalid("bulk_admit_addresses is empty: the bulk channel would admit nobody");
 }
 
 /// The silence after which a peer is declared down: also how long ZeroMQ waits for a
@@ -314,6 +337,9 @@ struct bus::impl {
   std::map<std::string, std::string> host_of_key;  ///< binary public key -> host
   std::vector<std::pair<std::string, zmq::socket_t>> dealers;
   std::map<std::string, std::size_t> dealer_of;
+  zmq::socket_t bulk_router;  ///< bulk channel only
+  std::vector<std::pair<std::string, zmq::socket_t>> bulk_dealers;
+  std::map<std::string, std::size_t> bulk_dealer_of;
   int wake_fd = -1;
 
   // The hand-over from other threads, under queue_mutex.
@@ -372,6 +398,8 @@ struct bus::impl {
   void run_local();
   void read_router();
   void read_dealer(std::size_t i);
+  void read_bulk_router();
+  void read_bulk_dealer(std::size_t i);
   void read_zap();
   void read_monitor();
   bool authorised(const msg::envelope& env, const ingress& in);
@@ -409,6 +437,11 @@ bus::impl::impl(bus_options o, message_handler m, peer_handler p)
       fetcher(
           opt.knobs,
           [this](const std::string& host, const msg::latent_fetch& req) {
+            if (bulk_dealer_of.count(host) != 0) {
+              zmq::message_t frame = make_frame(
+                  make_env(msg::latent_fetch::wire_name, bus_target, 0), msg::pack_body(req));
+              return transmit(route::bulk_peer, host, frame);
+            }
             return send_direct(host, msg::latent_fetch::wire_name, msg::pack_body(req), 0);
           },
           [this](std::function<void()> task) { post(std::move(task)); },
@@ -489,12 +522,22 @@ void bus::impl::run() {
   items.push_back({nullptr, wake_fd, ZMQ_POLLIN, 0});
   items.push_back({router.handle(), 0, ZMQ_POLLIN, 0});
   const bool curve = !opt.security.plaintext;
-  if (curve) {
+  const bool bulk = static_cast<bool>(bulk_router);
+  const bool zap_on = static_cast<bool>(zap);
+  const std::size_t zap_item = items.size();
+  if (zap_on)
     items.push_back({zap.handle(), 0, ZMQ_POLLIN, 0});
+  const std::size_t monitor_item = items.size();
+  if (curve)
     items.push_back({monitor.handle(), 0, ZMQ_POLLIN, 0});
-  }
+  const std::size_t bulk_item = items.size();
+  if (bulk)
+    items.push_back({bulk_router.handle(), 0, ZMQ_POLLIN, 0});
   const std::size_t first_dealer = items.size();
   for (auto& [host, s] : dealers)
+    items.push_back({s.handle(), 0, ZMQ_POLLIN, 0});
+  const std::size_t first_bulk_dealer = items.size();
+  for (auto& [host, s] : bulk_dealers)
     items.push_back({s.handle(), 0, ZMQ_POLLIN, 0});
   next_beat_ms.assign(dealers.size(), now_ms());  // beat at once
 
@@ -522,15 +565,20 @@ void bus::impl::run() {
       [[maybe_unused]] ssize_t n = ::read(wake_fd, &v, sizeof v);  // before the queue
     }
     drain_queue();
-    if (curve && (items[2].revents & ZMQ_POLLIN))
+    if (zap_on && (items[zap_item].revents & ZMQ_POLLIN))
       read_zap();  // handshakes wait on it: before the frames
-    if (curve && (items[3].revents & ZMQ_POLLIN))
+    if (curve && (items[monitor_item].revents & ZMQ_POLLIN))
       read_monitor();
     if (items[1].revents & ZMQ_POLLIN)
       read_router();
     for (std::size_t i = 0; i < dealers.size(); ++i)
       if (items[first_dealer + i].revents & ZMQ_POLLIN)
         read_dealer(i);
+    if (bulk && (items[bulk_item].revents & ZMQ_POLLIN))
+      read_bulk_router();
+    for (std::size_t i = 0; i < bulk_dealers.size(); ++i)
+      if (items[first_bulk_dealer + i].revents & ZMQ_POLLIN)
+        read_bulk_dealer(i);
     run_local();
     // Silence is judged only after reading what arrived: after a stall (a slow callback,
     // the machine swapping), the beats waiting in the sockets still count.
@@ -602,6 +650,46 @@ void bus::impl::read_router() {
   }
 }
 
+void bus::impl::read_bulk_router() {
+  for (int i = 0; i < io_batch; ++i) {
+    zmq::message_t id;
+    if (!bulk_router.recv(id, zmq::recv_flags::dontwait))
+      return;
+    ingress in{id.to_string(), "", false, "", true};
+    in.path = "R:" + in.reply_to;
+    auto frame = std::make_shared<zmq::message_t>();
+    if (!id.more() || !bulk_router.recv(*frame, zmq::recv_flags::dontwait)) {
+      count(&bus_stats::frames_received);
+      drop(msg::decode_error::malformed, in, "no frame after the routing id");
+      continue;
+    }
+    if (frame->more()) {
+      drain_parts(bulk_router);
+      count(&bus_stats::frames_received);
+      drop(msg::decode_error::malformed, in, "multipart message");
+      continue;
+    }
+    handle(std::move(frame), in);
+  }
+}
+
+void bus::impl::read_bulk_dealer(std::size_t i) {
+  auto& [host, s] = bulk_dealers[i];
+  for (int n = 0; n < io_batch; ++n) {
+    auto frame = std::make_shared<zmq::message_t>();
+    if (!s.recv(*frame, zmq::recv_flags::dontwait))
+      return;
+    ingress in{"", "b:" + host, false, "", true};
+    if (frame->more()) {
+      drain_parts(s);
+      count(&bus_stats::frames_received);
+      drop(msg::decode_error::malformed, in, "multipart message");
+      continue;
+    }
+    handle(std::move(frame), in);
+  }
+}
+
 void bus::impl::read_zap() {
   for (int n = 0; n < io_batch; ++n) {
     std::vector<zmq::message_t> parts;
@@ -621,6 +709,30 @@ void bus::impl::read_zap() {
     auto text = [&](std::size_t i) { return i < parts.size() ? parts[i].to_string() : ""; };
     std::string status = "400", reason = "key not listed", user;
     const std::string key = text(6);
+    const bool bulk_request = text(0) == "1.0" && text(2) == bulk_zap_domain && text(5) == "NULL";
+    if (bulk_request) {
+      // The bulk channel has no keys: a connection is admitted from a listed host's
+      // address, and may only ask for latents and answer such requests (handle()).
+      const auto& ok = opt.bulk_admit_addresses;
+      const bool listed = std::find(ok.begin(), ok.end(), text(3)) != ok.end();
+      const std::string reply[] = {"1.0", text(1), listed ? "200" : "400",
+                                   listed ? "OK" : "address not listed", "", ""};
+      try {
+        for (std::size_t i = 0; i < 6; ++i)
+          zap.send(zmq::buffer(reply[i]),
+                   i < 5 ? zmq::send_flags::sndmore : zmq::send_flags::none);
+      } catch (const zmq::error_t& e) {
+        spdlog::error("bus {}: ZAP reply failed: {}", opt.self, e.what());
+      }
+      if (listed) {
+        count(&bus_stats::bulk_admitted);
+      } else {
+        count(&bus_stats::bulk_refused);
+        security(security_event::bulk_address_refused,
+                 "from " + printable(text(3)) + ": address not listed");
+      }
+      continue;
+    }
     if (text(0) != "1.0" || text(5) != "CURVE" || key.size() != 32) {
       status = "500";
       reason = "not a CURVE ZAP request";
@@ -708,6 +820,26 @@ bool bus::impl::transmit(route where, const std::string& address, zmq::message_t
       // With ZMQ_IMMEDIATE a DEALER refuses (EAGAIN) while its peer is not connected:
       // the frame is dropped now instead of delivered stale after a reconnect.
       if (dealers[it->second].second.send(frame, zmq::send_flags::dontwait)) {
+        count(&bus_stats::sent);
+        return true;
+      }
+      count(&bus_stats::send_dropped);
+      return false;
+    }
+    case route::bulk_peer: {
+      auto it = bulk_dealer_of.find(address);
+      if (it != bulk_dealer_of.end() &&
+          bulk_dealers[it->second].second.send(frame, zmq::send_flags::dontwait)) {
+        count(&bus_stats::sent);
+        return true;
+      }
+      count(&bus_stats::send_dropped);
+      return false;
+    }
+    case route::bulk_router: {
+      zmq::message_t id(address.data(), address.size());
+      if (bulk_router.send(id, zmq::send_flags::sndmore | zmq::send_flags::dontwait) &&
+          bulk_router.send(frame, zmq::send_flags::dontwait)) {
         count(&bus_stats::sent);
         return true;
       }
@@ -802,6 +934,27 @@ void bus::impl::handle(std::shared_ptr<zmq::message_t> m, const ingress& in) {
 }
 
 bool bus::impl::authorised(const msg::envelope& env, const ingress& in) {
+  if (in.bulk) {
+    // No keys here: only latent requests from a peer (routing id = its name = sender)
+    // and chunks from the peer this DEALER reaches. A chunk's bytes count only once they
+    // hash to the digest the authenticated link gave; a request is answered only from
+    // this host's latent files, only to the connection it came on.
+    std::string why;
+    if (in.reply_to.empty()) {
+      const std::string host = in.path.substr(2);
+      if (env.type == msg::latent_chunk::wire_name && env.sender == host)
+        return true;
+      why = env.type + " from '" + env.sender + "' on the bulk connection to " + host;
+    } else {
+      if (env.type == msg::latent_fetch::wire_name && env.sender == in.reply_to &&
+          opt.bulk_peers.count(env.sender) != 0)
+        return true;
+      why = env.type + " from '" + env.sender + "' on bulk router id " + printable(in.reply_to);
+    }
+    count(&bus_stats::bulk_misuse);
+    security(security_event::bulk_misuse, why);
+    return false;
+  }
   if (in.local || opt.security.plaintext)
     return true;
   std::string why;
@@ -880,9 +1033,14 @@ void bus::impl::on_fetch(const msg::envelope& env, const msg::latent_fetch& req,
     std::memcpy(out.data(), head.data(), head.size());
     return static_cast<char*>(out.data()) + head.size();
   });
-  if (data)
+  if (data) {
     count(&bus_stats::chunks_served);
-  if (!in.reply_to.empty())
+    if (in.bulk)
+      count(&bus_stats::bulk_chunks_served);
+  }
+  if (in.bulk)
+    transmit(route::bulk_router, in.reply_to, out);
+  else if (!in.reply_to.empty())
     transmit(route::router, in.reply_to, out);
   else
     transmit(in.local ? route::local : route::peer, env.sender, out);
@@ -956,11 +1114,26 @@ void bus::impl::shutdown_io() {
                  "failed, {} frames refused as impersonation, {} bad frames, {} duplicates",
                  opt.self, s.keys_admitted, s.keys_refused, s.handshakes_failed,
                  s.impersonations, s.decode_errors_total(), s.duplicates);
+  }
+  if (bulk_router) {
+    const bus_stats s = [&] {
+      std::lock_guard<std::mutex> lock(stats_mutex);
+      return counters;
+    }();
+    spdlog::info("bus {}: bulk channel totals: {} connections admitted, {} refused, {} frames "
+                 "refused, {} chunks served on it",
+                 opt.self, s.bulk_admitted, s.bulk_refused, s.bulk_misuse, s.bulk_chunks_served);
+  }
+  if (!opt.security.plaintext) {
     zmq_socket_monitor(router.handle(), nullptr, 0);
     monitor.close();
   }
   router.close();
   for (auto& [host, s] : dealers)
+    s.close();
+  if (bulk_router)
+    bulk_router.close();
+  for (auto& [host, s] : bulk_dealers)
     s.close();
   if (zap)
     zap.close();
@@ -981,7 +1154,8 @@ void bus::start() {
   if (d.started.load())
     throw std::logic_error("bus: already started");
   const bus_security& sec = d.opt.security;
-  if (!sec.plaintext) {
+  const bool bulk = !d.opt.bulk_bind_endpoint.empty();
+  if (!sec.plaintext || bulk) {
     // The handler is bound before the ROUTER: without one, libzmq's CURVE admits any key.
     d.zap = zmq::socket_t(d.ctx, zmq::socket_type::rep);
     d.zap.set(zmq::sockopt::linger, 0);
@@ -1037,11 +1211,43 @@ void bus::start() {
     d.dealer_of[host] = d.dealers.size();
     d.dealers.emplace_back(host, std::move(s));
   }
+  if (bulk) {
+    d.bulk_router = zmq::socket_t(d.ctx, zmq::socket_type::router);
+    set_common_options(d.bulk_router, d.opt);
+    d.bulk_router.set(zmq::sockopt::zap_domain, bulk_zap_domain);  // NULL asks ZAP too
+    d.bulk_router.set(zmq::sockopt::router_mandatory, true);
+    d.bulk_router.set(zmq::sockopt::router_handover, true);
+    try {
+      d.bulk_router.bind(d.opt.bulk_bind_endpoint);
+    } catch (const zmq::error_t& e) {
+      throw std::runtime_error("bus " + d.opt.self + ": cannot bind the bulk channel on " +
+                               d.opt.bulk_bind_endpoint + ": " + e.what());
+    }
+    for (const auto& [host, ep] : d.opt.bulk_peers) {
+      zmq::socket_t s(d.ctx, zmq::socket_type::dealer);
+      set_common_options(s, d.opt);
+      s.set(zmq::sockopt::routing_id, d.opt.self);
+      s.set(zmq::sockopt::immediate, true);
+      s.set(zmq::sockopt::connect_timeout, liveness_window_ms(d.opt.knobs));
+      try {
+        s.connect(ep);
+      } catch (const zmq::error_t& e) {
+        throw std::runtime_error("bus " + d.opt.self + ": cannot connect to the bulk channel of " +
+                                 host + " at " + ep + ": " + e.what());
+      }
+      d.bulk_dealer_of[host] = d.bulk_dealers.size();
+      d.bulk_dealers.emplace_back(host, std::move(s));
+    }
+  }
   d.io = std::thread([&d] { d.run(); });
   d.started.store(true);
-  spdlog::info("bus {}: listening on {} (boot {:016x}, {} peers, {})", d.opt.self, d.bound,
+  spdlog::info("bus {}: listening on {} (boot {:016x}, {} peers, {}){}", d.opt.self, d.bound,
                d.boot, d.dealers.size(),
-               sec.plaintext ? "PLAINTEXT, loopback only" : "CURVE, listed keys only");
+               sec.plaintext ? "PLAINTEXT, loopback only" : "CURVE, listed keys only",
+               bulk ? fmt::format("; latents in plaintext on {} with {} peers, digests on the "
+                                  "authenticated link",
+                                  d.opt.bulk_bind_endpoint, d.bulk_dealers.size())
+                    : std::string());
 }
 
 void bus::stop() {

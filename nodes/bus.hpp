@@ -66,6 +66,16 @@ struct bus_options {
   uint64_t boot_id = 0;                      ///< random per process start; 0 = pick one
   bus_security security;                     ///< CURVE keys, or plaintext on loopback
 
+  // -- the bulk channel (docs/security.md, "Bulk transfers") --
+  // Latent requests and chunks to and from a peer listed in `bulk_peers` go on a second,
+  // unencrypted connection when this host has `bulk_bind_endpoint`: a ROUTER whose ZAP
+  // handler admits only `bulk_admit_addresses`, and a DEALER to each bulk peer. Only
+  // latent_fetch and latent_chunk travel there; a latent's digest always comes over the
+  // authenticated link and every byte is checked against it before the latent is used.
+  std::string bulk_bind_endpoint;                 ///< empty: latents stay on the main link
+  std::map<std::string, std::string> bulk_peers;  ///< host name -> its bulk endpoint
+  std::vector<std::string> bulk_admit_addresses;  ///< numeric IPs the bulk ROUTER admits
+
   // -- bounds of the bus itself (not cluster knobs: they protect this process) --
   int socket_hwm = 1000;             ///< messages queued per socket and direction; a send
                                      ///< beyond it is dropped and counted, never blocks
@@ -109,6 +119,12 @@ struct bus_stats {
                                      ///< server key, not ZMTP (socket monitor)
   uint64_t impersonations = 0;       ///< frames refused: sender or routing id not the
                                      ///< key's host
+  // -- the bulk channel --
+  uint64_t bulk_admitted = 0;        ///< ZAP: bulk connections admitted (listed address)
+  uint64_t bulk_refused = 0;         ///< ZAP: bulk connections refused (address not listed)
+  uint64_t bulk_misuse = 0;          ///< frames refused on the bulk channel: not a latent
+                                     ///< request or chunk, or not from the host it names
+  uint64_t bulk_chunks_served = 0;   ///< of chunks_served, those sent on the bulk channel
 
   uint64_t decode_error_count(msg::decode_error e) const {
     return decode_errors[static_cast<std::size_t>(e)];

@@ -79,8 +79,8 @@ nlohmann::json adapt_host_map(const nlohmann::json& map) {
   std::vector<host_entry> hosts;
   for (std::size_t i = 0; i < hosts_json.size(); ++i) {
     std::string hp = config::detail::child("/hosts", i);
-    object_reader h(hosts_json[i], hp, {"name", "address", "port", "data_dir", "gpus",
-                                        "public_key", "secret_key_file"});
+    object_reader h(hosts_json[i], hp, {"name", "address", "port", "bulk_port", "data_dir",
+                                        "gpus", "public_key", "secret_key_file"});
     host_entry e;
     e.name = h.string("name");
     e.out = {{"name", e.name},
@@ -91,6 +91,8 @@ nlohmann::json adapt_host_map(const nlohmann::json& map) {
     for (const char* key : {"public_key", "secret_key_file"})
       if (h.has(key))
         e.out[key] = h.string(key);
+    if (h.has("bulk_port"))
+      e.out["bulk_port"] = h.integer("bulk_port", 1, 65535);
     std::map<std::string, int> next_index;  // per vendor
     std::map<std::string, int> short_uses;
     if (h.has("gpus")) {

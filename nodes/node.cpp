@@ -1,11 +1,15 @@
 #include "nodes/node.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <random>
 #include <thread>
+
+#include <netdb.h>
+#include <sys/socket.h>
 
 #include <caf/all.hpp>
 
@@ -55,6 +59,47 @@ double monotonic_seconds() {
 
 std::string endpoint_of(const config::host& h) {
   return "tcp://" + h.address + ":" + std::to_string(h.port);
+}
+
+/// The numeric IP addresses a host's configured address stands for (the ZAP handler of
+/// the bulk channel compares connections' source addresses with them).
+std::vector<std::string> numeric_addresses(const std::string& address) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  std::vector<std::string> out;
+  if (::getaddrinfo(address.c_str(), nullptr, &hints, &res) != 0)
+    return out;
+  for (addrinfo* a = res; a != nullptr; a = a->ai_next) {
+    char text[NI_MAXHOST];
+    if (::getnameinfo(a->ai_addr, a->ai_addrlen, text, sizeof text, nullptr, 0,
+                      NI_NUMERICHOST) == 0 &&
+        std::find(out.begin(), out.end(), text) == out.end())
+      out.emplace_back(text);
+  }
+  ::freeaddrinfo(res);
+  return out;
+}
+
+/// The bulk channel of host `self` (docs/security.md, "Bulk transfers"): bound when it has
+/// a bulk_port, used toward every peer that has one too; admits the addresses of every
+/// host of the cluster.
+void set_bulk_options(bus_options& bo, const config::cluster& c, const config::host& self) {
+  if (self.bulk_port == 0)
+    return;
+  bo.bulk_bind_endpoint = "tcp://" + self.address + ":" + std::to_string(self.bulk_port);
+  for (const auto& h : c.hosts) {
+    for (auto& a : numeric_addresses(h.address))
+      if (std::find(bo.bulk_admit_addresses.begin(), bo.bulk_admit_addresses.end(), a) ==
+          bo.bulk_admit_addresses.end())
+        bo.bulk_admit_addresses.push_back(a);
+    if (h.name != self.name && h.bulk_port != 0)
+      bo.bulk_peers[h.name] = "tcp://" + h.address + ":" + std::to_string(h.bulk_port);
+  }
+  if (bo.bulk_admit_addresses.empty())
+    throw std::runtime_error("no host address of the cluster resolves: the bulk channel on " +
+                             bo.bulk_bind_endpoint + " would admit nobody");
 }
 
 /// The supervised children of this host: the coordinator (if it runs here), its pools,
@@ -180,6 +225,12 @@ int run_node(const config::cluster& c, const std::string& host_name) {
     bo.security = bus_security_for(c, h->name);
   } catch (const std::exception& e) {
     spdlog::critical("cannot authenticate this node's links: {}", e.what());
+    return exit_code::fatal;
+  }
+  try {
+    set_bulk_options(bo, c, *h);
+  } catch (const std::exception& e) {
+    spdlog::critical("cannot set up the bulk channel: {}", e.what());
     return exit_code::fatal;
   }
   try {

@@ -79,7 +79,7 @@ caf::behavior encoder_actor(caf::event_based_actor* self, context ctx, config::e
   auto* b = sh->ctx.cluster->find_backend(sh->enc.backend);
   if (b == nullptr)
     throw std::runtime_error("encoder " + sh->enc.name + ": unknown backend " + sh->enc.backend);
-  sh->backend = backends::make_encoder({*b, sh->enc.profile_key, sh->enc.name});
+  sh->backend = backends::make_encoder({*b, sh->enc.profile_key, sh->enc.name, sh->enc.host, sh->enc.gpus});
   self->attach_functor([cancel = sh->cancel] { *cancel = true; });
   spdlog::info("encoder {}: up", sh->enc.name);
   return {

@@ -236,6 +236,29 @@ TEST_CASE("hostile peers: nothing without a listed key reaches an actor, the lin
     CHECK(no_runs(cl));  // neither stolen name made a run
   }
 
+  // The bulk channel (no keys, admitted by address: this test's peers are all on
+  // loopback, so they get in). Only latent requests from a bulk peer, under its own name,
+  // are taken there: a submit, garbage, a request under another name or from a name that
+  // is not a peer never reach an actor, each is counted.
+  {
+    const std::string bulk_ep = "tcp://127.0.0.1:" + std::to_string(ha->bulk_port);
+    raw_peer plain(bulk_ep);
+    plain.send("cli:4", ++id, msg::submit_run::wire_name, submit_body("hostile-bulk-submit"));
+    plain.send("host_b", ++id, msg::submit_run::wire_name, submit_body("hostile-bulk-as-b"));
+    for (int i = 0; i < 50; ++i) {
+      std::string junk(static_cast<std::size_t>(rng() % 300), '\0');
+      for (auto& c : junk)
+        c = static_cast<char>(rng());
+      plain.send_raw(junk);
+    }
+    msg::latent_fetch lf{1, std::string(64, 'a'), 0, 1024};
+    plain.send("mallory", ++id, msg::latent_fetch::wire_name, msg::pack_body(lf), "");
+    // One line per kind of event and interval; the totals at the end count them all.
+    REQUIRE(log_has(log_a, "refused a frame on the bulk channel: submit_run from 'cli:4'", 10));
+    CHECK(plain.replies_until(0, 0.2).empty());  // nothing answered
+    CHECK(no_runs(cl));
+  }
+
   // A batch under a flood of all of the above.
   msg::submit_run req;
   req.mode = "four_four_xtx_plus_one";
@@ -307,4 +330,14 @@ TEST_CASE("hostile peers: nothing without a listed key reaches an actor, the lin
   CHECK(t.impersonations >= 2 + static_cast<uint64_t>(rounds.load()));
   CHECK(t.bad >= 300 + 250 * static_cast<uint64_t>(rounds.load()));
   CHECK(t.dups >= 2);
+  // The batch's latents went over the bulk channel (host_b decodes what host_a sampled).
+  static const std::regex bulk_re(
+      R"(bulk channel totals: (\d+) connections admitted, (\d+) refused, (\d+) frames )"
+      R"(refused, (\d+) chunks served on it)");
+  std::smatch m;
+  const std::string text_a = read_file(log_a);
+  REQUIRE(std::regex_search(text_a, m, bulk_re));
+  CHECK(std::stoull(m[1]) >= 2);  // host_b's bulk DEALER and the test's plaintext peer
+  CHECK(std::stoull(m[3]) >= 3);  // the two submits and the request as 'mallory'
+  CHECK(std::stoull(m[4]) >= 1);  // the latents host_a sampled, fetched by host_b
 }

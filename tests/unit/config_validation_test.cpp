@@ -120,6 +120,14 @@ const std::vector<broken_case>& broken_cases() {
        "between 1 and 65535"},
       {"same address:port", [](json& j) { set(j, "/hosts/1/port", 7601); }, "/hosts/1/port",
        "same address:port"},
+      {"bulk_port 0", [](json& j) { set(j, "/hosts/0/bulk_port", 0); }, "/hosts/0/bulk_port",
+       "between 1 and 65535"},
+      {"bulk_port text", [](json& j) { set(j, "/hosts/0/bulk_port", "7701"); },
+       "/hosts/0/bulk_port", "integer"},
+      {"bulk_port = port", [](json& j) { set(j, "/hosts/0/bulk_port", 7601); },
+       "/hosts/0/bulk_port", "must differ from port"},
+      {"bulk_port = another host's port", [](json& j) { set(j, "/hosts/0/bulk_port", 7602); },
+       "/hosts/1/port", "same address:port 127.0.0.1:7602 as host 'host_a'"},
       {"same data_dir on one address", [](json& j) { set(j, "/hosts/1/data_dir", "data/host_a/"); },
        "/hosts/1/data_dir", "same data_dir"},
       {"address with scheme", [](json& j) { set(j, "/hosts/0/address", "tcp://127.0.0.1"); },
@@ -372,6 +380,17 @@ TEST_CASE("to_json round-trips through parse", "[config]") {
     CHECK(again.hosts[0].data_dir == c.hosts[0].data_dir);
     CHECK(again.modes.size() == c.modes.size());
   }
+}
+
+TEST_CASE("a host's bulk_port is read and written, absent means none", "[config]") {
+  json j = example_json("reference.json");
+  CHECK(cfg::parse(j.dump(), examples_dir).hosts[0].bulk_port == 0);
+  CHECK_FALSE(cfg::to_json(cfg::parse(j.dump(), examples_dir))["hosts"][0].contains("bulk_port"));
+  j["hosts"][0]["bulk_port"] = 7701;
+  const cfg::cluster c = cfg::parse(j.dump(), examples_dir);
+  CHECK(c.hosts[0].bulk_port == 7701);
+  CHECK(c.hosts[1].bulk_port == 0);
+  CHECK(cfg::to_json(c)["hosts"][0]["bulk_port"] == 7701);
 }
 
 TEST_CASE("a mode's dispatch policy is read and written", "[config]") {
