@@ -179,6 +179,15 @@ int endpoint_main(const args& a) {
   o.latent_dir = a.need("dir");
   o.knobs.chunk_bytes = static_cast<uint32_t>(a.num("chunk-bytes", o.knobs.chunk_bytes));
   o.knobs.chunk_window = static_cast<int>(a.num("chunk-window", o.knobs.chunk_window));
+  if (a.has("bulk-bind")) {
+    o.bulk_bind_endpoint = a.need("bulk-bind");
+    const std::string bp = a.need("bulk-peer");
+    const auto beq = bp.find('=');
+    if (beq == std::string::npos || bp.substr(0, beq) != peer)
+      die("--bulk-peer must be " + peer + "=ENDPOINT");
+    o.bulk_peers[peer] = bp.substr(beq + 1);
+    o.bulk_admit_addresses = a.values.at("bulk-admit");
+  }
   if (a.has("keys")) {
     // CURVE as a node runs it: DIR/<self>.key and .pub, DIR/<peer>.pub (vidline keygen).
     const std::string dir = a.get("keys");
@@ -555,6 +564,7 @@ struct site {
   std::string ns_a, ns_b;  ///< empty: no namespace
   std::string addr_a = "127.0.0.1", addr_b = "127.0.0.1";
   int port_a = 0, port_b = 0, port_iperf = 0;
+  int bulk_a = 0, bulk_b = 0;  ///< the bulk channel's ports (variants with bulk)
 
   std::vector<std::string> in(const std::string& ns, std::vector<std::string> argv) const {
     if (ns.empty())
@@ -569,6 +579,8 @@ struct site {
 struct variant {
   std::string name;
   std::vector<std::string> endpoint_args;  ///< extra arguments of both endpoints
+  bool bulk = false;                       ///< latents on the bulk channel (no CURVE)
+  bool target = false;                     ///< its rows carry the targets
 };
 
 /// Where run_main put the endpoints' CURVE key pairs (A and B).
@@ -578,11 +590,15 @@ std::string& keys_dir() {
 }
 
 /// The handoff variants measured: "plaintext" is the bus without authentication (nodes
-/// allow it on loopback only); "curve" is the bus as a node runs it with keys: CURVE on
-/// the one connection that carries requests, chunks and acknowledgements, so the latents
-/// are encrypted too. Only the plaintext rows carry the targets (see docs/security.md).
+/// allow it on loopback only); "curve_bulk" is a node with keys and a bulk_port: CURVE on
+/// the link that carries the digest and the acknowledgement, the latent's requests and
+/// chunks on the bulk channel (unencrypted, every byte checked against the digest);
+/// "curve" is a node with keys and no bulk_port: the latents encrypted too. The plaintext
+/// and curve_bulk rows carry the targets; curve is reported (docs/security.md).
 std::vector<variant> variants() {
-  return {{"plaintext", {}}, {"curve", {"--keys", keys_dir()}}};
+  return {{"plaintext", {}, false, true},
+          {"curve_bulk", {"--keys", keys_dir()}, true, true},
+          {"curve", {"--keys", keys_dir()}, false, false}};
 }
 
 /// The source ("A", serving from dir_a) and receiver ("B", writing into dir_b) endpoints.
@@ -598,10 +614,20 @@ struct endpoint_pair {
     fs::create_directories(dir_b);
     const std::string ep_a = "tcp://" + s.addr_a + ":" + std::to_string(s.port_a);
     const std::string ep_b = "tcp://" + s.addr_b + ":" + std::to_string(s.port_b);
+    const std::string bulk_a = "tcp://" + s.addr_a + ":" + std::to_string(s.bulk_a);
+    const std::string bulk_b = "tcp://" + s.addr_b + ":" + std::to_string(s.bulk_b);
     auto argv = [&](const std::string& self, const std::string& bind, const std::string& peer,
                     const std::string& dir) {
       std::vector<std::string> r{exe, "endpoint", "--self", self, "--bind", bind,
                                  "--peer", peer, "--dir", dir};
+      if (v.bulk) {
+        const bool is_a = self == "A";
+        for (const std::string& x :
+             {std::string("--bulk-bind"), is_a ? bulk_a : bulk_b, std::string("--bulk-peer"),
+              is_a ? "B=" + bulk_b : "A=" + bulk_a, std::string("--bulk-admit"), s.addr_a,
+              std::string("--bulk-admit"), s.addr_b})
+          r.push_back(x);
+      }
       for (const char* k : {"chunk-bytes", "chunk-window"})
         if (opts.has(k)) {
           r.push_back(std::string("--") + k);
@@ -695,10 +721,12 @@ void bench_loopback(context& c) {
   std::printf("\n== 1. loopback: verified + durable handoff vs raw TCP (iperf3) and single-core "
               "SHA-256\n");
   site s;
-  const auto ports = free_ports(3);
+  const auto ports = free_ports(5);
   s.port_a = ports[0];
   s.port_b = ports[1];
   s.port_iperf = ports[2];
+  s.bulk_a = ports[3];
+  s.bulk_b = ports[4];
   const std::string work = c.work + "/loopback";
   fs::create_directories(work);
   child iperf_server(s.in(s.ns_b, {"iperf3", "-s", "-B", s.addr_b, "-p",
@@ -753,7 +781,7 @@ void bench_loopback(context& c) {
       std::printf("%-10s %-8s (handoff MB/s over %d reps: min %.0f max %.0f; ratio: median of "
                   "each rep's against that rep's baselines)\n",
                   "", "", c.reps, min_of(hand), max_of(hand));
-      if (v.name == "plaintext")
+      if (v.target)
         c.result("handoff_loopback_" + v.name + "_" + std::to_string(size / mib) +
                      "mib_vs_min_tcp_sha",
                  r, "ratio", ">=0.85", r >= 0.85);
@@ -789,6 +817,8 @@ void bench_netns(context& c) {
   s.port_a = 17601;  // fresh namespaces: every port is free
   s.port_b = 17602;
   s.port_iperf = 17603;
+  s.bulk_a = 17604;
+  s.bulk_b = 17605;
   const std::string work = c.work + "/netns";
   fs::create_directories(work);
   child iperf_server(s.in(s.ns_b, {"iperf3", "-s", "-B", s.addr_b, "-p",
@@ -803,7 +833,7 @@ void bench_netns(context& c) {
   };
   std::vector<row> rows;
   for (const variant& v : variants())
-    rows.push_back({v.name, "", v.name == "plaintext"});
+    rows.push_back({v.name, "", v.target});
   // Diagnosis only: the same path with the receiver's files in memory, where fsync costs
   // nothing, shows how much of the time is the disk's flushes. Not durable, not a target.
   if (fs::exists("/dev/shm") && !c.opts.has("no-tmpfs-row"))
@@ -964,6 +994,7 @@ int main(int argc, char** argv) {
                "         [--chunk-bytes N] [--chunk-window N] [--keep-work 1]\n"
                "         [--ns-a NS --ns-b NS --addr-a IP --addr-b IP]   (netns, all)\n"
                "         [--memory-latents N] [--memory-mib N] [--endpoint-exe PATH]\n"
-               "       bench_handoff endpoint --self A --bind EP --peer B=EP --dir DIR [--keys DIR]\n");
+               "       bench_handoff endpoint --self A --bind EP --peer B=EP --dir DIR [--keys DIR]\n"
+               "         [--bulk-bind EP --bulk-peer B=EP --bulk-admit IP ...]\n");
   return 2;
 }
