@@ -106,14 +106,17 @@ int run_demo(bool json, const std::string& self_exe) {
   }
   std::string dir = tmpl;
   auto cfg = nlohmann::json::parse(embedded::reference_config);
-  auto ports = free_ports(static_cast<int>(cfg["hosts"].size()));
-  // Throwaway keys, so the demo runs the links as a real line does: CURVE, listed keys.
+  const auto n = cfg["hosts"].size();
+  auto ports = free_ports(static_cast<int>(2 * n));
+  // Throwaway keys, so the demo runs the links as a real line does: CURVE, listed keys,
+  // latents on the bulk channel (digests on CURVE).
   cfg.erase("plaintext");
-  for (std::size_t i = 0; i < cfg["hosts"].size(); ++i) {
+  for (std::size_t i = 0; i < n; ++i) {
     auto& h = cfg["hosts"][i];
     const auto name = h["name"].get<std::string>();
     h["address"] = "127.0.0.1";
     h["port"] = ports[i];
+    h["bulk_port"] = ports[n + i];
     h["data_dir"] = dir + "/" + name;
     const auto keys = write_curve_keypair(dir + "/keys", name);
     h["public_key"] = keys.public_z85;
