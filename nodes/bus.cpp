@@ -1214,6 +1214,8 @@ void bus::start() {
   if (bulk) {
     d.bulk_router = zmq::socket_t(d.ctx, zmq::socket_type::router);
     set_common_options(d.bulk_router, d.opt);
+    d.bulk_router.set(zmq::sockopt::sndhwm,
+                      d.opt.bulk_hwm > 0 ? d.opt.bulk_hwm : 16 * d.opt.knobs.chunk_window);
     d.bulk_router.set(zmq::sockopt::zap_domain, bulk_zap_domain);  // NULL asks ZAP too
     d.bulk_router.set(zmq::sockopt::router_mandatory, true);
     d.bulk_router.set(zmq::sockopt::router_handover, true);

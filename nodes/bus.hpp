@@ -75,6 +75,12 @@ struct bus_options {
   std::string bulk_bind_endpoint;                 ///< empty: latents stay on the main link
   std::map<std::string, std::string> bulk_peers;  ///< host name -> its bulk endpoint
   std::vector<std::string> bulk_admit_addresses;  ///< numeric IPs the bulk ROUTER admits
+  /// Chunks queued per requester on the bulk ROUTER before more are dropped (counted in
+  /// send_dropped; the requester's fetch sees a gap and resumes): a requester that asks
+  /// and does not read holds at most this many chunks of this process's memory (plus the
+  /// kernel's socket buffers). 0 = 16 x chunk_window (64 MiB with the default knobs; a
+  /// well-behaved receiver has chunk_window in flight per transfer).
+  int bulk_hwm = 0;
 
   // -- bounds of the bus itself (not cluster knobs: they protect this process) --
   int socket_hwm = 1000;             ///< messages queued per socket and direction; a send

@@ -16,6 +16,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -26,6 +27,7 @@
 #include "messages/envelope.hpp"
 #include "messages/messages.hpp"
 #include "nodes/bus.hpp"
+#include "nodes/bus_frame.hpp"
 #include "nodes/client.hpp"
 
 namespace fs = std::filesystem;
@@ -658,4 +660,66 @@ TEST_CASE("the receiver holds a source to the protocol", "[bus][transfer]") {
     CHECK(r.error.find("cannot read") != std::string::npos);
   }
   CHECK_FALSE(fs::exists(dest + ".part"));
+}
+
+TEST_CASE("the bulk channel carries latents; a requester that does not read is bounded",
+          "[bus][transfer][bulk]") {
+  temp_dir dir_a, dir_b;
+  const int port_a = free_port(), port_b = free_port();
+  const int bulk_a = free_port(), bulk_b = free_port();
+  auto oa = options_for("A", port_a, {{"B", endpoint_of(port_b)}}, dir_a.path.string(), false);
+  oa.bulk_bind_endpoint = endpoint_of(bulk_a);
+  oa.bulk_peers["B"] = endpoint_of(bulk_b);
+  oa.bulk_admit_addresses = {"127.0.0.1"};
+  oa.bulk_hwm = 8;
+  auto ob = options_for("B", port_b, {{"A", endpoint_of(port_a)}}, dir_b.path.string(), false);
+  ob.bulk_bind_endpoint = endpoint_of(bulk_b);
+  ob.bulk_peers["A"] = endpoint_of(bulk_a);
+  ob.bulk_admit_addresses = {"127.0.0.1"};
+  node a(oa);
+  auto b = std::make_unique<node>(ob);
+  REQUIRE(a.rec.wait([&] { return a.rec.has_event("B", true); }));
+
+  constexpr std::size_t size = 13'000'000;
+  const std::string sha = make_latent(dir_a.path, size, 7);
+  const std::string dest = (dir_b.path / "got.latent").string();
+  const fetch_result r = fetch(*b->b, "A", sha, size, dest);
+  INFO(r.error);
+  REQUIRE(r.outcome == fetch_outcome::ok);
+  CHECK(sha256_file_hex(dest) == sha);
+  CHECK(a.b->stats().bulk_chunks_served == 13);  // every chunk on the bulk channel
+  CHECK(a.b->stats().chunks_served == 13);
+  b.reset();
+
+  // A requester under B's name asks for 300 chunks of 1 MiB and reads none: A queues at
+  // most bulk_hwm of them (plus what the kernel buffers) and drops the rest.
+  zmq::context_t ctx;
+  zmq::socket_t greedy(ctx, zmq::socket_type::dealer);
+  greedy.set(zmq::sockopt::linger, 0);
+  greedy.set(zmq::sockopt::routing_id, "B");
+  greedy.set(zmq::sockopt::rcvhwm, 1);
+  greedy.set(zmq::sockopt::rcvbuf, 65536);
+  greedy.connect(endpoint_of(bulk_a));
+  const uint64_t dropped_before = a.b->stats().send_dropped;
+  constexpr int asks = 300;
+  const uint64_t first_id = first_envelope_id();  // above B's, or they count as replays
+  for (int i = 0; i < asks; ++i) {
+    msg::envelope env;
+    env.type = msg::latent_fetch::wire_name;
+    env.id = first_id + static_cast<uint64_t>(i);
+    env.sender = "B";
+    const msg::latent_fetch req{static_cast<uint64_t>(i + 1), sha,
+                                static_cast<uint64_t>(i % 12) * (1u << 20), 1u << 20};
+    zmq::message_t m = make_frame(env, msg::pack_body(req));
+    REQUIRE(greedy.send(m, zmq::send_flags::none));
+  }
+  // Served (read and handed to ZeroMQ, or dropped) once A's I/O thread has seen them all.
+  const auto deadline = std::chrono::steady_clock::now() + generous;
+  while (a.b->stats().chunks_served < 13 + asks && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::yield();  // polling a counter against a deadline
+  REQUIRE(a.b->stats().chunks_served == 13 + asks);
+  const uint64_t dropped = a.b->stats().send_dropped - dropped_before;
+  INFO("dropped " << dropped << " of " << asks);
+  // 8 queued by ZeroMQ, and the kernel's buffers on both ends: far fewer than 300 MiB.
+  CHECK(dropped >= static_cast<uint64_t>(asks) - 100);
 }
