@@ -225,10 +225,16 @@ private:
   void write_config() {
     auto cfg = json::parse(testing_support::read_file(std::string(VIDLINE_SOURCE_DIR)
                                                       + "/config/examples/reference.json"));
-    auto ports = testing_support::free_ports(static_cast<int>(cfg["hosts"].size()));
+    // Even seeds move latents on the bulk channel (digests on CURVE), odd seeds on CURVE;
+    // link cuts cut every port.
+    const std::size_t n = cfg["hosts"].size();
+    const bool bulk = seed_ % 2 == 0;
+    auto ports = testing_support::free_ports(static_cast<int>(bulk ? 2 * n : n));
     ports_ = ports;
-    for (std::size_t i = 0; i < cfg["hosts"].size(); ++i) {
+    for (std::size_t i = 0; i < n; ++i) {
       cfg["hosts"][i]["port"] = ports[i];
+      if (bulk)
+        cfg["hosts"][i]["bulk_port"] = ports[n + i];
       cfg["hosts"][i]["data_dir"] = dir_ + "/" + cfg["hosts"][i]["name"].get<std::string>();
       hosts_.push_back(cfg["hosts"][i]["name"].get<std::string>());
     }
