@@ -39,7 +39,7 @@ namespace {
 
 /// Two servers of 8 x T10 (each 8 or 4+4), the XTX, and two decoders of different speed.
 constexpr const char* two_servers = R"json({
-  "cluster": "two_servers", "coordinator": "host_a",
+  "cluster": "two_servers", "coordinator": "host_a", "plaintext": true,
   "hosts": [
     {"name": "host_a", "address": "127.0.0.1", "port": 7611, "data_dir": "/tmp/vidline-bench/a",
      "gpus": [
@@ -98,7 +98,7 @@ constexpr const char* two_servers = R"json({
 
 /// Four XTX cards and a 4 x T10 pool feeding one slow decoder (a lone T10): decoder-bound.
 constexpr const char* xtx_farm = R"json({
-  "cluster": "xtx_farm", "coordinator": "host_d",
+  "cluster": "xtx_farm", "coordinator": "host_d", "plaintext": true,
   "hosts": [
     {"name": "host_d", "address": "127.0.0.1", "port": 7621, "data_dir": "/tmp/vidline-bench/d",
      "gpus": [
@@ -470,9 +470,7 @@ search_result best_schedule(const setup& c, uint32_t w, uint32_t h, uint32_t sec
   return out;
 }
 
-} // namespace
-
-int main(int argc, char** argv) {
+int run_bench(int argc, char** argv) {
   // `bench_plan --search [MAX_COUNT]`: only auto against the best schedule of the model, by
   // exhaustive search, on the reference cluster, every measured size, counts 1..MAX_COUNT
   // (default 6; the search grows fast with the count: 8 jobs of 736x1280x5 take 78,441
@@ -684,4 +682,15 @@ int main(int argc, char** argv) {
             && worst_steady_120 >= 0.97 && opt.complete
             && example.summary.makespan_s <= opt.best + 1e-6;
   return ok ? 0 : 1;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run_bench(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_plan: %s\n", e.what());
+    return 2;
+  }
 }
