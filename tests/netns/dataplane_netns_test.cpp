@@ -21,12 +21,16 @@ namespace {
 
 /// The reference example on the pair: host_a (coordinator, the pools of mode
 /// four_four_plus_one) in namespace A, host_b (the decoder) in B, fast liveness knobs.
-std::string write_pair_config(const std::string& dir, double time_scale, json knobs) {
+std::string write_pair_config(const std::string& dir, double time_scale, json knobs,
+                              bool bulk = false) {
   auto cfg = json::parse(read_file(std::string(VIDLINE_SOURCE_DIR) + "/config/examples/reference.json"));
   cfg["hosts"][0]["address"] = netns_pair::address_a();
   cfg["hosts"][1]["address"] = netns_pair::address_b();
-  for (std::size_t i = 0; i < 2; ++i)
+  for (std::size_t i = 0; i < 2; ++i) {
     cfg["hosts"][i]["data_dir"] = dir + "/" + cfg["hosts"][i]["name"].get<std::string>();
+    if (bulk)  // the namespaces are fresh: any port is free there
+      cfg["hosts"][i]["bulk_port"] = 7701 + static_cast<int>(i);
+  }
   cfg["backends"]["sim"]["time_scale"] = time_scale;
   // Heartbeats share the TCP stream with chunks: on a shaped link a full window (2 x 1 MiB
   // at 40 Mbit/s: 0.4 s) delays them, so a peer is declared down only after 2 s of silence.
@@ -51,8 +55,8 @@ struct two_hosts {
   std::unique_ptr<process> a, b;
   int starts_a = 0, starts_b = 0;
 
-  explicit two_hosts(double time_scale, json knobs = json::object())
-      : config(write_pair_config(dir.path(), time_scale, std::move(knobs))) {}
+  explicit two_hosts(double time_scale, json knobs = json::object(), bool bulk = false)
+      : config(write_pair_config(dir.path(), time_scale, std::move(knobs), bulk)) {}
 
   std::string data(const std::string& host) const { return dir.path() + "/" + host; }
 
@@ -70,6 +74,14 @@ struct two_hosts {
         p->signal(SIGKILL);
   }
 };
+
+/// A process's peak resident memory (VmHWM), in KiB; 0 when unreadable.
+long vm_hwm_kib(pid_t pid) {
+  const std::string status = read_file("/proc/" + std::to_string(pid) + "/status");
+  static const std::regex re(R"(VmHWM:\s+(\d+) kB)");
+  std::smatch m;
+  return std::regex_search(status, m, re) ? std::stol(m[1]) : 0;
+}
 
 vidline::msg::submit_run batch(uint32_t count, const std::string& id, uint32_t seconds = 5) {
   vidline::msg::submit_run r;
@@ -332,4 +344,46 @@ TEST_CASE("the sampling host's latent budget is reached: its pools stop, then re
   // Bounded: the budget plus at most one latent per pool of mode four_four_plus_one,
   // sampled while the report that stops it was on its way.
   CHECK(most <= 2 * latent + 2 * latent);
+}
+
+TEST_CASE("large latents (736x1280, 10 s: 80 MB) cross the bulk channel in bounded memory",
+          "[netns]") {
+  NETNS_OR_SKIP();
+  two_hosts h(0.005, json::object(), /*bulk=*/true);
+  h.start_a();
+  h.start_b();
+  netns_pair::entered in_a(h.net.a());
+  coordinator_client cl(vidline::config::load(h.config));
+  REQUIRE(coordinator_answers(cl, 30));
+  // Idle peaks, taken once both nodes are up and have talked.
+  const long idle_a = vm_hwm_kib(h.a->pid()), idle_b = vm_hwm_kib(h.b->pid());
+  REQUIRE(idle_a > 0);
+  REQUIRE(idle_b > 0);
+  auto req = batch(2, "netns-large");
+  req.mode = "single_eight_plus_one";  // the only pool of the reference that holds the size
+  req.width = 736;
+  req.height = 1280;
+  req.seconds = 10;
+  const uint64_t bytes = contract::reference_latent_bytes(req.width, req.height, req.seconds);
+  REQUIRE(bytes > 75'000'000);
+  auto run_id = cl.submit(req);
+  finish_and_check(h, cl, run_id, 2);
+  // Neither end held a latent in memory: the window is 2 x 1 MiB; 40 MiB of slack for
+  // everything else a node does in a run is still half a latent.
+  const long peak_a = vm_hwm_kib(h.a->pid()), peak_b = vm_hwm_kib(h.b->pid());
+  INFO("host_a VmHWM " << idle_a << " -> " << peak_a << " KiB, host_b " << idle_b << " -> "
+                       << peak_b << " KiB, latent " << bytes / 1024 << " KiB");
+  std::printf("large latents: host_a VmHWM %ld -> %ld KiB, host_b %ld -> %ld KiB, latent %llu "
+              "KiB\n", idle_a, peak_a, idle_b, peak_b, static_cast<unsigned long long>(bytes / 1024));
+  CHECK(peak_a - idle_a < 40 * 1024);
+  CHECK(peak_b - idle_b < 40 * 1024);
+  // The latents went on the bulk channel: the source says so when it stops.
+  h.a->signal(SIGTERM);
+  CHECK(h.a->wait(20) == 0);
+  static const std::regex served(R"(bulk channel totals: \d+ connections admitted, \d+ refused, )"
+                                 R"(\d+ frames refused, (\d+) chunks served on it)");
+  const std::string log = read_file(h.data("host_a") + "/logs/node.log");
+  std::smatch m;
+  REQUIRE(std::regex_search(log, m, served));
+  CHECK(std::stoull(m[1]) >= 2 * (bytes >> 20));
 }
