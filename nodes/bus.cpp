@@ -340,6 +340,7 @@ struct bus::impl {
   zmq::socket_t bulk_router;  ///< bulk channel only
   std::vector<std::pair<std::string, zmq::socket_t>> bulk_dealers;
   std::map<std::string, std::size_t> bulk_dealer_of;
+  std::map<std::string, uint64_t> bulk_fallbacks;  ///< requests sent on CURVE instead, per peer
   int wake_fd = -1;
 
   // The hand-over from other threads, under queue_mutex.
@@ -440,7 +441,14 @@ bus::impl::impl(bus_options o, message_handler m, peer_handler p)
             if (bulk_dealer_of.count(host) != 0) {
               zmq::message_t frame = make_frame(
                   make_env(msg::latent_fetch::wire_name, bus_target, 0), msg::pack_body(req));
-              return transmit(route::bulk_peer, host, frame);
+              if (transmit(route::bulk_peer, host, frame))
+                return true;
+              // The bulk connection is down (its port firewalled, the peer restarting):
+              // the authenticated link carries the request, and the chunks come back on it.
+              if (bulk_fallbacks[host]++ % 1000 == 0)
+                spdlog::warn("bus {}: the bulk channel to {} is not connected: latents from "
+                             "it travel on the authenticated link ({} requests so far)",
+                             opt.self, host, bulk_fallbacks[host]);
             }
             return send_direct(host, msg::latent_fetch::wire_name, msg::pack_body(req), 0);
           },

@@ -723,3 +723,26 @@ TEST_CASE("the bulk channel carries latents; a requester that does not read is b
   // 8 queued by ZeroMQ, and the kernel's buffers on both ends: far fewer than 300 MiB.
   CHECK(dropped >= static_cast<uint64_t>(asks) - 100);
 }
+
+TEST_CASE("a bulk channel that cannot connect: latents travel on the main link instead",
+          "[bus][transfer][bulk]") {
+  temp_dir dir_a, dir_b;
+  const int port_a = free_port(), port_b = free_port();
+  const int nobody = free_port(), bulk_b = free_port();
+  node a(options_for("A", port_a, {{"B", endpoint_of(port_b)}}, dir_a.path.string(), false));
+  auto ob = options_for("B", port_b, {{"A", endpoint_of(port_a)}}, dir_b.path.string(), false);
+  ob.bulk_bind_endpoint = endpoint_of(bulk_b);
+  ob.bulk_peers["A"] = endpoint_of(nobody);  // A has no bulk channel: nothing listens there
+  ob.bulk_admit_addresses = {"127.0.0.1"};
+  node b(ob);
+  REQUIRE(b.rec.wait([&] { return b.rec.has_event("A", true); }));
+  constexpr std::size_t size = 3'000'000;
+  const std::string sha = make_latent(dir_a.path, size, 9);
+  const std::string dest = (dir_b.path / "got.latent").string();
+  const fetch_result r = fetch(*b.b, "A", sha, size, dest);
+  INFO(r.error);
+  REQUIRE(r.outcome == fetch_outcome::ok);
+  CHECK(sha256_file_hex(dest) == sha);
+  CHECK(a.b->stats().chunks_served == 3);
+  CHECK(a.b->stats().bulk_chunks_served == 0);
+}
