@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <sstream>
 #include <stdexcept>
 
@@ -74,6 +75,23 @@ void ledger_append(const std::string& data_dir, const std::string& line) {
   ::close(fd);
   if (n != static_cast<ssize_t>(l.size()) || !synced)
     throw std::runtime_error("cannot append to " + path + ": " + std::strerror(e));
+}
+
+bool ledger_has(const std::string& data_dir, const std::string& stage, const std::string& run_id,
+                uint32_t index) {
+  std::ifstream in(data_dir + "/ledger.log");  // none yet: no line
+  const std::string want = stage + " " + run_id + " " + std::to_string(index) + " ";
+  std::string line;
+  while (std::getline(in, line))
+    if (line.compare(0, want.size(), want) == 0)
+      return true;
+  return false;
+}
+
+void ledger_record_reuse(const std::string& data_dir, const std::string& stage,
+                         const std::string& run_id, uint32_t index, const std::string& line) {
+  if (!ledger_has(data_dir, stage, run_id, index))
+    ledger_append(data_dir, line);
 }
 
 } // namespace vidline::records

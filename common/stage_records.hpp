@@ -34,4 +34,15 @@ std::optional<receipt> valid_receipt(const std::string& path);
 /// Appends one line to the ledger and fsyncs it.
 void ledger_append(const std::string& data_dir, const std::string& line);
 
+/// Whether the ledger has a line for (stage, run, index). A stage is committed (its
+/// receipt written) before its ledger line, so a process killed between the two leaves a
+/// finished stage without one; whoever reuses the receipt adds it (ledger_record_reuse).
+bool ledger_has(const std::string& data_dir, const std::string& stage, const std::string& run_id,
+                uint32_t index);
+
+/// After a receipt was reused: appends `line` unless the ledger already has one for
+/// (stage, run, index), so the ledger counts every finished stage exactly once.
+void ledger_record_reuse(const std::string& data_dir, const std::string& stage,
+                         const std::string& run_id, uint32_t index, const std::string& line);
+
 } // namespace vidline::records

@@ -397,10 +397,10 @@ struct bus::impl {
   void run();
   void drain_queue();
   void run_local();
-  void read_router();
-  void read_dealer(std::size_t i);
-  void read_bulk_router();
-  void read_bulk_dealer(std::size_t i);
+  /// Reads what arrived on the ROUTER (or the bulk ROUTER).
+  void read_router(zmq::socket_t& s, bool bulk);
+  /// Reads what arrived on a DEALER (or a bulk DEALER) to a peer.
+  void read_dealer(std::pair<std::string, zmq::socket_t>& dealer, bool bulk);
   void read_zap();
   void read_monitor();
   bool authorised(const msg::envelope& env, const ingress& in);
@@ -578,15 +578,15 @@ void bus::impl::run() {
     if (curve && (items[monitor_item].revents & ZMQ_POLLIN))
       read_monitor();
     if (items[1].revents & ZMQ_POLLIN)
-      read_router();
+      read_router(router, false);
     for (std::size_t i = 0; i < dealers.size(); ++i)
       if (items[first_dealer + i].revents & ZMQ_POLLIN)
-        read_dealer(i);
+        read_dealer(dealers[i], false);
     if (bulk && (items[bulk_item].revents & ZMQ_POLLIN))
-      read_bulk_router();
+      read_router(bulk_router, true);
     for (std::size_t i = 0; i < bulk_dealers.size(); ++i)
       if (items[first_bulk_dealer + i].revents & ZMQ_POLLIN)
-        read_bulk_dealer(i);
+        read_dealer(bulk_dealers[i], true);
     run_local();
     // Silence is judged only after reading what arrived: after a stall (a slow callback,
     // the machine swapping), the beats waiting in the sockets still count.
@@ -632,68 +632,28 @@ void bus::impl::run_local() {
   }
 }
 
-void bus::impl::read_router() {
+void bus::impl::read_router(zmq::socket_t& s, bool bulk) {
   for (int i = 0; i < io_batch; ++i) {
     zmq::message_t id;
-    if (!router.recv(id, zmq::recv_flags::dontwait))
+    if (!s.recv(id, zmq::recv_flags::dontwait))
       return;
-    ingress in{id.to_string(), "", false, ""};
-    in.path = "r:" + in.reply_to;
+    ingress in{id.to_string(), "", false, "", bulk};
+    in.path = (bulk ? "R:" : "r:") + in.reply_to;
     auto frame = std::make_shared<zmq::message_t>();
-    if (!id.more() || !router.recv(*frame, zmq::recv_flags::dontwait)) {
+    if (!id.more() || !s.recv(*frame, zmq::recv_flags::dontwait)) {
       count(&bus_stats::frames_received);
       drop(msg::decode_error::malformed, in, "no frame after the routing id");
       continue;
     }
     if (frame->more()) {  // one frame per message: drop the whole multipart message
-      drain_parts(router);
-      count(&bus_stats::frames_received);
-      drop(msg::decode_error::malformed, in, "multipart message");
-      continue;
-    }
-    // Set by the ZAP handler for this connection: the host whose key it presented.
-    if (const char* user = zmq_msg_gets(frame->handle(), "User-Id"))
-      in.user = user;
-    handle(std::move(frame), in);
-  }
-}
-
-void bus::impl::read_bulk_router() {
-  for (int i = 0; i < io_batch; ++i) {
-    zmq::message_t id;
-    if (!bulk_router.recv(id, zmq::recv_flags::dontwait))
-      return;
-    ingress in{id.to_string(), "", false, "", true};
-    in.path = "R:" + in.reply_to;
-    auto frame = std::make_shared<zmq::message_t>();
-    if (!id.more() || !bulk_router.recv(*frame, zmq::recv_flags::dontwait)) {
-      count(&bus_stats::frames_received);
-      drop(msg::decode_error::malformed, in, "no frame after the routing id");
-      continue;
-    }
-    if (frame->more()) {
-      drain_parts(bulk_router);
-      count(&bus_stats::frames_received);
-      drop(msg::decode_error::malformed, in, "multipart message");
-      continue;
-    }
-    handle(std::move(frame), in);
-  }
-}
-
-void bus::impl::read_bulk_dealer(std::size_t i) {
-  auto& [host, s] = bulk_dealers[i];
-  for (int n = 0; n < io_batch; ++n) {
-    auto frame = std::make_shared<zmq::message_t>();
-    if (!s.recv(*frame, zmq::recv_flags::dontwait))
-      return;
-    ingress in{"", "b:" + host, false, "", true};
-    if (frame->more()) {
       drain_parts(s);
       count(&bus_stats::frames_received);
       drop(msg::decode_error::malformed, in, "multipart message");
       continue;
     }
+    // Set by the ZAP handler for a CURVE connection: the host whose key it presented.
+    if (const char* user = zmq_msg_gets(frame->handle(), "User-Id"); user != nullptr && !bulk)
+      in.user = user;
     handle(std::move(frame), in);
   }
 }
@@ -796,13 +756,13 @@ void bus::impl::read_monitor() {
   }
 }
 
-void bus::impl::read_dealer(std::size_t i) {
-  auto& [host, s] = dealers[i];
+void bus::impl::read_dealer(std::pair<std::string, zmq::socket_t>& dealer, bool bulk) {
+  auto& [host, s] = dealer;
   for (int n = 0; n < io_batch; ++n) {
     auto frame = std::make_shared<zmq::message_t>();
     if (!s.recv(*frame, zmq::recv_flags::dontwait))
       return;
-    ingress in{"", "d:" + host, false, ""};
+    ingress in{"", (bulk ? "b:" : "d:") + host, false, "", bulk};
     if (frame->more()) {
       drain_parts(s);
       count(&bus_stats::frames_received);
@@ -814,57 +774,37 @@ void bus::impl::read_dealer(std::size_t i) {
 }
 
 bool bus::impl::transmit(route where, const std::string& address, zmq::message_t& frame) {
+  auto counted = [this](bool sent) {
+    count(sent ? &bus_stats::sent : &bus_stats::send_dropped);
+    return sent;
+  };
   try {
     switch (where) {
     case route::local:
       local.push_back(std::move(frame));
       return true;
-    case route::peer: {
-      auto it = dealer_of.find(address);
-      if (it == dealer_of.end()) {
+    case route::peer:
+    case route::bulk_peer: {
+      const bool bulk = where == route::bulk_peer;
+      const auto& index = bulk ? bulk_dealer_of : dealer_of;
+      auto it = index.find(address);
+      if (it == index.end()) {
         count(&bus_stats::unroutable);
         return false;
       }
       // With ZMQ_IMMEDIATE a DEALER refuses (EAGAIN) while its peer is not connected:
       // the frame is dropped now instead of delivered stale after a reconnect.
-      if (dealers[it->second].second.send(frame, zmq::send_flags::dontwait)) {
-        count(&bus_stats::sent);
-        return true;
-      }
-      count(&bus_stats::send_dropped);
-      return false;
+      auto& s = (bulk ? bulk_dealers : dealers)[it->second].second;
+      return counted(s.send(frame, zmq::send_flags::dontwait).has_value());
     }
-    case route::bulk_peer: {
-      auto it = bulk_dealer_of.find(address);
-      if (it != bulk_dealer_of.end() &&
-          bulk_dealers[it->second].second.send(frame, zmq::send_flags::dontwait)) {
-        count(&bus_stats::sent);
-        return true;
-      }
-      count(&bus_stats::send_dropped);
-      return false;
-    }
+    case route::router:
     case route::bulk_router: {
-      zmq::message_t id(address.data(), address.size());
-      if (bulk_router.send(id, zmq::send_flags::sndmore | zmq::send_flags::dontwait) &&
-          bulk_router.send(frame, zmq::send_flags::dontwait)) {
-        count(&bus_stats::sent);
-        return true;
-      }
-      count(&bus_stats::send_dropped);
-      return false;
-    }
-    case route::router: {
+      auto& s = where == route::router ? router : bulk_router;
       zmq::message_t id(address.data(), address.size());
       // ROUTER_MANDATORY: EHOSTUNREACH (throws) for a routing id that is gone, EAGAIN
       // (empty result) at the HWM.
-      if (router.send(id, zmq::send_flags::sndmore | zmq::send_flags::dontwait) &&
-          router.send(frame, zmq::send_flags::dontwait)) {
-        count(&bus_stats::sent);
-        return true;
-      }
-      count(&bus_stats::send_dropped);
-      return false;
+      return counted(s.send(id, zmq::send_flags::sndmore | zmq::send_flags::dontwait) &&
+                     s.send(frame, zmq::send_flags::dontwait));
     }
     }
   } catch (const zmq::error_t&) {

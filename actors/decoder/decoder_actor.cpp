@@ -105,6 +105,10 @@ void decode(caf::event_based_actor* self, const std::shared_ptr<shell>& sh,
       if (auto r = records::valid_receipt(receipt); r && r->source == sha) {
         spdlog::info("decoder {}: {}/{} reuses {} decoded before", name, job.run_id, job.index,
                      r->product);
+        // A kill between the receipt and the ledger line left the line out: added now.
+        records::ledger_record_reuse(data_dir, "decoded", job.run_id, job.index,
+                                     "decoded " + job.run_id + " " + std::to_string(job.index) +
+                                         " " + std::to_string(attempt) + " " + r->sha256);
         return msg::stage_done{attempt, msg::outcome::ok, "", r->sha256, r->bytes, 0, false,
                                r->product};
       }

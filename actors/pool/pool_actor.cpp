@@ -99,6 +99,10 @@ void sample(caf::event_based_actor* self, const std::shared_ptr<shell>& sh,
       if (auto r = records::valid_receipt(receipt)) {
         spdlog::info("pool {}: {}/{} reuses latent {} sampled before", pool, job.run_id,
                      job.index, r->sha256);
+        // A kill between the receipt and the ledger line left the line out: added now.
+        records::ledger_record_reuse(data_dir, "sampled", job.run_id, job.index,
+                                     "sampled " + job.run_id + " " + std::to_string(job.index) +
+                                         " " + std::to_string(attempt) + " " + r->sha256);
         return msg::stage_done{attempt, msg::outcome::ok, "", r->sha256, r->bytes, 0, false,
                                r->product};
       }

@@ -156,7 +156,10 @@ json finish_and_check(two_hosts& h, coordinator_client& cl, const std::string& r
   for (uint32_t i = 0; i < count; ++i) {
     INFO("job " << i);
     CHECK(decoded[static_cast<int>(i)] == 1);
-    CHECK(sampled[static_cast<int>(i)] == 1);  // never sampled again: no latent was lost
+    // Never sampled again: no latent was lost. (0 is possible: host_a killed between a
+    // latent's commit and its ledger line, the latent then adopted from its .job note
+    // without a new order; the ledger misses that line, the work was done once.)
+    CHECK(sampled[static_cast<int>(i)] <= 1);
   }
   // Acknowledged (decoded) latents leave both hosts (latent_retention_s 0).
   CHECK(wait_for(10, [&] {
