@@ -62,7 +62,10 @@ std::optional<receipt> valid_receipt(const std::string& path) {
   return r;
 }
 
-void ledger_append(const std::string& data_dir, const std::string& line) {
+void ledger_append(const std::string& data_dir, const ledger_entry& entry) {
+  const std::string line = entry.stage + " " + entry.run_id + " " +
+                           std::to_string(entry.index) + " " + std::to_string(entry.attempt) +
+                           " " + entry.sha256;
   auto path = data_dir + "/ledger.log";
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0)
@@ -88,10 +91,9 @@ bool ledger_has(const std::string& data_dir, const std::string& stage, const std
   return false;
 }
 
-void ledger_record_reuse(const std::string& data_dir, const std::string& stage,
-                         const std::string& run_id, uint32_t index, const std::string& line) {
-  if (!ledger_has(data_dir, stage, run_id, index))
-    ledger_append(data_dir, line);
+void ledger_record_reuse(const std::string& data_dir, const ledger_entry& e) {
+  if (!ledger_has(data_dir, e.stage, e.run_id, e.index))
+    ledger_append(data_dir, e);
 }
 
 } // namespace vidline::records

@@ -31,8 +31,17 @@ void write_receipt(const std::string& path, const receipt& r);
 /// damaged since).
 std::optional<receipt> valid_receipt(const std::string& path);
 
-/// Appends one line to the ledger and fsyncs it.
-void ledger_append(const std::string& data_dir, const std::string& line);
+/// One finished stage in the ledger: "<stage> <run> <index> <attempt> <sha256>".
+struct ledger_entry {
+  std::string stage;  ///< "sampled" or "decoded"
+  std::string run_id;
+  uint32_t index = 0;
+  uint64_t attempt = 0;
+  std::string sha256;  ///< of the product
+};
+
+/// Appends the entry's line to the ledger and fsyncs it.
+void ledger_append(const std::string& data_dir, const ledger_entry& e);
 
 /// Whether the ledger has a line for (stage, run, index). A stage is committed (its
 /// receipt written) before its ledger line, so a process killed between the two leaves a
@@ -40,9 +49,8 @@ void ledger_append(const std::string& data_dir, const std::string& line);
 bool ledger_has(const std::string& data_dir, const std::string& stage, const std::string& run_id,
                 uint32_t index);
 
-/// After a receipt was reused: appends `line` unless the ledger already has one for
-/// (stage, run, index), so the ledger counts every finished stage exactly once.
-void ledger_record_reuse(const std::string& data_dir, const std::string& stage,
-                         const std::string& run_id, uint32_t index, const std::string& line);
+/// After a receipt was reused: appends the entry unless the ledger already has one for
+/// its (stage, run, index), so the ledger counts every finished stage exactly once.
+void ledger_record_reuse(const std::string& data_dir, const ledger_entry& e);
 
 } // namespace vidline::records

@@ -408,6 +408,9 @@ struct bus::impl {
   bool gate(log_gate& g, std::string& suppressed_note);
   void shutdown_io();
   bool transmit(route where, const std::string& address, zmq::message_t& frame);
+  /// A bus message from this bus, framed and sent on `where`.
+  bool send_on(route where, const std::string& host, std::string_view type,
+               std::string_view body, uint64_t corr);
   bool send_direct(const std::string& host, std::string_view type, std::string_view body,
                    uint64_t corr);
   bool send_heartbeat(const std::string& host);
@@ -438,10 +441,9 @@ bus::impl::impl(bus_options o, message_handler m, peer_handler p)
       fetcher(
           opt.knobs,
           [this](const std::string& host, const msg::latent_fetch& req) {
+            const std::string body = msg::pack_body(req);
             if (bulk_dealer_of.count(host) != 0) {
-              zmq::message_t frame = make_frame(
-                  make_env(msg::latent_fetch::wire_name, bus_target, 0), msg::pack_body(req));
-              if (transmit(route::bulk_peer, host, frame))
+              if (send_on(route::bulk_peer, host, msg::latent_fetch::wire_name, body, 0))
                 return true;
               // The bulk connection is down (its port firewalled, the peer restarting):
               // the authenticated link carries the request, and the chunks come back on it.
@@ -450,7 +452,7 @@ bus::impl::impl(bus_options o, message_handler m, peer_handler p)
                              "it travel on the authenticated link ({} requests so far)",
                              opt.self, host, bulk_fallbacks[host]);
             }
-            return send_direct(host, msg::latent_fetch::wire_name, msg::pack_body(req), 0);
+            return send_direct(host, msg::latent_fetch::wire_name, body, 0);
           },
           [this](std::function<void()> task) { post(std::move(task)); },
           [this] { return now_ms(); }),
@@ -675,39 +677,27 @@ void bus::impl::read_zap() {
       drain_parts(zap);
     // RFC 27: version, request id, domain, address, routing id, mechanism, credentials.
     auto text = [&](std::size_t i) { return i < parts.size() ? parts[i].to_string() : ""; };
-    std::string status = "400", reason = "key not listed", user;
+    std::string status = "400", reason, user;
     const std::string key = text(6);
-    const bool bulk_request = text(0) == "1.0" && text(2) == bulk_zap_domain && text(5) == "NULL";
-    if (bulk_request) {
-      // The bulk channel has no keys: a connection is admitted from a listed host's
-      // address, and may only ask for latents and answer such requests (handle()).
-      const auto& ok = opt.bulk_admit_addresses;
-      const bool listed = std::find(ok.begin(), ok.end(), text(3)) != ok.end();
-      const std::string reply[] = {"1.0", text(1), listed ? "200" : "400",
-                                   listed ? "OK" : "address not listed", "", ""};
-      try {
-        for (std::size_t i = 0; i < 6; ++i)
-          zap.send(zmq::buffer(reply[i]),
-                   i < 5 ? zmq::send_flags::sndmore : zmq::send_flags::none);
-      } catch (const zmq::error_t& e) {
-        spdlog::error("bus {}: ZAP reply failed: {}", opt.self, e.what());
-      }
-      if (listed) {
-        count(&bus_stats::bulk_admitted);
-      } else {
-        count(&bus_stats::bulk_refused);
-        security(security_event::bulk_address_refused,
-                 "from " + printable(text(3)) + ": address not listed");
-      }
-      continue;
-    }
-    if (text(0) != "1.0" || text(5) != "CURVE" || key.size() != 32) {
+    // The bulk channel has no keys (NULL mechanism, its own domain): a connection is
+    // admitted from a listed host's address, and may then only ask for latents and answer
+    // such requests (authorised()). Every other connection is CURVE with a listed key.
+    const bool bulk = text(2) == bulk_zap_domain;
+    if (text(0) != "1.0" || text(5) != (bulk ? "NULL" : "CURVE") || (!bulk && key.size() != 32)) {
       status = "500";
-      reason = "not a CURVE ZAP request";
+      reason = bulk ? "not a NULL ZAP request" : "not a CURVE ZAP request";
+    } else if (bulk) {
+      const auto& ok = opt.bulk_admit_addresses;
+      if (std::find(ok.begin(), ok.end(), text(3)) != ok.end())
+        status = "200", reason = "OK";
+      else
+        reason = "address not listed";
     } else if (auto it = host_of_key.find(key); it != host_of_key.end()) {
       status = "200";
       reason = "OK";
       user = it->second;
+    } else {
+      reason = "key not listed";
     }
     const std::string reply[] = {"1.0", text(1), status, reason, user, ""};
     try {
@@ -716,7 +706,13 @@ void bus::impl::read_zap() {
     } catch (const zmq::error_t& e) {
       spdlog::error("bus {}: ZAP reply failed: {}", opt.self, e.what());
     }
-    if (status == "200") {
+    const bool admitted = status == "200";
+    if (bulk) {
+      count(admitted ? &bus_stats::bulk_admitted : &bus_stats::bulk_refused);
+      if (!admitted)
+        security(security_event::bulk_address_refused,
+                 "from " + printable(text(3)) + ": " + reason);
+    } else if (admitted) {
       count(&bus_stats::keys_admitted);
       spdlog::debug("bus {}: admitted {} from {}", opt.self, user, text(3));
     } else {
@@ -813,11 +809,15 @@ bool bus::impl::transmit(route where, const std::string& address, zmq::message_t
   return false;
 }
 
+bool bus::impl::send_on(route where, const std::string& host, std::string_view type,
+                        std::string_view body, uint64_t corr) {
+  zmq::message_t frame = make_frame(make_env(type, bus_target, corr), body);
+  return transmit(where, host, frame);
+}
+
 bool bus::impl::send_direct(const std::string& host, std::string_view type,
                             std::string_view body, uint64_t corr) {
-  const msg::envelope env = make_env(type, bus_target, corr);
-  zmq::message_t frame = make_frame(env, body);
-  return transmit(host == opt.self ? route::local : route::peer, host, frame);
+  return send_on(host == opt.self ? route::local : route::peer, host, type, body, corr);
 }
 
 bool bus::impl::send_heartbeat(const std::string& host) {
@@ -1037,8 +1037,8 @@ void bus::impl::drop(msg::decode_error e, const ingress& in, std::string_view de
 }
 
 void bus::impl::shutdown_io() {
-  // Running fetches end now (their callbacks run here); the fsync worker finishes what
-  // it holds and posts the results, which the last drain below delivers.
+  // Running fetches end now (their callbacks run here); the disk threads finish what
+  // they hold and post the results, which the last drain below delivers.
   fetcher.shutdown();
   std::deque<outgoing> frames;
   std::deque<std::function<void()>> todo;
@@ -1053,25 +1053,20 @@ void bus::impl::shutdown_io() {
   if (!frames.empty())
     count(&bus_stats::send_dropped, frames.size());
   local.clear();
-  if (!opt.security.plaintext) {
-    const bus_stats s = [&] {
-      std::lock_guard<std::mutex> lock(stats_mutex);
-      return counters;
-    }();
+  const bus_stats totals = [&] {
+    std::lock_guard<std::mutex> lock(stats_mutex);
+    return counters;
+  }();
+  if (!opt.security.plaintext)
     spdlog::info("bus {}: security totals: {} keys admitted, {} keys refused, {} handshakes "
                  "failed, {} frames refused as impersonation, {} bad frames, {} duplicates",
-                 opt.self, s.keys_admitted, s.keys_refused, s.handshakes_failed,
-                 s.impersonations, s.decode_errors_total(), s.duplicates);
-  }
-  if (bulk_router) {
-    const bus_stats s = [&] {
-      std::lock_guard<std::mutex> lock(stats_mutex);
-      return counters;
-    }();
+                 opt.self, totals.keys_admitted, totals.keys_refused, totals.handshakes_failed,
+                 totals.impersonations, totals.decode_errors_total(), totals.duplicates);
+  if (bulk_router)
     spdlog::info("bus {}: bulk channel totals: {} connections admitted, {} refused, {} frames "
                  "refused, {} chunks served on it",
-                 opt.self, s.bulk_admitted, s.bulk_refused, s.bulk_misuse, s.bulk_chunks_served);
-  }
+                 opt.self, totals.bulk_admitted, totals.bulk_refused, totals.bulk_misuse,
+                 totals.bulk_chunks_served);
   if (!opt.security.plaintext) {
     zmq_socket_monitor(router.handle(), nullptr, 0);
     monitor.close();
@@ -1139,13 +1134,15 @@ void bus::start() {
     std::lock_guard<std::mutex> block(d.bound_mutex);
     d.bound = d.router.get(zmq::sockopt::last_endpoint);
   }
-  for (const auto& [host, ep] : d.opt.peers) {
+  // A DEALER to a peer's ROUTER (routing id = our name), CURVE unless `plaintext`.
+  auto connect_dealer = [&d, &sec](const std::string& host, const std::string& ep,
+                                   bool plaintext, const char* what) {
     zmq::socket_t s(d.ctx, zmq::socket_type::dealer);
     set_common_options(s, d.opt);
     s.set(zmq::sockopt::routing_id, d.opt.self);
     s.set(zmq::sockopt::immediate, true);
     s.set(zmq::sockopt::connect_timeout, liveness_window_ms(d.opt.knobs));
-    if (!sec.plaintext) {
+    if (!plaintext) {
       s.set(zmq::sockopt::curve_serverkey, sec.host_keys.at(host));
       s.set(zmq::sockopt::curve_publickey, sec.public_z85);
       s.set(zmq::sockopt::curve_secretkey, sec.secret_z85);
@@ -1153,11 +1150,14 @@ void bus::start() {
     try {
       s.connect(ep);
     } catch (const zmq::error_t& e) {
-      throw std::runtime_error("bus " + d.opt.self + ": cannot connect to peer " + host +
+      throw std::runtime_error("bus " + d.opt.self + ": cannot connect to " + what + host +
                                " at " + ep + ": " + e.what());
     }
+    return s;
+  };
+  for (const auto& [host, ep] : d.opt.peers) {
     d.dealer_of[host] = d.dealers.size();
-    d.dealers.emplace_back(host, std::move(s));
+    d.dealers.emplace_back(host, connect_dealer(host, ep, sec.plaintext, "peer "));
   }
   if (bulk) {
     d.bulk_router = zmq::socket_t(d.ctx, zmq::socket_type::router);
@@ -1174,19 +1174,9 @@ void bus::start() {
                                d.opt.bulk_bind_endpoint + ": " + e.what());
     }
     for (const auto& [host, ep] : d.opt.bulk_peers) {
-      zmq::socket_t s(d.ctx, zmq::socket_type::dealer);
-      set_common_options(s, d.opt);
-      s.set(zmq::sockopt::routing_id, d.opt.self);
-      s.set(zmq::sockopt::immediate, true);
-      s.set(zmq::sockopt::connect_timeout, liveness_window_ms(d.opt.knobs));
-      try {
-        s.connect(ep);
-      } catch (const zmq::error_t& e) {
-        throw std::runtime_error("bus " + d.opt.self + ": cannot connect to the bulk channel of " +
-                                 host + " at " + ep + ": " + e.what());
-      }
       d.bulk_dealer_of[host] = d.bulk_dealers.size();
-      d.bulk_dealers.emplace_back(host, std::move(s));
+      d.bulk_dealers.emplace_back(
+          host, connect_dealer(host, ep, /*plaintext=*/true, "the bulk channel of "));
     }
   }
   d.io = std::thread([&d] { d.run(); });

@@ -106,9 +106,8 @@ void decode(caf::event_based_actor* self, const std::shared_ptr<shell>& sh,
         spdlog::info("decoder {}: {}/{} reuses {} decoded before", name, job.run_id, job.index,
                      r->product);
         // A kill between the receipt and the ledger line left the line out: added now.
-        records::ledger_record_reuse(data_dir, "decoded", job.run_id, job.index,
-                                     "decoded " + job.run_id + " " + std::to_string(job.index) +
-                                         " " + std::to_string(attempt) + " " + r->sha256);
+        records::ledger_record_reuse(data_dir,
+                                     {"decoded", job.run_id, job.index, attempt, r->sha256});
         return msg::stage_done{attempt, msg::outcome::ok, "", r->sha256, r->bytes, 0, false,
                                r->product};
       }
@@ -119,8 +118,7 @@ void decode(caf::event_based_actor* self, const std::shared_ptr<shell>& sh,
         // The digest of the file as it lies on disk is what the receipt and status vouch for.
         r.sha256 = sha256_file_hex(env.output_path, &r.bytes);
         records::write_receipt(receipt, {env.output_path, r.sha256, r.bytes, sha});
-        records::ledger_append(data_dir, "decoded " + job.run_id + " " + std::to_string(job.index)
-                                           + " " + std::to_string(attempt) + " " + r.sha256);
+        records::ledger_append(data_dir, {"decoded", job.run_id, job.index, attempt, r.sha256});
       }
       if (r.outcome == msg::outcome::corrupt) {
         // Never decode it again: move it aside so the next attempt fetches a fresh copy.

@@ -100,9 +100,8 @@ void sample(caf::event_based_actor* self, const std::shared_ptr<shell>& sh,
         spdlog::info("pool {}: {}/{} reuses latent {} sampled before", pool, job.run_id,
                      job.index, r->sha256);
         // A kill between the receipt and the ledger line left the line out: added now.
-        records::ledger_record_reuse(data_dir, "sampled", job.run_id, job.index,
-                                     "sampled " + job.run_id + " " + std::to_string(job.index) +
-                                         " " + std::to_string(attempt) + " " + r->sha256);
+        records::ledger_record_reuse(data_dir,
+                                     {"sampled", job.run_id, job.index, attempt, r->sha256});
         return msg::stage_done{attempt, msg::outcome::ok, "", r->sha256, r->bytes, 0, false,
                                r->product};
       }
@@ -122,8 +121,7 @@ void sample(caf::event_based_actor* self, const std::shared_ptr<shell>& sh,
                             job.run_id + " " + std::to_string(job.index) + "\n");
         files::rename_durable(env.output_path, d.product_path);
         records::write_receipt(receipt, {d.product_path, r.sha256, r.bytes, ""});
-        records::ledger_append(data_dir, "sampled " + job.run_id + " " + std::to_string(job.index)
-                                           + " " + std::to_string(attempt) + " " + r.sha256);
+        records::ledger_append(data_dir, {"sampled", job.run_id, job.index, attempt, r.sha256});
         crash::point("latent.after_commit");
       }
       std::error_code ec;

@@ -43,18 +43,22 @@ TEST_CASE("a reused receipt adds its missing ledger line once", "[records]") {
   temp_dir d;
   const std::string dir = d.path.string();
   CHECK_FALSE(records::ledger_has(dir, "sampled", "run-1", 3));  // no ledger yet
-  records::ledger_append(dir, "sampled run-1 3 1 aaaa");
+  records::ledger_append(dir, {"sampled", "run-1", 3, 1, "aaaa"});
   CHECK(records::ledger_has(dir, "sampled", "run-1", 3));
   CHECK_FALSE(records::ledger_has(dir, "sampled", "run-1", 30));  // index 30 is not 3
   CHECK_FALSE(records::ledger_has(dir, "decoded", "run-1", 3));
   CHECK_FALSE(records::ledger_has(dir, "sampled", "run-10", 3));
 
   // Reused with its line present: nothing added.
-  records::ledger_record_reuse(dir, "sampled", "run-1", 3, "sampled run-1 3 2 aaaa");
+  records::ledger_record_reuse(dir, {"sampled", "run-1", 3, 2, "aaaa"});
   CHECK(lines_of(d.path / "ledger.log") == 1);
   // Reused with its line missing (the kill came between receipt and line): added once.
-  records::ledger_record_reuse(dir, "decoded", "run-1", 3, "decoded run-1 3 1 bbbb");
-  records::ledger_record_reuse(dir, "decoded", "run-1", 3, "decoded run-1 3 2 bbbb");
+  records::ledger_record_reuse(dir, {"decoded", "run-1", 3, 1, "bbbb"});
+  records::ledger_record_reuse(dir, {"decoded", "run-1", 3, 2, "bbbb"});
   CHECK(lines_of(d.path / "ledger.log") == 2);
+  std::ifstream in(d.path / "ledger.log");
+  std::string first;
+  std::getline(in, first);
+  CHECK(first == "sampled run-1 3 1 aaaa");  // the format the chaos checker reads
   CHECK(records::ledger_has(dir, "decoded", "run-1", 3));
 }
