@@ -507,7 +507,7 @@ int run_bench(int argc, char** argv) {
   for (auto& m : ref.cluster.modes)
     greedy[m.name] = "first_free";
   auto ref_greedy = make_setup("reference", embedded::reference_config, greedy);
-  std::printf("The reference's 6-job batches (measurements.md) planned on the embedded "
+  std::printf("The reference's 6-job batches (docs/reference.md) planned on the embedded "
               "cluster and profile:\n");
   std::printf("%-22s %-24s %10s %10s %8s %10s %8s | %10s %8s\n", "row", "mode", "measured",
               "in_turn", "error", "first", "error", "first_free", "error");

@@ -63,8 +63,10 @@ struct knobs {
   restart_policy coordinator_restarts{3, 30};
 
   // -- logs --
-  uint32_t log_file_bytes = 10u << 20;  ///< bytes per log file before it rotates
-  int log_files = 5;                    ///< rotated files kept
+  /// A node's log, <data_dir>/logs/node.log, rotates when it would pass this many bytes
+  /// (10 MiB; 4 KiB-4 GiB): a node keeps at most log_file_bytes x (log_files + 1) of log.
+  uint32_t log_file_bytes = 10u << 20;
+  int log_files = 5;  ///< rotated files kept besides node.log (node.log.1 the newest); 1-1000
 };
 
 } // namespace vidline::config

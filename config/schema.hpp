@@ -15,7 +15,7 @@ constexpr int port_min = 1;
 constexpr int port_max = 65535;
 constexpr int gpu_index_max = 1023;
 /// Longest name of a host, GPU, backend, pool, decoder, encoder or mode. Names end up in
-/// file and socket paths, which must stay short (measurements.md, lessons).
+/// file and socket paths, which must stay short (docs/reference.md, lessons).
 constexpr std::size_t name_max = 64;
 
 /// The GPU vendors a `gpu.vendor` may name.

@@ -23,7 +23,7 @@ extern char** environ;
 namespace vidline::nodes {
 namespace {
 
-/// The reference line's measured row for the demo's batch (measurements.md).
+/// The reference line's measured row for the demo's batch (docs/reference.md).
 constexpr const char* reference_row =
   "reference (measured)         6/6    147.707    266.324       81.10";
 

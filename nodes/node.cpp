@@ -13,8 +13,6 @@
 
 #include <caf/all.hpp>
 
-#include <spdlog/sinks/rotating_file_sink.h>
-#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include "actors/coordinator/coordinator_actor.hpp"
@@ -29,6 +27,7 @@
 #include "nodes/exit_codes.hpp"
 #include "nodes/journal_sqlite.hpp"
 #include "nodes/keygen.hpp"
+#include "nodes/node_log.hpp"
 #include "nodes/router.hpp"
 
 namespace vidline::nodes {
@@ -37,14 +36,8 @@ namespace {
 void setup_logging(const config::cluster& c, const config::host& h) {
   auto dir = h.data_dir + "/logs";
   files::make_dirs(dir);
-  auto to_stderr = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
-  auto to_file = std::make_shared<spdlog::sinks::rotating_file_sink_mt>(
-    dir + "/node.log", c.knobs.log_file_bytes, static_cast<std::size_t>(c.knobs.log_files));
-  auto logger =
-    std::make_shared<spdlog::logger>(h.name, spdlog::sinks_init_list{to_stderr, to_file});
-  logger->set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ [%n] %v");
-  logger->flush_on(spdlog::level::info);
-  spdlog::set_default_logger(logger);
+  spdlog::set_default_logger(make_node_logger(dir, h.name, c.knobs.log_file_bytes, c.knobs.log_files,
+                                              is_regular_file(2)));
 }
 
 double wall_seconds() {

@@ -4,7 +4,9 @@
 /// start: for each host of the config on this machine (or --host), unless its node already
 /// runs (its pid file <data_dir>/run/node.pid names a live `vidline node` of that config
 /// and host), starts `vidline node --config FILE --host H` in a session of its own, output
-/// appended to <data_dir>/logs/node.out, and waits until its bus answers. A lock file
+/// appended to <data_dir>/logs/node.out (not its log: the node logs to node.log and puts
+/// only critical lines on a stderr that is a file, nodes/node_log.hpp), and waits until
+/// its bus answers. A lock file
 /// serialises concurrent starts. The node owns its backends: exec commands run per stage,
 /// and a comfyui backend with `options.process` starts its ComfyUI instance itself.
 /// stop: SIGTERM to each such node (it cancels running stages and stops its backend

@@ -31,7 +31,7 @@ std::string run_state(const sched::run& r);
 /// (`status_query` with run_id "@cluster").
 nlohmann::json cluster_json(const sched::state& s);
 
-/// `vidline status RUN_ID --json`, per ../shared/spec/sim-backend.md.
+/// `vidline status RUN_ID --json`, per docs/sim-contract.md.
 nlohmann::json status_json(const sched::run& r, const clock_note& clock);
 
 } // namespace vidline::actors

@@ -1,5 +1,5 @@
 #pragma once
-/// The reference line's eight measured 6-job batches (/work/shared/reference/measurements.md,
+/// The reference line's eight measured 6-job batches (docs/reference.md,
 /// "Batches of 6 jobs"), in its own mode names, which the reference config reuses. The
 /// planner's calibration is judged against them (launch/bench plan, docs/planner.md).
 

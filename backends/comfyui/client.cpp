@@ -202,6 +202,27 @@ json client::system_stats() { return get_json(e_, "/system_stats", "GET /system_
 
 json client::object_info() { return get_json(e_, "/object_info", "GET /object_info"); }
 
+std::string describe_node_errors(const json& node_errors) {
+  std::string out;
+  if (!node_errors.is_object())
+    return out;
+  for (auto& [id, ne] : node_errors.items()) {
+    out += (out.empty() ? "node " : "; node ") + id;
+    if (!ne.is_object())
+      continue;
+    json cls = ne.value("class_type", json("?"));
+    out += " (" + (cls.is_string() ? cls.get<std::string>() : cls.dump()) + ")";
+    if (ne.contains("errors") && ne["errors"].is_array())
+      for (auto& err : ne["errors"])
+        if (err.is_object())
+          out += ": " + err.value("message", "") +
+                 (err.contains("details") && err["details"].is_string()
+                    ? " " + err["details"].get<std::string>()
+                    : std::string());
+  }
+  return exec::printable(out, 600);
+}
+
 std::string describe_rejection(const std::string& body) {
   json j = json::parse(body, nullptr, false);
   if (j.is_discarded() || !j.is_object())
@@ -213,20 +234,11 @@ std::string describe_rejection(const std::string& body) {
     if (e.contains("details") && e["details"].is_string() && !e["details"].get<std::string>().empty())
       out += " (" + e["details"].get<std::string>() + ")";
   }
-  if (j.contains("node_errors") && j["node_errors"].is_object())
-    for (auto& [id, ne] : j["node_errors"].items()) {
-      out += "; node " + id;
-      if (ne.is_object()) {
-        out += " (" + ne.value("class_type", "?") + ")";
-        if (ne.contains("errors") && ne["errors"].is_array())
-          for (auto& err : ne["errors"])
-            if (err.is_object())
-              out += ": " + err.value("message", "") +
-                     (err.contains("details") && err["details"].is_string()
-                        ? " " + err["details"].get<std::string>()
-                        : std::string());
-      }
-    }
+  if (j.contains("node_errors")) {
+    std::string nodes = describe_node_errors(j["node_errors"]);
+    if (!nodes.empty())
+      out += "; " + nodes;
+  }
   return exec::printable(out, 600);
 }
 

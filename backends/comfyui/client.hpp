@@ -1,5 +1,5 @@
 #pragma once
-/// A ComfyUI server's HTTP API as vidline uses it (../shared/notes/comfyui-api.md):
+/// A ComfyUI server's HTTP API as vidline uses it (docs/backends.md, "ComfyUI's API"):
 /// submit, history, queue, interrupt, upload, view, system_stats, object_info.
 ///
 /// Each call opens its own connection (no state shared between threads) and sends no
@@ -61,7 +61,9 @@ public:
   explicit client(endpoint e) : e_(std::move(e)) {}
 
   /// POST /prompt. Returns the reply (prompt_id, number, node_errors). Throws refused with
-  /// the 400 body (error, node_errors) when ComfyUI rejects the workflow.
+  /// the 400 body (error, node_errors) when ComfyUI rejects the workflow. A 200 reply may
+  /// still carry node_errors: the outputs that failed validation, left out while the valid
+  /// ones were queued; the caller decides what that means.
   nlohmann::json submit(const nlohmann::json& workflow, const std::string& prompt_id,
                         const std::string& client_id);
 
@@ -99,6 +101,10 @@ private:
 
 /// "<type>: <message>" plus the node errors of a 400 body from POST /prompt, one line.
 std::string describe_rejection(const std::string& body);
+
+/// "node <id> (<class>): <message> <details>; node ..." for the node_errors of a POST
+/// /prompt answer (400 or 200), one line; "" when there are none.
+std::string describe_node_errors(const nlohmann::json& node_errors);
 
 /// The files a node's entry of history "outputs" lists (any key whose value is a list of
 /// {filename, subfolder, type}: "latents" for SaveLatent, "images" for SaveVideo, "gifs"

@@ -268,7 +268,19 @@ private:
     for (;;) {
       check_stop();
       try {
-        cl_.submit(workflow, id, client_id_);
+        json reply = cl_.submit(workflow, id, client_id_);
+        id_ = id;
+        if (reply.is_object() && reply.contains("node_errors") && reply["node_errors"].is_object() &&
+            !reply["node_errors"].empty()) {
+          // ComfyUI dropped the outputs that failed validation and queued the rest: a job
+          // missing an output must not run (or succeed) on what is left.
+          std::string stopped = stop_prompt();
+          end_with(msg::outcome::fatal,
+                   who_ + ": ComfyUI at " + o_.url + " refused part of the workflow (HTTP 200 with " +
+                     "node_errors; its valid outputs were queued" + stopped + "): " +
+                     describe_node_errors(reply["node_errors"]),
+                   elapsed());
+        }
         spdlog::info("{}: submitted prompt {} to {}", who_, id, o_.url);
         return;
       } catch (const refused& e) {

@@ -1,6 +1,6 @@
 #pragma once
 /// Unix socket paths hold at most 107 bytes (sun_path is 108 with its NUL); a longer one
-/// fails to bind, and Ray then hangs without an error (measurements.md, operational
+/// fails to bind, and Ray then hangs without an error (docs/reference.md, operational
 /// lessons). Backend processes get a short runtime directory, checked here.
 
 #include <cstddef>

@@ -1,5 +1,5 @@
 #pragma once
-/// The latent a `sim` sampler produces, exactly as /work/shared/spec/sim-backend.md fixes
+/// The latent a `sim` sampler produces, exactly as docs/sim-contract.md fixes
 /// it, so that anyone can recompute any job's latent and its SHA-256 from the job alone:
 ///
 ///     block(i) = SHA-256("vidline-sim-latent" || u64le(seed) || u32le(width)

@@ -2,7 +2,7 @@
 /// A timing and capacity profile: how long each stage takes on each kind of pool, encoder
 /// and decoder, and what a pool kind cannot hold. The `sim` backend paces itself by it and
 /// the planner predicts runs from it. Loaded from JSON; `profile::reference()` is the
-/// embedded profile calibrated on /work/shared/reference/measurements.md.
+/// embedded profile calibrated on docs/reference.md.
 /// docs/profile.md documents the format, the lookup rules and every number's source.
 
 #include <cstdint>

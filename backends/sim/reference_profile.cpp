@@ -9,18 +9,18 @@ constexpr std::string_view reference_text = R"json({
   "format": "vidline-profile",
   "version": 1,
   "name": "reference",
-  "notes": "Calibrated on /work/shared/reference/measurements.md (the real two-host line). Sampling times exclude conditioning (the encoder's own entry) and start when the sampler starts; batch-derived numbers subtract decode, handoff and conditioning from the measured wall times. docs/profile.md shows every step of the arithmetic.",
+  "notes": "Calibrated on docs/reference.md (the real two-host line). Sampling times exclude conditioning (the encoder's own entry) and start when the sampler starts; batch-derived numbers subtract decode, handoff and conditioning from the measured wall times. docs/profile.md shows every step of the arithmetic.",
   "latent": {
     "size": "416x736x5",
     "bytes": 13000000,
-    "source": "spec/sim-backend.md: 13,000,000 bytes for 416x736, 5 s, scaled by width x height x seconds (measurements.md: latent about 13 MB)"
+    "source": "docs/sim-contract.md: 13,000,000 bytes for 416x736, 5 s, scaled by width x height x seconds (docs/reference.md: latent about 13 MB)"
   },
   "handoff": {
     "remote": {
       "s": 0.7,
       "min_s": 0.5,
       "max_s": 0.9,
-      "source": "measurements.md 'How the line works' 3: 0.5-0.9 s per latent over the 10GbE link with scp/socket and a SHA-256 check; s = midpoint"
+      "source": "docs/reference.md 'How the line works' 3: 0.5-0.9 s per latent over the 10GbE link with scp/socket and a SHA-256 check; s = midpoint"
     },
     "same_host": {
       "s": 0.0,
@@ -39,7 +39,7 @@ constexpr std::string_view reference_text = R"json({
       "capacity": {
         "max_load": 9420800,
         "fail_after_s": 204.389,
-        "source": "measurements.md single jobs: 736x1280x10 (load 9,420,800) ran; 640x1152x15 (load 11,059,200) ran out of memory after ~204.389 s ('a rank needed 1.06 GiB more, 558.62 MiB free'). max_load is the largest load known to fit; the true limit lies in [9,420,800, 11,059,200)."
+        "source": "docs/reference.md single jobs: 736x1280x10 (load 9,420,800) ran; 640x1152x15 (load 11,059,200) ran out of memory after ~204.389 s ('a rank needed 1.06 GiB more, 558.62 MiB free'). max_load is the largest load known to fit; the true limit lies in [9,420,800, 11,059,200)."
       },
       "sampling": [
         {
@@ -93,7 +93,7 @@ constexpr std::string_view reference_text = R"json({
       "capacity": {
         "max_load": 4710400,
         "fail_after_s": 204.389,
-        "source": "measurements.md: 736x1280x5 (load 4,710,400) ran in every 4 x T10 batch; 736x1280x10 (load 9,420,800) ran out of memory during sampling ('did not fit on 4 GPUs'). max_load is the largest load known to fit. fail_after_s was not measured on 4 x T10: borrowed from the 8 x T10 OOM (assumption)."
+        "source": "docs/reference.md: 736x1280x5 (load 4,710,400) ran in every 4 x T10 batch; 736x1280x10 (load 9,420,800) ran out of memory during sampling ('did not fit on 4 GPUs'). max_load is the largest load known to fit. fail_after_s was not measured on 4 x T10: borrowed from the 8 x T10 OOM (assumption)."
       },
       "sampling": [
         {
@@ -132,7 +132,7 @@ constexpr std::string_view reference_text = R"json({
       "capacity": {
         "max_load": 9420800,
         "fail_after_s": 204.389,
-        "source": "measurements.md: the largest size the XTX ran is 736x1280x10 (one-host row, 862.99 s end to end); nothing larger was tried, so max_load is that load. fail_after_s not measured on the XTX: borrowed from the 8 x T10 OOM (assumption)."
+        "source": "docs/reference.md: the largest size the XTX ran is 736x1280x10 (one-host row, 862.99 s end to end); nothing larger was tried, so max_load is that load. fail_after_s not measured on the XTX: borrowed from the 8 x T10 OOM (assumption)."
       },
       "sampling": [
         {
@@ -170,11 +170,11 @@ constexpr std::string_view reference_text = R"json({
   "encoders": {
     "t10x4": {
       "s": 13.06,
-      "source": "measurements.md 'How the line works' 1: the text encoder split over 4 GPUs layer by layer, unloaded right after encoding: 13.06 s. Unloaded each time, so every uncached prompt pays it; a cached prompt costs 0"
+      "source": "docs/reference.md 'How the line works' 1: the text encoder split over 4 GPUs layer by layer, unloaded right after encoding: 13.06 s. Unloaded each time, so every uncached prompt pays it; a cached prompt costs 0"
     },
     "t10": {
       "s": 27.0,
-      "source": "measurements.md 'How the line works' 1: 27 s on one card (the card is not named; taken as one T10)"
+      "source": "docs/reference.md 'How the line works' 1: 27 s on one card (the card is not named; taken as one T10)"
     },
     "xtx": {
       "s": 27.0,

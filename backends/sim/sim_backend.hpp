@@ -1,7 +1,7 @@
 #pragma once
 /// The `sim` backend: encoder, sampler and decoder that do no GPU work but take the
 /// profile's time on the scaled clock and produce the contract's files
-/// (/work/shared/spec/sim-backend.md). Deterministic given their inputs.
+/// (docs/sim-contract.md). Deterministic given their inputs.
 ///
 /// Failures it reports: a size over the pool kind's capacity -> "capacity" after the
 /// profile's fail-after time; cancel -> "transient"/"cancelled"; the stage timeout ->

@@ -1,16 +1,23 @@
 #pragma once
-// A ComfyUI stand-in for tests, in-process, over real HTTP (cpp-httplib): the API as
-// ../shared/notes/comfyui-api.md describes it, errors included.
+// A ComfyUI stand-in for tests, in-process, over real HTTP (cpp-httplib). It follows
+// ComfyUI 0.3.64 (server.py and execution.py of that release; docs/backends.md, "The test
+// double"), errors included.
 //
-// What it reproduces: POST /prompt (prompt_id must be a lowercase canonical UUID; 400
-// with error + node_errors for unknown node classes, no output node, inputs of the wrong
-// type, missing input files); one prompt runs at a time; GET /history/{id} is {} until the
-// prompt has ended; GET/POST /queue; POST /interrupt (optionally for one prompt_id);
-// GET /view (400 on "..", 404 when missing); POST /upload/image (multipart, overwrite);
-// GET /system_stats, /object_info; every route also under /api; 403 when a request
-// carries an Origin header. Faults: `restart()` loses queue and history and refuses
-// connections for a while; `response_delay_s` makes every answer slow; `fail_with` makes
-// a prompt end in execution_error; `hold` keeps the running prompt running.
+// What it reproduces: POST /prompt (any prompt_id string, a UUID made up when there is
+// none; `number` counts from 0 and is spent by refused prompts too; "number" and "front"
+// in the body; validation from the output nodes back: a node without class_type or of an
+// unknown class is 400 invalid_prompt "Node ID '#N'", no output node is 400
+// prompt_no_outputs, every output failing is 400 prompt_outputs_failed_validation, some
+// failing is 200 with node_errors and only the valid outputs run); one prompt runs at a
+// time, in `number` order; GET /history/{id} is {} until the prompt has ended; GET/POST
+// /queue; POST /interrupt (optionally for one prompt_id); GET /view (400 on ".." in the
+// name, 403 for a subfolder outside the directory, 404 when missing); POST /upload/image
+// (multipart, overwrite); GET /system_stats (`cpu_only`: one "cpu" device whose index is
+// null, as under --cpu), /object_info; every route also under /api; 403 when a request to
+// a loopback Host carries an Origin of another host. Faults: `restart()` loses queue and
+// history and refuses connections for a while; `response_delay_s` makes every answer
+// slow; `fail_with` makes a prompt end in execution_error; `hold` keeps the running prompt
+// running.
 //
 // Node classes do no ML: each node's value is a JSON description of its inputs, so files
 // are deterministic functions of the workflow. SaveLatent writes
@@ -19,6 +26,8 @@
 // <output>/<prefix>_NNNNN_.mp4 holding the JSON of its video input.
 
 #include <atomic>
+#include <cmath>
+#include <cstdlib>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -28,6 +37,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <set>
 #include <sstream>
 #include <string>
@@ -51,13 +61,14 @@ public:
     bool output = false;
   };
 
-  /// The classes of the example workflows and of the tests' own.
+  /// The classes of the example workflows (LTX-2's are core from ComfyUI 0.8.0, not in
+  /// 0.3.64) and of the tests' own, with the inputs the examples give them.
   static std::map<std::string, node_class> default_classes() {
     return {
       {"CheckpointLoaderSimple", {{{"ckpt_name", 's'}}, false}},
       {"CLIPTextEncode", {{{"text", 's'}, {"clip", 'l'}}, false}},
       {"EmptyLTXVLatentVideo", {{{"width", 'i'}, {"height", 'i'}, {"length", 'i'}, {"batch_size", 'i'}}, false}},
-      {"LTXVEmptyLatentAudio", {{{"frames_number", 'i'}, {"frame_rate", 'i'}, {"batch_size", 'i'}}, false}},
+      {"LTXVEmptyLatentAudio", {{{"frames_number", 'i'}, {"frame_rate", 'i'}, {"batch_size", 'i'}, {"audio_vae", 'l'}}, false}},
       {"LTXVConcatAVLatent", {{{"video_latent", 'l'}, {"audio_latent", 'l'}}, false}},
       {"LTXVSeparateAVLatent", {{{"av_latent", 'l'}}, false}},
       {"LTXVConditioning", {{{"positive", 'l'}, {"negative", 'l'}, {"frame_rate", 'f'}}, false}},
@@ -124,6 +135,7 @@ public:
   std::atomic<double> exec_delay_s{0.05};      ///< how long each prompt "runs"
   std::atomic<double> response_delay_s{0};     ///< every answer waits this long
   std::atomic<bool> hold{false};               ///< the running prompt does not end
+  std::atomic<bool> cpu_only{false};           ///< /system_stats as under --cpu
   /// Called when a prompt runs; an object makes it end in execution_error with that data.
   std::function<std::optional<json>(const std::string& id, const json& workflow)> fail_with;
 
@@ -157,20 +169,28 @@ public:
 
 private:
   struct queued {
-    int number = 0;
+    json number;   ///< as ComfyUI reports it (an integer, or the float a client sent)
+    double order;  ///< the same, for the queue's order
     std::string id;
     json workflow;
+    std::vector<std::string> outputs;  ///< the valid output nodes: what runs
   };
 
-  static bool canonical_uuid(const std::string& s) {
-    if (s.size() != 36)
-      return false;
-    for (std::size_t i = 0; i < 36; ++i) {
-      bool dash = i == 8 || i == 13 || i == 18 || i == 23;
-      if (dash ? s[i] != '-' : !((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-        return false;
+  /// str(uuid.uuid4()): what ComfyUI names a prompt sent without a prompt_id.
+  std::string uuid4() {
+    static const char* hex = "0123456789abcdef";
+    std::string u;
+    for (int i = 0; i < 32; ++i) {
+      int d = static_cast<int>(rng_() & 15);
+      if (i == 12)
+        d = 4;
+      if (i == 16)
+        d = 8 | (d & 3);
+      u += hex[d];
+      if (i == 7 || i == 11 || i == 15 || i == 19)
+        u += '-';
     }
-    return true;
+    return u;
   }
 
   static double now_ms() {
@@ -183,8 +203,9 @@ private:
     res.set_content(body.dump(), "application/json");
   }
 
-  static json rejection(const std::string& type, const std::string& message, json node_errors = json::object()) {
-    return {{"error", {{"type", type}, {"message", message}, {"details", ""}, {"extra_info", json::object()}}},
+  static json rejection(const std::string& type, const std::string& message, json node_errors = json::object(),
+                        const std::string& details = "") {
+    return {{"error", {{"type", type}, {"message", message}, {"details", details}, {"extra_info", json::object()}}},
             {"node_errors", node_errors}};
   }
 
@@ -192,54 +213,237 @@ private:
     return p.find("..") == std::string::npos && (p.empty() || p[0] != '/');
   }
 
-  /// 400 body when the workflow is not valid, else null.
-  json validate(const json& w) {
-    if (!w.is_object() || w.empty())
-      return rejection("no_prompt", "No prompt provided");
-    bool any_output = false;
-    json node_errors = json::object();
-    for (auto& [id, node] : w.items()) {
-      if (!node.is_object() || !node.contains("class_type") || !node["class_type"].is_string())
-        return rejection("invalid_prompt", "Cannot execute because a node is missing the class_type property.");
-      std::string cls = node["class_type"];
-      auto it = classes_.find(cls);
-      if (it == classes_.end())
-        return rejection("missing_node_type", "Node '" + cls + "' not found. The custom node may not be installed.");
-      any_output = any_output || it->second.output;
-      const json inputs = node.value("inputs", json::object());
-      json errors = json::array();
-      for (auto& [name, kind] : it->second.inputs) {
-        if (!inputs.contains(name)) {
-          if (name == "audio" || name == "denoise")  // optional inputs
-            continue;
-          errors.push_back({{"type", "required_input_missing"}, {"message", "Required input is missing"}, {"details", name}});
+  /// Python's str(v) for a JSON value, as ComfyUI turns a prompt_id or a STRING input into
+  /// text.
+  static std::string python_str(const json& v) {
+    if (v.is_string())
+      return v.get<std::string>();
+    if (v.is_null())
+      return "None";
+    if (v.is_boolean())
+      return v.get<bool>() ? "True" : "False";
+    return v.dump();
+  }
+
+  /// Python's int(v) / float(v): ComfyUI converts INT and FLOAT inputs so ("5" is 5, 7.9
+  /// is 7); nullopt with Python's message when it cannot.
+  static std::optional<json> python_int(const json& v, std::string& why) {
+    if (v.is_number_integer() || v.is_boolean())
+      return v.is_boolean() ? json(v.get<bool>() ? 1 : 0) : v;
+    if (v.is_number_float()) {
+      double d = v.get<double>();
+      if (std::isfinite(d))
+        return json(static_cast<int64_t>(d));
+      why = "cannot convert float " + std::string(std::isnan(d) ? "NaN" : "infinity") + " to integer";
+      return std::nullopt;
+    }
+    if (v.is_string()) {
+      std::string s = v.get<std::string>();
+      auto b = s.find_first_not_of(" \t\n"), e = s.find_last_not_of(" \t\n");
+      std::string t = b == std::string::npos ? "" : s.substr(b, e - b + 1);
+      std::size_t digits = (!t.empty() && (t[0] == '+' || t[0] == '-')) ? 1 : 0;
+      if (t.size() > digits && t.find_first_not_of("0123456789", digits) == std::string::npos) {
+        try {
+          return json(std::stoll(t));
+        } catch (const std::out_of_range&) {  // Python has big ints; ComfyUI's INT inputs stop at 2^64
+          why = "'" + s + "' is beyond 64 bits (this test server's limit)";
+          return std::nullopt;
+        }
+      }
+      why = "invalid literal for int() with base 10: '" + s + "'";
+      return std::nullopt;
+    }
+    why = "int() argument must be a string, a bytes-like object or a real number, not '" +
+          std::string(v.is_null() ? "NoneType" : "dict") + "'";
+    return std::nullopt;
+  }
+  static std::optional<json> python_float(const json& v, std::string& why) {
+    if (v.is_number() || v.is_boolean())
+      return v.is_boolean() ? json(v.get<bool>() ? 1.0 : 0.0) : json(v.get<double>());
+    if (v.is_string()) {
+      std::string s = v.get<std::string>();
+      const char* start = s.c_str();
+      char* end = nullptr;
+      double d = std::strtod(start, &end);
+      while (end != nullptr && (*end == ' ' || *end == '\t' || *end == '\n'))
+        ++end;
+      if (end != start && *end == '\0' && s.find_first_of("xX") == std::string::npos)
+        return json(d);
+      why = "could not convert string to float: '" + s + "'";
+      return std::nullopt;
+    }
+    why = "float() argument must be a string or a real number, not '" +
+          std::string(v.is_null() ? "NoneType" : "dict") + "'";
+    return std::nullopt;
+  }
+
+  /// What ComfyUI raises where it indexes a dict with a key it lacks (KeyError).
+  struct key_error : std::runtime_error {
+    explicit key_error(const std::string& key) : std::runtime_error("'" + key + "'") {}
+  };
+
+  /// One node's verdict: valid, and the reasons of its own (none when only an input node
+  /// failed).
+  struct verdict {
+    bool valid = true;
+    json reasons = json::array();
+  };
+
+  /// execution.validate_inputs: node `id` and, through its links, every node it depends
+  /// on, memoised in `validated`. Converts INT/FLOAT/STRING inputs in `w` in place, as
+  /// ComfyUI does. Throws key_error where ComfyUI's own lookups fail.
+  verdict validate_node(json& w, const std::string& id, std::map<std::string, verdict>& validated) {
+    if (auto it = validated.find(id); it != validated.end())
+      return it->second;
+    if (!w[id].contains("inputs"))
+      throw key_error("inputs");
+    json& inputs = w[id]["inputs"];
+    std::string cls = w[id]["class_type"];
+    const node_class& c = classes_.at(cls);
+    verdict v;
+    for (auto& [name, kind] : c.inputs) {
+      if (!inputs.is_object() || !inputs.contains(name)) {
+        if (!optional_input(name))
+          v.reasons.push_back({{"type", "required_input_missing"}, {"message", "Required input is missing"},
+                               {"details", name}, {"extra_info", {{"input_name", name}}}});
+        continue;
+      }
+      json& val = inputs[name];
+      if (val.is_array()) {  // a link: [node_id, output_index]
+        if (val.size() != 2) {
+          v.reasons.push_back({{"type", "bad_linked_input"},
+                               {"message", "Bad linked input, must be a length-2 list of [node_id, slot_index]"},
+                               {"details", name}, {"extra_info", {{"input_name", name}, {"received_value", val}}}});
           continue;
         }
-        const json& v = inputs[name];
-        bool link = v.is_array() && v.size() == 2 && v[0].is_string() && v[1].is_number_integer();
-        bool ok = kind == '*' || (kind == 'l' && link) || (kind == 'i' && v.is_number_integer()) ||
-                  (kind == 'f' && v.is_number()) || (kind == 's' && v.is_string()) || (kind != 'l' && link);
-        if (link && !w.contains(v[0].get<std::string>()))
-          ok = false;
-        if (!ok)
-          errors.push_back({{"type", "invalid_input_type"},
-                            {"message", "Failed to convert an input value to a " + std::string(1, kind) + " value"},
-                            {"details", name + ", " + v.dump()}});
-      }
-      for (const char* file_input : {"latent", "image"})
-        if ((cls == "LoadLatent" || cls == "LoadImage") && inputs.contains(file_input) && inputs[file_input].is_string()) {
-          std::string f = inputs[file_input];
-          if (!safe(f) || !std::filesystem::is_regular_file(root_ + "/input/" + f))
-            errors.push_back({{"type", "custom_validation_failed"}, {"message", "Invalid file"}, {"details", f}});
+        if (!val[0].is_string() || !w.contains(val[0].get<std::string>()))
+          throw key_error(python_str(val[0]));
+        std::string from = val[0];
+        try {
+          if (!validate_node(w, from, validated).valid)
+            v.valid = false;
+        } catch (const key_error& e) {
+          v.valid = false;
+          validated[from] = {false, json::array({{{"type", "exception_during_inner_validation"},
+                                                  {"message", "Exception when validating inner node"},
+                                                  {"details", e.what()},
+                                                  {"extra_info", {{"input_name", name}, {"exception_type", "KeyError"},
+                                                                  {"linked_node", val}}}}})};
         }
-      if (!errors.empty())
-        node_errors[id] = {{"errors", errors}, {"dependent_outputs", json::array()}, {"class_type", cls}};
+        continue;
+      }
+      if (val.is_object() && val.contains("__value__")) {
+        json unwrapped = val["__value__"];
+        val = unwrapped;
+      }
+      std::string why;
+      std::optional<json> converted;
+      if (kind == 'i')
+        converted = python_int(val, why);
+      else if (kind == 'f')
+        converted = python_float(val, why);
+      else if (kind == 's')
+        converted = json(python_str(val));
+      else
+        converted = val;  // a link input given a value passes validation (and fails when run)
+      if (!converted) {
+        const char* type = kind == 'i' ? "INT" : "FLOAT";
+        v.reasons.push_back({{"type", "invalid_input_type"},
+                             {"message", std::string("Failed to convert an input value to a ") + type + " value"},
+                             {"details", name + ", " + python_str(val) + ", " + why},
+                             {"extra_info", {{"input_name", name}, {"received_value", val}}}});
+        continue;
+      }
+      val = *converted;
     }
-    if (!any_output)
-      return rejection("prompt_no_outputs", "Prompt has no outputs");
-    if (!node_errors.empty())
-      return rejection("prompt_outputs_failed_validation", "Prompt outputs failed validation", node_errors);
-    return json();
+    // The loaders' VALIDATE_INPUTS: the file must exist in the input directory.
+    for (const char* file_input : {"latent", "image"})
+      if ((cls == "LoadLatent" || cls == "LoadImage") && inputs.is_object() && inputs.contains(file_input) &&
+          inputs[file_input].is_string()) {
+        std::string f = inputs[file_input];
+        if (!safe(f) || !std::filesystem::is_regular_file(root_ + "/input/" + f))
+          v.reasons.push_back({{"type", "custom_validation_failed"},
+                               {"message", "Custom validation failed for node"},
+                               {"details", std::string(file_input) + " - Invalid " +
+                                             (cls == "LoadLatent" ? "latent" : "image") + " file: " + f},
+                               {"extra_info", {{"input_name", file_input}}}});
+      }
+    if (!v.reasons.empty())
+      v.valid = false;
+    return validated[id] = v;
+  }
+
+  static bool optional_input(const std::string& name) { return name == "audio" || name == "denoise"; }
+
+  /// execution.validate_prompt. Returns the error body and status when refused (400, or 500
+  /// where ComfyUI itself raises), else status 200, the outputs to run and the
+  /// node_errors of the outputs left out. Converts inputs in `w` as ComfyUI does.
+  struct validation {
+    int status = 200;
+    json body;
+    std::vector<std::string> outputs;
+    json node_errors = json::object();
+  };
+  validation validate(json& w) {
+    validation out;
+    auto refuse = [&](const std::string& type, const std::string& message, const std::string& details) {
+      out.status = 400;
+      out.body = rejection(type, message, json::object(), details);
+      return out;
+    };
+    if ((w.is_array() && w.empty()) || (w.is_string() && w.get<std::string>().empty()))
+      return refuse("prompt_no_outputs", "Prompt has no outputs", "");
+    if (!w.is_object()) {  // ComfyUI iterates it as a dict and raises: aiohttp's 500
+      out.status = 500;
+      return out;
+    }
+    std::vector<std::string> outputs;
+    for (auto& [id, node] : w.items()) {
+      if (!node.is_object() || !node.contains("class_type"))
+        return refuse("invalid_prompt", "Cannot execute because a node is missing the class_type property.",
+                      "Node ID '#" + id + "'");
+      std::string cls = python_str(node["class_type"]);
+      auto it = node["class_type"].is_string() ? classes_.find(cls) : classes_.end();
+      if (it == classes_.end())
+        return refuse("invalid_prompt", "Cannot execute because node " + cls + " does not exist.",
+                      "Node ID '#" + id + "'");
+      if (it->second.output)
+        outputs.push_back(id);
+    }
+    if (outputs.empty())
+      return refuse("prompt_no_outputs", "Prompt has no outputs", "");
+    std::map<std::string, verdict> validated;
+    std::string failed;  // "message: details" of the failed outputs' own reasons
+    for (auto& o : outputs) {
+      verdict v;
+      try {
+        v = validate_node(w, o, validated);
+      } catch (const key_error& e) {
+        v = {false, json::array({{{"type", "exception_during_validation"}, {"message", "Exception when validating node"},
+                                  {"details", e.what()}, {"extra_info", {{"exception_type", "KeyError"}}}}})};
+        validated[o] = v;
+      }
+      if (v.valid) {
+        out.outputs.push_back(o);
+        continue;
+      }
+      for (auto& r : v.reasons)
+        failed += (failed.empty() ? "" : "\n") + r.value("message", "") + ": " + r.value("details", "");
+      // As ComfyUI does: every node validated so far that has reasons lists this output.
+      for (auto& [id, nv] : validated) {
+        if (nv.valid || nv.reasons.empty())
+          continue;
+        if (!out.node_errors.contains(id))
+          out.node_errors[id] = {{"errors", nv.reasons}, {"dependent_outputs", json::array()},
+                                 {"class_type", w[id]["class_type"]}};
+        out.node_errors[id]["dependent_outputs"].push_back(o);
+      }
+    }
+    if (out.outputs.empty()) {
+      refuse("prompt_outputs_failed_validation", "Prompt outputs failed validation", failed);
+      out.body["node_errors"] = out.node_errors;
+    }
+    return out;
   }
 
   std::string file_sha(const std::string& path) { return vidline::sha256_file_hex(path); }
@@ -262,9 +466,9 @@ private:
     return {{"filename", name}, {"subfolder", sub}, {"type", "output"}};
   }
 
-  /// Runs a workflow: the value of every node, outputs of output nodes; throws on a node
-  /// that cannot run.
-  json execute(const json& w) {
+  /// Runs the output nodes `to_run` of a workflow and what they depend on: the value of
+  /// every node, the outputs of output nodes; throws on a node that cannot run.
+  json execute(const json& w, const std::vector<std::string>& to_run) {
     std::map<std::string, json> value;
     json outputs = json::object();
     std::function<json(const std::string&)> eval = [&](const std::string& id) -> json {
@@ -274,10 +478,13 @@ private:
       std::string cls = node["class_type"];
       json in = json::object();
       const json given = node.value("inputs", json::object());
-      for (auto& [k, v] : given.items())
-        in[k] = (v.is_array() && v.size() == 2 && v[0].is_string() && v[1].is_number_integer())
-                  ? json{{"from", eval(v[0].get<std::string>())}, {"output", v[1]}}
-                  : v;
+      for (auto& [k, v] : given.items()) {
+        bool link = v.is_array() && v.size() == 2 && v[0].is_string() && v[1].is_number_integer();
+        auto kind = classes_[cls].inputs.find(k);
+        if (!link && kind != classes_[cls].inputs.end() && kind->second == 'l')
+          throw std::runtime_error("node " + id + " (" + cls + "): input '" + k + "' is a value, not a link: " + v.dump());
+        in[k] = link ? json{{"from", eval(v[0].get<std::string>())}, {"output", v[1]}} : v;
+      }
       json out;
       if (cls == "SaveLatent") {
         auto f = save(in["filename_prefix"], "latent", "FAKE-LATENT\n" + in["samples"].dump());
@@ -294,9 +501,8 @@ private:
       }
       return value[id] = out;
     };
-    for (auto& [id, node] : w.items())
-      if (classes_[node["class_type"].get<std::string>()].output)
-        eval(id);
+    for (auto& id : to_run)
+      eval(id);
     return outputs;
   }
 
@@ -309,6 +515,7 @@ private:
       queued q = queue_.front();
       queue_.pop_front();
       running_ = q.id;
+      running_item_ = {q.number, q.id, q.workflow, json::object(), q.outputs};
       interrupt_ = false;
       uint64_t gen = generation_;
       ++executions_[q.id];
@@ -327,7 +534,7 @@ private:
           error = hook(q.id, q.workflow);
         if (!error) {
           try {
-            outputs = execute(q.workflow);
+            outputs = execute(q.workflow, q.outputs);
           } catch (const std::exception& e) {
             error = json{{"exception_type", "RuntimeError"}, {"exception_message", e.what()}};
           }
@@ -351,11 +558,57 @@ private:
       } else {
         messages.push_back({"execution_success", {{"prompt_id", q.id}, {"timestamp", now_ms()}}});
       }
-      history_[q.id] = {{"prompt", {q.number, q.id, q.workflow, json::object(), json::array()}},
+      history_[q.id] = {{"prompt", {q.number, q.id, q.workflow, json::object(), q.outputs}},
                         {"outputs", outputs},
                         {"status", {{"status_str", status}, {"completed", status == "success"}, {"messages", messages}}},
                         {"meta", json::object()}};
     }
+  }
+
+  /// The hostname and port of "scheme://netloc/..." (an Origin) or of "//netloc" (a Host),
+  /// lowercased, as Python's urllib splits them; port -1 when there is none.
+  static std::pair<std::string, int> host_port(std::string netloc) {
+    for (auto& ch : netloc)
+      ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    if (auto at = netloc.rfind('@'); at != std::string::npos)
+      netloc = netloc.substr(at + 1);
+    std::string host = netloc, port;
+    if (!netloc.empty() && netloc[0] == '[') {
+      auto close = netloc.find(']');
+      host = netloc.substr(1, close == std::string::npos ? std::string::npos : close - 1);
+      if (close != std::string::npos && close + 1 < netloc.size() && netloc[close + 1] == ':')
+        port = netloc.substr(close + 2);
+    } else if (auto colon = netloc.rfind(':'); colon != std::string::npos) {
+      host = netloc.substr(0, colon);
+      port = netloc.substr(colon + 1);
+    }
+    int p = port.empty() || port.find_first_not_of("0123456789") != std::string::npos ? -1 : std::stoi(port);
+    return {host, p};
+  }
+
+  /// server.py's is_loopback, for the names a test uses.
+  static bool loopback_name(const std::string& h) {
+    return h == "localhost" || h == "::1" || h.rfind("127.", 0) == 0;
+  }
+
+  /// server.py's origin_only_middleware: refuses (403) a request whose Host is loopback and
+  /// whose Origin names another host; an Origin of the same host passes.
+  static bool foreign_origin(const httplib::Request& req) {
+    if (!req.has_header("Host") || !req.has_header("Origin"))
+      return false;
+    std::string host = req.get_header_value("Host"), origin = req.get_header_value("Origin");
+    auto scheme = origin.find("://");
+    std::string netloc = scheme == std::string::npos ? "" : origin.substr(scheme + 3);
+    netloc = netloc.substr(0, netloc.find_first_of("/?#"));
+    for (auto& ch : host)
+      ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    for (auto& ch : netloc)
+      ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    auto [h_name, h_port] = host_port(host);
+    auto [o_name, o_port] = host_port(netloc);
+    std::string host_domain = o_port < 0 ? h_name : host;
+    std::string origin_domain = h_port < 0 ? o_name : netloc;
+    return loopback_name(h_name) && !host_domain.empty() && !origin_domain.empty() && host_domain != origin_domain;
   }
 
   void routes(httplib::Server& s) {
@@ -363,7 +616,7 @@ private:
       double d = response_delay_s.load();
       if (d > 0)
         std::this_thread::sleep_for(std::chrono::duration<double>(d));
-      if (req.has_header("Origin")) {
+      if (foreign_origin(req)) {
         ++origin_refusals_;
         res.status = 403;
         return httplib::Server::HandlerResponse::Handled;
@@ -384,9 +637,9 @@ private:
         std::lock_guard<std::mutex> l(m_);
         json running = json::array(), pending = json::array();
         if (!running_.empty())
-          running.push_back({0, running_, json::object(), json::object(), json::array()});
+          running.push_back(running_item_);
         for (auto& q : queue_)
-          pending.push_back({q.number, q.id, q.workflow, json::object(), json::array()});
+          pending.push_back({q.number, q.id, q.workflow, json::object(), q.outputs});
         reply(res, 200, {{"queue_running", running}, {"queue_pending", pending}});
       });
       s.Post(p + "/queue", [this](const httplib::Request& req, httplib::Response& res) {
@@ -413,11 +666,19 @@ private:
         cv_.notify_all();
         res.status = 200;
       });
-      s.Get(p + "/system_stats", [](const httplib::Request&, httplib::Response& res) {
+      s.Get(p + "/system_stats", [this](const httplib::Request&, httplib::Response& res) {
+        // Under --cpu the one device is torch.device("cpu"): type "cpu", index None, the
+        // machine's memory as its "vram".
+        json device = cpu_only ? json{{"name", "cpu"}, {"type", "cpu"}, {"index", nullptr},
+                                      {"vram_total", 68719476736ll}, {"vram_free", 34359738368ll},
+                                      {"torch_vram_total", 68719476736ll}, {"torch_vram_free", 34359738368ll}}
+                               : json{{"name", "cuda:0 Test GPU : cudaMallocAsync"}, {"type", "cuda"}, {"index", 0},
+                                      {"vram_total", 17179869184ll}, {"vram_free", 16106127360ll},
+                                      {"torch_vram_total", 0}, {"torch_vram_free", 0}};
         reply(res, 200, {{"system", {{"os", "posix"}, {"ram_total", 68719476736ll}, {"ram_free", 34359738368ll},
-                                     {"comfyui_version", "0.3.64-test"}, {"python_version", "3.11"}}},
-                         {"devices", {{{"name", "cuda:0 Test GPU"}, {"type", "cuda"}, {"index", 0},
-                                       {"vram_total", 17179869184ll}, {"vram_free", 16106127360ll}}}}});
+                                     {"comfyui_version", "0.3.64-test"}, {"python_version", "3.11"},
+                                     {"embedded_python", false}, {"argv", {"main.py"}}}},
+                         {"devices", {device}}});
       });
       s.Get(p + "/object_info", [this](const httplib::Request&, httplib::Response& res) {
         json out = json::object();
@@ -430,19 +691,34 @@ private:
         reply(res, 200, out);
       });
       s.Get(p + "/view", [this](const httplib::Request& req, httplib::Response& res) {
-        std::string f = req.get_param_value("filename"), sub = req.get_param_value("subfolder"),
+        // server.py's view_image: 400 for a bad name or type, 403 for a subfolder outside
+        // the directory, 404 for no file (and for no filename at all).
+        if (!req.has_param("filename")) {
+          res.status = 404;
+          return;
+        }
+        std::string f = req.get_param_value("filename"),
                     type = req.has_param("type") ? req.get_param_value("type") : "output";
-        if (f.find("..") != std::string::npos || sub.find("..") != std::string::npos || f.empty()) {
+        if (f.empty() || f[0] == '/' || f.find("..") != std::string::npos ||
+            (type != "output" && type != "input" && type != "temp")) {
           res.status = 400;
           return;
         }
-        if (type != "output" && type != "input" && type != "temp") {
-          res.status = 400;
-          return;
+        namespace fs = std::filesystem;
+        fs::path dir = fs::path(root_ + "/" + type).lexically_normal();
+        if (req.has_param("subfolder")) {
+          std::string sub = req.get_param_value("subfolder");
+          fs::path full = (!sub.empty() && sub[0] == '/' ? fs::path(sub) : dir / sub).lexically_normal();
+          fs::path rel = full.lexically_relative(dir);
+          if (rel.empty() || *rel.begin() == "..") {
+            res.status = 403;
+            return;
+          }
+          dir = full;
         }
-        std::string path = root_ + "/" + type + "/" + (sub.empty() ? "" : sub + "/") + f;
-        std::ifstream in(path, std::ios::binary);
-        if (!in) {
+        fs::path file = dir / fs::path(f).filename();
+        std::ifstream in(file, std::ios::binary);
+        if (!fs::is_regular_file(file) || !in) {
           res.status = 404;
           return;
         }
@@ -479,30 +755,65 @@ private:
     }
   }
 
+  static bool python_truthy(const json& v) {
+    if (v.is_boolean())
+      return v.get<bool>();
+    if (v.is_number())
+      return v.get<double>() != 0;
+    if (v.is_string() || v.is_array() || v.is_object())
+      return !v.empty() && !(v.is_string() && v.get<std::string>().empty());
+    return false;
+  }
+
+  /// server.py's post_prompt: the number is taken (and spent) before the prompt is looked
+  /// at; any prompt_id is taken as given.
   void post_prompt(const httplib::Request& req, httplib::Response& res) {
     json b = json::parse(req.body, nullptr, false);
-    if (!b.is_object() || !b.contains("prompt")) {
-      reply(res, 400, rejection("no_prompt", "No prompt provided"));
-      return;
-    }
-    std::string id = b.value("prompt_id", "");
-    if (!canonical_uuid(id)) {
-      reply(res, 400, rejection("invalid_prompt_id", "prompt_id must be a lowercase canonical UUID"));
+    if (b.is_discarded()) {  // request.json() raises: aiohttp answers 500
+      res.status = 500;
       return;
     }
     std::lock_guard<std::mutex> l(m_);
-    json bad = validate(b["prompt"]);
-    if (!bad.is_null()) {
-      reply(res, 400, bad);
+    json number;
+    if (b.is_object() && b.contains("number")) {
+      std::string why;
+      auto n = python_float(b["number"], why);
+      if (!n) {
+        res.status = 500;
+        return;
+      }
+      number = *n;
+    } else {
+      number = next_number_;
+      if (b.is_object() && b.contains("front") && python_truthy(b["front"]))
+        number = -next_number_;
+      ++next_number_;
+    }
+    if (!b.is_object() || !b.contains("prompt")) {
+      reply(res, 400, rejection("no_prompt", "No prompt provided", json::object(), "No prompt provided"));
+      return;
+    }
+    std::string id = b.contains("prompt_id") ? python_str(b["prompt_id"]) : uuid4();
+    json workflow = b["prompt"];
+    validation v = validate(workflow);
+    if (v.status != 200) {
+      if (v.body.is_null())
+        res.status = v.status;
+      else
+        reply(res, v.status, v.body);
       return;
     }
     ++submissions_;
     submitted_ids_.push_back(id);
-    workflows_[id] = b["prompt"];
-    int number = next_number_++;
-    queue_.push_back({number, id, b["prompt"]});
+    workflows_[id] = workflow;
+    queued q{number, number.get<double>(), id, workflow, v.outputs};
+    // heapq on (number, prompt_id, ...): the lowest number runs first.
+    auto at = queue_.begin();
+    while (at != queue_.end() && std::tie(at->order, at->id) <= std::tie(q.order, q.id))
+      ++at;
+    queue_.insert(at, q);
     cv_.notify_all();
-    reply(res, 200, {{"prompt_id", id}, {"number", number}, {"node_errors", json::object()}});
+    reply(res, 200, {{"prompt_id", id}, {"number", number}, {"node_errors", v.node_errors}});
   }
 
   void listen() {
@@ -545,10 +856,12 @@ private:
   std::map<std::string, int> executions_;
   std::vector<std::string> submitted_ids_;
   std::string running_;
+  json running_item_;  ///< the running prompt as /queue lists it
   bool interrupt_ = false;
   bool quit_ = false;
   uint64_t generation_ = 0;
-  int next_number_ = 1;
+  int next_number_ = 0;  // PromptServer.number
+  std::mt19937_64 rng_{std::random_device{}()};
   std::atomic<int> submissions_{0};
   std::atomic<int> interrupts_{0};
   std::atomic<int> origin_refusals_{0};

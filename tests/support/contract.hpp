@@ -1,5 +1,5 @@
 #pragma once
-// The sim backend's contract (../shared/spec/sim-backend.md), implemented here again, apart
+// The sim backend's contract (docs/sim-contract.md), implemented here again, apart
 // from the code under test, so tests check the system against the contract, not itself.
 
 #include <cstdint>

@@ -1,7 +1,8 @@
 // The comfyui backend against the in-process test server (tests/support/comfyui_server.hpp):
 // sampling to a latent bundle and decoding it, finding an earlier submission instead of
 // running it twice, errors mapped to outcome classes, a restart that loses history, a
-// slow server, an unreachable one, cancel and timeout with /interrupt, directory mode.
+// slow server, an unreachable one, cancel and timeout with /interrupt, directory mode;
+// node_errors in a 200 answer; the test server's answers against ComfyUI 0.3.64's.
 
 #include <catch2/catch.hpp>
 
@@ -202,7 +203,8 @@ TEST_CASE("comfyui: errors map to the outcome classes", "[comfyui]") {
     o["sample_workflow"] = w;
     auto r = run(o);
     CHECK(r.outcome == "fatal");
-    CHECK(r.error.find("missing_node_type") != std::string::npos);
+    CHECK(r.error.find("invalid_prompt: Cannot execute because node RaylightSeparateAV does not exist. (Node ID '#9')") !=
+          std::string::npos);
   }
   SECTION("out of memory: capacity") {
     server.fail_with = [](const std::string&, const json&) -> std::optional<json> {
@@ -240,6 +242,165 @@ TEST_CASE("comfyui: errors map to the outcome classes", "[comfyui]") {
     CHECK(r.error.find("--reference-file") != std::string::npos);
     CHECK(server.submissions() == 0);
   }
+}
+
+TEST_CASE("comfyui: node_errors in a 200 answer refuse the workflow and stop what was queued", "[comfyui]") {
+  temp_dir dir;
+  comfyui_server server(dir.path() + "/comfy");
+  SECTION("a sample workflow whose audio latent's output fails validation") {
+    // ComfyUI 0.3.64 queues the valid output (the video latent) and answers 200; the job
+    // used to fail later with "saved no file", the server's reason lost.
+    // Another prompt runs, so ours waits in the queue where the backend finds it.
+    server.hold = true;
+    comfyui::client direct(comfyui::endpoint::parse(server.url()));
+    comfyui::template_values v = {{"prompt", "p"}, {"negative_prompt", ""}, {"seed", 1}, {"width", 416},
+                                  {"height", 736}, {"seconds", 5}, {"frames", 121}, {"fps", 24},
+                                  {"run_id", "r"}, {"index", 0}, {"job", "x"}, {"latent_prefix", "blocker/latent"}};
+    auto blocker = comfyui::render(json::parse(read_file(examples + "comfyui_workflow_sample_av.json")), v);
+    REQUIRE(blocker.ok);
+    direct.submit(blocker.workflow, "blocker", "test");
+    REQUIRE(wait_for([&] { return server.running("blocker"); }));
+
+    json o = options_for(server);
+    json w = json::parse(read_file(examples + "comfyui_workflow_sample_av.json"));
+    w["11"]["inputs"].erase("filename_prefix");
+    o["sample_workflow"] = w;
+    auto env = env_in(dir, "35");
+    auto r = make_sampler(params(o))->sample(job(), "", env);
+    INFO(r.error);
+    CHECK(r.outcome == "fatal");
+    CHECK(r.error.find("refused part of the workflow (HTTP 200 with node_errors") != std::string::npos);
+    CHECK(r.error.find("node 11 (SaveLatent): Required input is missing filename_prefix") != std::string::npos);
+    CHECK(r.error.find("saved no file") == std::string::npos);
+    // What ComfyUI queued of it was dropped, not left to run.
+    auto id = sample_id(env);
+    CHECK(r.error.find("prompt " + id + " removed from the queue") != std::string::npos);
+    CHECK(!direct.queue().holds(id));
+    server.hold = false;
+    REQUIRE(wait_for([&] { return direct.history("blocker").has_value(); }));
+    CHECK(server.executions(id) == 0);
+  }
+  SECTION("a decode workflow with an invalid extra branch no longer succeeds") {
+    auto sampler = make_sampler(params(options_for(server)));
+    auto senv = env_in(dir, "36");
+    auto s = sampler->sample(job(), "", senv);
+    REQUIRE(s.outcome == "ok");
+    json o = options_for(server);
+    json w = json::parse(read_file(examples + "comfyui_workflow_decode_av.json"));
+    w["9"] = {{"class_type", "SaveVideo"},
+              {"inputs", {{"video", {"7", 0}}, {"filename_prefix", "preview"}, {"format", "mp4"}, {"codec", json::array({"7"})}}}};
+    o["decode_workflow"] = w;
+    auto denv = env_in(dir, "37", "video");
+    auto d = make_decoder(params(o, "decoder_d"))->decode(job(), senv.output_path, s.sha256, denv);
+    INFO(d.error);
+    CHECK(d.outcome == "fatal");
+    CHECK(d.error.find("node 9 (SaveVideo): Bad linked input, must be a length-2 list of [node_id, slot_index] codec") !=
+          std::string::npos);
+    CHECK(!std::filesystem::exists(denv.output_path));
+  }
+}
+
+TEST_CASE("comfyui: the test server answers as ComfyUI 0.3.64 does", "[comfyui]") {
+  temp_dir dir;
+  comfyui_server server(dir.path() + "/comfy");
+  server.exec_delay_s = 0;
+  httplib::Client c("127.0.0.1", server.port());
+  json sample = json::parse(read_file(examples + "comfyui_workflow_sample_av.json"));
+  comfyui::template_values v = {{"prompt", "p"}, {"negative_prompt", ""}, {"seed", 1}, {"width", 416},
+                                {"height", 736}, {"seconds", 5}, {"frames", 121}, {"fps", 24},
+                                {"run_id", "r"}, {"index", 0}, {"job", "x"}, {"latent_prefix", "t/latent"}};
+  json wf = comfyui::render(sample, v).workflow;
+  auto post = [&](const json& body) {
+    auto r = c.Post("/prompt", body.dump(), "application/json");
+    REQUIRE(r);
+    return std::make_pair(r->status, json::parse(r->body, nullptr, false));
+  };
+
+  // number counts from 0; any prompt_id is taken; none gets a UUID.
+  auto [s0, a0] = post({{"prompt", wf}, {"prompt_id", "job-1"}});
+  CHECK(s0 == 200);
+  CHECK(a0["prompt_id"] == "job-1");
+  CHECK(a0["number"] == 0);
+  CHECK(a0["node_errors"] == json::object());
+
+  // A class the server lacks: invalid_prompt naming the node; the number is spent.
+  json unknown = wf;
+  unknown["9"]["class_type"] = "NoSuchNode";
+  auto [s1, a1] = post({{"prompt", unknown}, {"prompt_id", "job-2"}});
+  CHECK(s1 == 400);
+  CHECK(a1["error"]["type"] == "invalid_prompt");
+  CHECK(a1["error"]["message"] == "Cannot execute because node NoSuchNode does not exist.");
+  CHECK(a1["error"]["details"] == "Node ID '#9'");
+  CHECK(a1["node_errors"] == json::object());
+
+  // An empty graph has no outputs.
+  auto [s2, a2] = post({{"prompt", json::object()}});
+  CHECK(s2 == 400);
+  CHECK(a2["error"]["type"] == "prompt_no_outputs");
+
+  auto [s3, a3] = post({{"prompt", wf}});
+  CHECK(s3 == 200);
+  CHECK(a3["number"] == 3);
+  CHECK(comfyui::is_canonical_uuid(a3["prompt_id"].get<std::string>()));
+
+  // Some outputs invalid: 200, node_errors with the outputs they cost; the rest runs.
+  json part = wf;
+  part["11"]["inputs"]["filename_prefix"] = {"1", 0, 2};
+  auto [s4, a4] = post({{"prompt", part}, {"prompt_id", "job-4"}});
+  CHECK(s4 == 200);
+  CHECK(a4["node_errors"]["11"]["class_type"] == "SaveLatent");
+  CHECK(a4["node_errors"]["11"]["errors"][0]["type"] == "bad_linked_input");
+  CHECK(a4["node_errors"]["11"]["dependent_outputs"] == json::array({"11"}));
+  comfyui::client ours(comfyui::endpoint::parse(server.url()));
+  REQUIRE(wait_for([&] { return ours.history("job-4").has_value(); }));
+  json outputs = (*ours.history("job-4"))["outputs"];
+  CHECK(outputs.contains("10"));
+  CHECK(!outputs.contains("11"));
+
+  // All outputs invalid: 400, the reasons in details. INT inputs convert as Python's int().
+  json bad = wf;
+  bad["8"]["inputs"]["seed"] = "seed-1";
+  auto [s5, a5] = post({{"prompt", bad}});
+  CHECK(s5 == 400);
+  CHECK(a5["error"]["type"] == "prompt_outputs_failed_validation");
+  CHECK(a5["node_errors"]["8"]["errors"][0]["type"] == "invalid_input_type");
+  CHECK(a5["node_errors"]["8"]["dependent_outputs"].size() == 2);
+  bad["8"]["inputs"]["seed"] = " 17 ";
+  auto [s6, a6] = post({{"prompt", bad}, {"prompt_id", "job-6"}});
+  CHECK(s6 == 200);
+  CHECK(server.workflow_of("job-6")["8"]["inputs"]["seed"] == 17);
+
+  // Only an Origin naming another host is refused, with 403.
+  std::string self = "http://127.0.0.1:" + std::to_string(server.port());
+  auto same = c.Get("/queue", httplib::Headers{{"Origin", self}});
+  REQUIRE(same);
+  CHECK(same->status == 200);
+  auto foreign = c.Get("/queue", httplib::Headers{{"Origin", "http://evil.example"}});
+  REQUIRE(foreign);
+  CHECK(foreign->status == 403);
+  CHECK(server.origin_refusals() == 1);
+
+  // /view: ".." in the name is 400, a subfolder outside the directory 403, no file 404.
+  std::filesystem::create_directories(server.root() + "/output/sub");
+  std::ofstream(server.root() + "/output/sub/f.bin") << "x";
+  auto view = [&](const std::string& query) {
+    auto r = c.Get("/view?" + query);
+    REQUIRE(r);
+    return r->status;
+  };
+  CHECK(view("filename=f.bin&subfolder=sub") == 200);
+  CHECK(view("filename=f.bin&subfolder=sub/../sub") == 200);
+  CHECK(view("filename=..%2Ff.bin&subfolder=sub") == 400);
+  CHECK(view("filename=f.bin&subfolder=../input") == 403);
+  CHECK(view("filename=f.bin&subfolder=%2Fetc") == 403);
+  CHECK(view("filename=g.bin&subfolder=sub") == 404);
+
+  // Under --cpu the device has no index.
+  CHECK(ours.system_stats()["devices"][0]["index"] == 0);
+  server.cpu_only = true;
+  json stats = ours.system_stats();
+  CHECK(stats["devices"][0]["type"] == "cpu");
+  CHECK(stats["devices"][0]["index"].is_null());
 }
 
 TEST_CASE("comfyui: a reference image is uploaded and named to the workflow", "[comfyui]") {
@@ -392,7 +553,7 @@ TEST_CASE("comfyui: outputs from and inputs into ComfyUI's directories", "[comfy
   CHECK(!std::filesystem::exists(server.root() + "/input/vidline/" + did));
 }
 
-TEST_CASE("comfyui: the test server refuses an Origin header, as ComfyUI does", "[comfyui]") {
+TEST_CASE("comfyui: the test server refuses a foreign Origin, as ComfyUI does; ours sends none", "[comfyui]") {
   temp_dir dir;
   comfyui_server server(dir.path() + "/comfy");
   httplib::Client c("127.0.0.1", server.port());

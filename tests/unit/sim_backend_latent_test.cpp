@@ -1,4 +1,4 @@
-// The sim latent against the contract (spec/sim-backend.md), recomputed here with a
+// The sim latent against the contract (docs/sim-contract.md), recomputed here with a
 // separate, plain implementation: the message built byte by byte, one EVP_Digest per block.
 
 #include <catch2/catch.hpp>

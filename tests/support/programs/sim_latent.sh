@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Writes the latent of a job exactly as ../../../../shared/spec/sim-backend.md fixes it
+# Writes the latent of a job exactly as docs/sim-contract.md fixes it
 # (the `sim` contract), for the exec backend's tests: a real child process doing the work.
 #
 #   sim_latent.sh SEED WIDTH HEIGHT SECONDS OUTPUT [CONDITIONING PROMPT_FILE]
