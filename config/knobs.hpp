@@ -66,7 +66,7 @@ struct knobs {
   /// A node's log, <data_dir>/logs/node.log, rotates when it would pass this many bytes
   /// (10 MiB; 4 KiB-4 GiB): a node keeps at most log_file_bytes x (log_files + 1) of log.
   uint32_t log_file_bytes = 10u << 20;
-  int log_files = 5;  ///< rotated files kept besides node.log (node.log.1 the newest); 1-1000
+  int log_files = 5;  ///< rotated files kept besides node.log (node.1.log the newest); 1-1000
 };
 
 } // namespace vidline::config

@@ -1,6 +1,6 @@
 #pragma once
 /// A node's logger: every line once, in `<data_dir>/logs/node.log`, rotated at
-/// `knobs.log_file_bytes` with `knobs.log_files` older files kept (node.log.1 the newest).
+/// `knobs.log_file_bytes` with `knobs.log_files` older files kept (node.1.log the newest).
 ///
 /// Standard error gets the lines too when it is a terminal, a pipe or a socket (a node in
 /// the foreground, or under systemd's journal). When it is a regular file, as

@@ -65,15 +65,17 @@ TEST_CASE("node.log rotates at log_file_bytes and keeps log_files older files", 
       log->info("line {} {}", i, pad);
     log->flush();
   }
+  // spdlog names the older files node.1.log (the newest), node.2.log, ...
   const std::string base = dir.path() + "/node.log";
+  auto older = [&](int i) { return dir.path() + "/node." + std::to_string(i) + ".log"; };
   REQUIRE(fs::exists(base));
   for (int i = 1; i <= kept; ++i) {
-    INFO(base + "." + std::to_string(i));
-    CHECK(fs::exists(base + "." + std::to_string(i)));
+    INFO(older(i));
+    CHECK(fs::exists(older(i)));
   }
-  CHECK(!fs::exists(base + "." + std::to_string(kept + 1)));
+  CHECK(!fs::exists(older(kept + 1)));
   std::map<int, int> seen;
-  for (const std::string& f : {base, base + ".1", base + ".2", base + ".3"}) {
+  for (const std::string& f : {base, older(1), older(2), older(3)}) {
     INFO(f);
     CHECK(fs::file_size(f) <= cap);
     if (f != base)  // a rotated file was full: the next line would have passed the cap
