@@ -245,7 +245,7 @@ TEST_CASE("preflight: a comfyui backend is reached and its workflows' nodes are 
   auto r = preflight(dir, write(dir.path() + "/cluster.json", cfg), {"--before-start"});
   INFO(r.out);
   CHECK(r.code == 0);
-  CHECK(line_of(r.out, "ok    backend comfy").find("ComfyUI 0.3.64-test at " + server.url() + ", 9 node classes present") != std::string::npos);
+  CHECK(line_of(r.out, "ok    backend comfy").find("ComfyUI 0.3.64-test at " + server.url() + ", 10 node classes present") != std::string::npos);
 
   json w = json::parse(testing_support::read_file(examples + "comfyui_workflow_sample_av.json"));
   w["9"]["class_type"] = "RaylightSeparateAV";
