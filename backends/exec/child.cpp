@@ -234,6 +234,7 @@ struct prepared {
     fail(errno);
   ::execve(p.program.c_str(), p.argv.data(), p.envp.data());
   fail(errno);
+  ::_exit(127);
 }
 
 /// The one thread that forks every child. A parent-death signal fires when the *thread*
@@ -242,7 +243,16 @@ struct prepared {
 class spawner {
 public:
   static spawner& instance() {
-    static spawner* s = new spawner();  // never destroyed: it must outlive every caller
+    // Never destroyed: it must outlive every caller. A process forked from this one (a
+    // test's fake node) has the object but not its thread, so it gets one of its own.
+    static std::mutex m;
+    static spawner* s = nullptr;
+    static pid_t owner = 0;
+    std::lock_guard<std::mutex> l(m);
+    if (s == nullptr || owner != ::getpid()) {
+      s = new spawner();
+      owner = ::getpid();
+    }
     return *s;
   }
 
