@@ -51,13 +51,15 @@ def sync():
         torch.cuda.synchronize()
 
 
-def trace(stage, start, end, cold):
+def trace(stage, start, end, cold, seed=None, phase="end"):
+    """One line per stage (phase "end", with the wall-clock span of its GPU work) and one
+    when a sample's steps begin (phase "begin"), for tests and the bench."""
     path = os.environ.get("VIDLINE_EXAMPLE_TRACE")
     if path:
         with open(path, "a") as f:
-            f.write(json.dumps({"stage": stage, "start": start, "end": end, "cold": cold,
-                                "pid": os.getpid(), "owner": os.environ.get("VIDLINE_OWNER", "")})
-                    + "\n")
+            f.write(json.dumps({"stage": stage, "phase": phase, "start": start, "end": end,
+                                "cold": cold, "seed": seed, "pid": os.getpid(),
+                                "owner": os.environ.get("VIDLINE_OWNER", "")}) + "\n")
 
 
 def latent_shape(job):
@@ -108,13 +110,14 @@ class Line(vw.Worker):
         pause = float(os.environ.get("VIDLINE_EXAMPLE_STEP_SLEEP_S", "0"))
         sync()
         start = time.time()
+        trace("sample", start, start, self.cold, req.job.get("seed"), phase="begin")
         for i in range(steps):
             x = x - (1.0 / steps) * self._velocity(x, cond)
             if pause > 0:
                 time.sleep(pause)
             progress(i + 1, steps)
         sync()
-        trace("sample", start, time.time(), self.cold)
+        trace("sample", start, time.time(), self.cold, req.job.get("seed"))
         torch.save(x.cpu(), req.output)
 
     def _velocity(self, x, cond):
@@ -143,7 +146,7 @@ class Line(vw.Worker):
                                               mode="trilinear", align_corners=False)[0]
         pixels = (rgb.clamp(0, 1) * 255).to(torch.uint8).permute(1, 2, 3, 0).contiguous().cpu()
         sync()
-        trace("decode", start, time.time(), self.cold)
+        trace("decode", start, time.time(), self.cold, req.job.get("seed"))
         ffmpeg = os.environ.get("FFMPEG", "ffmpeg")
         cmd = [ffmpeg, "-hide_banner", "-loglevel", "error", "-y", "-f", "rawvideo",
                "-pix_fmt", "rgb24", "-s", "%dx%d" % (width, height), "-r", str(fps), "-i", "-",
@@ -179,7 +182,7 @@ def main(argv):
     if len(argv) >= 3 and argv[1] == "exec":
         stage = argv[2]
         fields = dict(a.split("=", 1) for a in argv[3:])
-        job = {k: fields[k] for k in ("width", "height", "frames", "fps", "seed") if k in fields}
+        job = {k: int(fields[k]) for k in ("width", "height", "frames", "fps", "seed") if k in fields}
         req = vw.Request({"id": "exec", "stage": stage, "job": job, "output": fields["output"],
                           "inputs": {k: fields[k] for k in ("conditioning", "latent", "prompt_file")
                                      if k in fields}})
