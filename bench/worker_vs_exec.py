@@ -154,8 +154,6 @@ def main():
     args = ap.parse_args()
     if args.cpu:
         args.width, args.height, args.seconds = 64, 48, 1
-    if shutil.which("ffmpeg") is None and not os.environ.get("FFMPEG"):
-        raise SystemExit("ffmpeg not found (the example's decoder muxes with it)")
     probe = subprocess.run([args.python, "-c", "import torch; print(torch.__version__, torch.cuda.is_available())"],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     if probe.returncode != 0:

@@ -13,7 +13,7 @@ two ways with the same code, so the two backends can be compared side by side:
 
 The models are small random networks with fixed seeds (deterministic): the sampler runs
 Euler steps of an MLP over latent patches (16 channels, 1/8 the size, 1 + frames/4 latent
-frames), the decoder maps a latent to RGB frames and has ffmpeg mux them into an MP4
+frames), the decoder maps a latent to RGB frames and has ffmpeg mux them into an MP4 (OpenCV where there is no ffmpeg)
 (H.264). It uses CUDA when torch sees a GPU, else the CPU.
 
 Knobs (environment): VIDLINE_EXAMPLE_HIDDEN (MLP width, 64), VIDLINE_EXAMPLE_DEPTH (4),
@@ -25,6 +25,7 @@ FFMPEG (ffmpeg).
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -148,6 +149,8 @@ class Line(vw.Worker):
         sync()
         trace("decode", start, time.time(), self.cold, req.job.get("seed"))
         ffmpeg = os.environ.get("FFMPEG", "ffmpeg")
+        if shutil.which(ffmpeg) is None:
+            return _write_with_opencv(pixels, fps, req.output)
         cmd = [ffmpeg, "-hide_banner", "-loglevel", "error", "-y", "-f", "rawvideo",
                "-pix_fmt", "rgb24", "-s", "%dx%d" % (width, height), "-r", str(fps), "-i", "-",
                "-c:v", "libx264", "-preset", "veryfast", "-pix_fmt", "yuv420p", "-f", "mp4",
@@ -155,6 +158,24 @@ class Line(vw.Worker):
         proc = subprocess.run(cmd, input=pixels.numpy().tobytes(), stderr=subprocess.PIPE)
         if proc.returncode != 0:
             raise vw.Fatal("ffmpeg exit %d: %s" % (proc.returncode, proc.stderr.decode(errors="replace")[-400:]))
+
+
+def _write_with_opencv(pixels, fps, path):
+    """Where there is no ffmpeg: an MP4 (MPEG-4 part 2) through OpenCV, if it is installed."""
+    try:
+        import cv2
+    except ImportError:
+        raise vw.Fatal("neither ffmpeg nor OpenCV (cv2) is installed: cannot write an MP4")
+    frames, height, width, _ = pixels.shape
+    tmp = path + ".mp4"  # OpenCV picks the container from the extension
+    out = cv2.VideoWriter(tmp, cv2.VideoWriter_fourcc(*"mp4v"), fps, (width, height))
+    if not out.isOpened():
+        raise vw.Fatal("OpenCV cannot write %s" % tmp)
+    arr = pixels.numpy()
+    for i in range(frames):
+        out.write(cv2.cvtColor(arr[i], cv2.COLOR_RGB2BGR))
+    out.release()
+    os.replace(tmp, path)
 
 
 def _is_torch_file(path):
