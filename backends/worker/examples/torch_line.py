@@ -13,8 +13,8 @@ two ways with the same code, so the two backends can be compared side by side:
 
 The models are small random networks with fixed seeds (deterministic): the sampler runs
 Euler steps of an MLP over latent patches (16 channels, 1/8 the size, 1 + frames/4 latent
-frames), the decoder maps a latent to RGB frames and has ffmpeg mux them into an MP4 (OpenCV where there is no ffmpeg)
-(H.264). It uses CUDA when torch sees a GPU, else the CPU.
+frames), the decoder maps a latent to RGB frames and has ffmpeg mux them into an MP4
+(H.264; OpenCV's MPEG-4 where there is no ffmpeg). It uses CUDA when torch sees a GPU, else the CPU.
 
 Knobs (environment): VIDLINE_EXAMPLE_HIDDEN (MLP width, 64), VIDLINE_EXAMPLE_DEPTH (4),
 VIDLINE_EXAMPLE_STEPS (6), VIDLINE_EXAMPLE_STEP_SLEEP_S (0: seconds to sleep per step,
