@@ -109,7 +109,10 @@ TEST_CASE("reaping: a dead node's groups are ended, grandchildren too", "[pids]"
   std::string pids = dir.path() + "/pids";
   std::string grandchild = dir.path() + "/grandchild";
   pid_t leader = start_group(pids, "sleep 300 & echo $! > " + grandchild + "; wait");
-  REQUIRE(within(10, [&] { return std::filesystem::file_size(grandchild) > 0; }));
+  REQUIRE(within(10, [&] {
+    std::error_code ec;
+    return std::filesystem::file_size(grandchild, ec) > 0 && !ec;
+  }));
   pid_t sleeper = std::stoi(testing_support::read_file(grandchild));
   orphan_record(pids, leader);
   auto rep = reap_previous_life(pids, ::getpid());

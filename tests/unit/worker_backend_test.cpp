@@ -40,7 +40,8 @@ config::backend worker_backend(const std::string& mode, json extra, const std::s
                {"start_timeout_s", 60},
                {"env", {{"FAKE_WORKER_STARTS", dir + "/starts"}, {"FAKE_WORKER_LOADS", dir + "/loads"},
                         {"FAKE_WORKER_MARKERS", dir}}}};
-  b.options.update(extra);
+  if (extra.is_object())
+    b.options.update(extra);
   return b;
 }
 
