@@ -1,6 +1,7 @@
 #pragma once
 /// The interface between vidline's actors and whatever does the GPU work: `sim`
-/// (deterministic, time-scaled), `exec` (any command), `comfyui` (its HTTP API).
+/// (deterministic, time-scaled), `exec` (any command, one process per stage), `worker` (a long-lived
+/// process of the user's that keeps its model loaded), `comfyui` (its HTTP API).
 ///
 /// Calls block and run on a worker thread of their own, never on the actor scheduler.
 /// Each call may be cancelled through its `stage_env::cancel` flag and must then return
@@ -8,6 +9,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -25,6 +27,9 @@ struct stage_env {
   std::string vendor;                 ///< "nvidia" | "amd" | ...
   double timeout_s = 0;               ///< run-clock seconds; 0 = none
   const std::atomic<bool>* cancel = nullptr;
+  /// Called (from the stage's thread) as a backend learns how far the stage is: step i of
+  /// n (a sampler's denoising steps). May be empty; backends that cannot tell never call it.
+  std::function<void(uint32_t step, uint32_t steps)> progress;
 };
 
 /// How a stage attempt ended. `outcome` is one of msg::outcome.

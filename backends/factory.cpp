@@ -6,6 +6,7 @@
 #include "backends/comfyui/comfyui_backend.hpp"
 #include "backends/exec/exec_backend.hpp"
 #include "backends/sim/sim_backend.hpp"
+#include "backends/worker/worker_backend.hpp"
 
 namespace vidline::backends {
 namespace {
@@ -14,7 +15,7 @@ namespace {
 [[noreturn]] void unavailable(const backend_params& p) {
   const std::string& type = p.backend.type;
   throw std::runtime_error("backend '" + p.backend.name + "': unknown type '" + type +
-                           "' (known: sim, exec, comfyui)");
+                           "' (known: sim, exec, worker, comfyui)");
 }
 
 } // namespace
@@ -24,6 +25,8 @@ std::unique_ptr<encoder_backend> make_encoder(const backend_params& p) {
     return sim::make_sim_encoder(p);
   if (p.backend.type == "exec")
     return exec::make_exec_encoder(p);
+  if (p.backend.type == "worker")
+    return worker::make_worker_encoder(p);
   if (p.backend.type == "comfyui")
     return comfyui::make_comfyui_encoder(p);
   unavailable(p);
@@ -34,6 +37,8 @@ std::unique_ptr<sampler_backend> make_sampler(const backend_params& p) {
     return sim::make_sim_sampler(p);
   if (p.backend.type == "exec")
     return exec::make_exec_sampler(p);
+  if (p.backend.type == "worker")
+    return worker::make_worker_sampler(p);
   if (p.backend.type == "comfyui")
     return comfyui::make_comfyui_sampler(p);
   unavailable(p);
@@ -44,6 +49,8 @@ std::unique_ptr<decoder_backend> make_decoder(const backend_params& p) {
     return sim::make_sim_decoder(p);
   if (p.backend.type == "exec")
     return exec::make_exec_decoder(p);
+  if (p.backend.type == "worker")
+    return worker::make_worker_decoder(p);
   if (p.backend.type == "comfyui")
     return comfyui::make_comfyui_decoder(p);
   unavailable(p);

@@ -50,7 +50,7 @@ struct host {
 /// A named backend instance: how a stage's GPU work is done.
 struct backend {
   std::string name;
-  std::string type;        ///< "sim" | "exec" | "comfyui"
+  std::string type;        ///< "sim" | "exec" | "worker" | "comfyui"
   /// sim: real seconds per simulated second (0.01 = 1 simulated second in 10 ms).
   double time_scale = 0.01;
   /// sim: profile file; empty = the embedded reference profile.

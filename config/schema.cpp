@@ -11,7 +11,7 @@ const std::vector<std::string>& vendors() {
 }
 
 const std::vector<std::string>& backend_types() {
-  static const std::vector<std::string> list{"sim", "exec", "comfyui"};
+  static const std::vector<std::string> list{"sim", "exec", "worker", "comfyui"};
   return list;
 }
 

@@ -81,7 +81,9 @@ struct pool_status {
   std::vector<sample_result> unacked;  ///< results the coordinator has not acknowledged yet
   bool accepting = true;       ///< false when the host's latent budget is full
   uint64_t seq = 0;            ///< increases with every report of one epoch: stale ones lose
-  MSGPACK_DEFINE_MAP(pool, host, epoch, busy_attempt, unacked, accepting, seq)
+  uint32_t step = 0;           ///< busy_attempt's progress: step `step` of `steps`, as its
+  uint32_t steps = 0;          ///< backend reports it (a worker's sampler); 0 = unknown
+  MSGPACK_DEFINE_MAP(pool, host, epoch, busy_attempt, unacked, accepting, seq, step, steps)
 };
 
 /// coordinator -> pool or decoder: this result is durable in the journal, forget it.

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -123,6 +124,8 @@ std::string job_line(const json& j) {
       << j["state"].get<std::string>();
   if (!j["pool"].is_null())
     out << "  pool " << j["pool"].get<std::string>();
+  if (j.contains("progress") && j["progress"].is_object())
+    out << "  step " << j["progress"].value("step", 0) << "/" << j["progress"].value("steps", 0);
   auto& t = j["times"];
   if (!t["decode_end_s"].is_null())
     out << "  done at " << fmt("%.1f", t["decode_end_s"].get<double>()) << " s"
@@ -205,6 +208,7 @@ int wait_for_run(coordinator_client& cl, const std::string& run_id, const wait_o
   auto start = clock::now();
   auto last_answer = clock::now();
   std::set<int> reported;
+  std::map<int, uint32_t> steps_shown;  // a sampling job's last step shown
   const double unreachable_after_s = 30;
   for (;;) {
     std::optional<json> st;
@@ -220,6 +224,15 @@ int wait_for_run(coordinator_client& cl, const std::string& run_id, const wait_o
         int idx = j["index"].get<int>();
         if (final_state(j["state"].get<std::string>()) && reported.insert(idx).second && !o.quiet)
           std::fprintf(o.json ? stderr : stdout, "%s\n", job_line(j).c_str());
+        // A sampling job's progress, as its backend reports it (a worker's steps).
+        if (j.contains("progress") && j["progress"].is_object() && !o.quiet) {
+          uint32_t step = j["progress"].value("step", 0u);
+          auto it = steps_shown.find(idx);
+          if (it == steps_shown.end() || it->second != step) {
+            steps_shown[idx] = step;
+            std::fprintf(o.json ? stderr : stdout, "%s\n", job_line(j).c_str());
+          }
+        }
       }
       if ((*st)["state"].get<std::string>() != "running") {
         if (o.json) {

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <random>
 #include <thread>
+#include <unistd.h>
 
 #include <netdb.h>
 #include <sys/socket.h>
@@ -21,6 +22,7 @@
 #include "actors/latents/latents_actor.hpp"
 #include "actors/pool/pool_actor.hpp"
 #include "actors/supervisor/supervisor.hpp"
+#include "backends/exec/pid_records.hpp"
 #include "common/crash_points.hpp"
 #include "common/files.hpp"
 #include "nodes/bus.hpp"
@@ -190,6 +192,22 @@ int run_node(const config::cluster& c, const std::string& host_name) {
     setup_logging(c, *h);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "cannot prepare data directory %s: %s\n", h->data_dir.c_str(), e.what());
+    return exit_code::fatal;
+  }
+  // Before any stage process starts: end what a previous life of this node left running
+  // (it was killed, so its children's parent-death signal may have missed grandchildren),
+  // then record every child of this life.
+  try {
+    std::string pids = h->data_dir + "/pids";
+    auto rep = backends::exec::reap_previous_life(pids, ::getpid());
+    for (auto& n : rep.notes)
+      spdlog::warn("{}", n);
+    if (rep.killed > 0 || rep.left_to_live_node > 0)
+      spdlog::warn("stage processes of a previous life: {} killed, {} record(s) of a node "
+                   "still alive left alone ({})", rep.killed, rep.left_to_live_node, pids);
+    backends::exec::set_pid_record_dir(pids);
+  } catch (const std::exception& e) {
+    spdlog::critical("cannot keep pid records under {}/pids: {}", h->data_dir, e.what());
     return exit_code::fatal;
   }
 

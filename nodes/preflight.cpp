@@ -28,6 +28,8 @@
 #include "backends/comfyui/comfyui_options.hpp"
 #include "backends/exec/child.hpp"
 #include "backends/exec/exec_options.hpp"
+#include "backends/worker/protocol.hpp"
+#include "backends/worker/worker_options.hpp"
 #include "backends/process/socket_paths.hpp"
 #include "config/config.hpp"
 #include "messages/envelope.hpp"
@@ -458,6 +460,27 @@ void check_exec_backend(report& r, const config::backend& b, bool local) {
     r.ok(name, "exec: " + join(found, "; "));
 }
 
+void check_worker_backend(report& r, const config::backend& b, bool local) {
+  std::string name = "backend " + b.name;
+  backends::worker::worker_options o;
+  try {
+    o = backends::worker::parse_worker_options(b.name, b.options);
+  } catch (const std::exception& e) {
+    r.fail(name, std::string("options: ") + e.what(), "fix the backend's options in the config");
+    return;
+  }
+  if (!local) {
+    r.ok(name, "worker: options valid (its program is checked on its hosts)");
+    return;
+  }
+  std::string p = find_program(o.argv[0]);
+  if (p.empty())
+    r.fail(name, "worker program " + o.argv[0] + " not found or not executable",
+           "install the program, or fix argv[0] in the backend's options");
+  else
+    r.ok(name, "worker: " + p + " (protocol " + std::to_string(backends::worker::protocol_version) + ")");
+}
+
 /// Checks a comfyui backend; records the server clock's offset for the clock line.
 void check_comfyui_backend(report& r, const config::backend& b, bool local,
                            const preflight_options& po, std::vector<std::pair<std::string, double>>& offsets) {
@@ -634,6 +657,8 @@ std::vector<check_line> run_preflight(const preflight_options& o) {
     bool local = std::any_of(hosts.begin(), hosts.end(), [&](const std::string& h) { return here.count(h) > 0; });
     if (b->type == "exec")
       check_exec_backend(r, *b, local);
+    else if (b->type == "worker")
+      check_worker_backend(r, *b, local);
     else if (b->type == "comfyui")
       check_comfyui_backend(r, *b, local, o, offsets);
     else

@@ -181,6 +181,10 @@ json status_json(const sched::run& r, const clock_note& clock) {
                     {"error", j.state == sched::job_state::failed ? null_if_empty(j.error)
                                                                    : json(nullptr)},
                     {"cold", j.cold},
+                    {"progress", j.state == sched::job_state::sampling &&
+                                     j.progress_attempt == j.attempt && j.progress_steps > 0
+                                   ? json{{"step", j.progress_step}, {"steps", j.progress_steps}}
+                                   : json(nullptr)},
                     {"times", {{"sample_start_s", rel(j.sample_start)},
                                {"sample_end_s", rel(j.sample_end)},
                                {"decode_start_s", rel(j.decode_start)},

@@ -708,6 +708,13 @@ struct stepper {
     p.accepting = e.s.accepting;
     p.reported_busy = e.s.busy_attempt;
     p.last_status = now;
+    if (p.assigned && e.s.busy_attempt != 0 && e.s.steps > 0)
+      if (auto* j = s.find_job(p.assigned->first, p.assigned->second);
+          j != nullptr && j->attempt == e.s.busy_attempt) {
+        j->progress_attempt = e.s.busy_attempt;
+        j->progress_step = e.s.step;
+        j->progress_steps = e.s.steps;
+      }
     touch(p.name);
     for (auto& r : e.s.unacked)
       on_sample_result(r);

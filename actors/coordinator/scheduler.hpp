@@ -47,6 +47,9 @@ struct job {
                                    ///< do not count against max_attempts (not the job's
                                    ///< fault) unless a job keeps losing them (a poison job)
   uint32_t handoff_failures = 0;   ///< transient failures to move the latent
+  uint64_t progress_attempt = 0;   ///< the attempt its pool last reported progress for:
+  uint32_t progress_step = 0;      ///<   step of steps (not journaled: a live view only)
+  uint32_t progress_steps = 0;
   std::string pool;                ///< pool of the current/last sampling attempt
   std::string decoder;             ///< decoder of the current/last decoding attempt
   std::string latent_sha256;

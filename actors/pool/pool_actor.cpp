@@ -12,6 +12,8 @@
 #include "actors/pool/pool_machine.hpp"
 #include "actors/worker.hpp"
 #include "backends/backend.hpp"
+#include <mutex>
+
 #include "common/crash_points.hpp"
 #include "common/files.hpp"
 #include "common/stage_records.hpp"
@@ -27,6 +29,13 @@ struct shell {
   pooling::state st;
   std::shared_ptr<backends::sampler_backend> backend;
   std::shared_ptr<std::atomic<bool>> cancel = std::make_shared<std::atomic<bool>>(false);
+  /// The running attempt's progress, set from its stage thread, read by each report.
+  struct progress_box {
+    std::mutex m;
+    uint64_t attempt = 0;
+    uint32_t step = 0, steps = 0;
+  };
+  std::shared_ptr<progress_box> progress = std::make_shared<progress_box>();
   std::string coordinator_host;
   std::vector<std::string> devices;
   std::string vendor;
@@ -39,7 +48,15 @@ void log_at(int level, const std::string& who, const std::string& text) {
 
 void report(shell& sh) {
   sh.st.accepting = sh.ctx.within_latent_budget->load();
-  sh.ctx.out->send(sh.coordinator_host, "coordinator", sh.st.status());
+  auto st = sh.st.status();
+  {
+    std::lock_guard<std::mutex> l(sh.progress->m);
+    if (st.busy_attempt != 0 && sh.progress->attempt == st.busy_attempt) {
+      st.step = sh.progress->step;
+      st.steps = sh.progress->steps;
+    }
+  }
+  sh.ctx.out->send(sh.coordinator_host, "coordinator", st);
 }
 
 void execute(caf::event_based_actor* self, const std::shared_ptr<shell>& sh,
@@ -83,6 +100,12 @@ void sample(caf::event_based_actor* self, const std::shared_ptr<shell>& sh,
   env.vendor = sh->vendor;
   env.timeout_s = sh->ctx.cluster->knobs.sample_timeout_s;
   env.cancel = sh->cancel.get();
+  env.progress = [box = sh->progress, attempt = o.attempt](uint32_t step, uint32_t steps) {
+    std::lock_guard<std::mutex> l(box->m);
+    box->attempt = attempt;
+    box->step = step;
+    box->steps = steps;
+  };
   auto backend = sh->backend;
   auto cancel = sh->cancel;  // keeps the flag alive as long as the worker runs
   auto latents = latent_dir(sh->ctx);

@@ -3,6 +3,11 @@
 /// group of its own, with its output in files, stopped by a deadline or a cancel flag.
 /// Whatever the end, nothing of its process group is left running afterwards.
 ///
+/// Every child is forked by one spawner thread that lives as long as the process, with
+/// PR_SET_PDEATHSIG = SIGKILL: when the node dies, even by SIGKILL, its children die with
+/// it (the signal fires on the death of the forking *thread*, hence the one long-lived
+/// thread). Each live child has a pid record (pid_records.hpp) while the node records.
+///
 /// Failures it handles (and how):
 /// - the program cannot be started (missing, not executable): `spawn_failed`, errno text;
 /// - it runs past its deadline: SIGTERM to the whole group, `grace` later SIGKILL;
@@ -11,6 +16,9 @@
 ///   reaped (while the leader is a zombie its pid, hence the group id, cannot be reused);
 /// - the caller's thread blocks SIGTERM/SIGINT or ignores SIGPIPE (the node does): the
 ///   child starts with an empty signal mask and default dispositions.
+/// - the node dies (any signal): the child gets SIGKILL (parent-death signal); what it
+///   started itself (its own children) is ended by the node's next start, from the pid
+///   records (reap_previous_life).
 /// Not handled: a descendant that leaves the group (setsid/setpgid) escapes the kill.
 
 #include <atomic>
@@ -30,6 +38,7 @@ struct child_spec {
   std::string stdout_path;            ///< created/truncated; "" = /dev/null
   std::string stderr_path;            ///< created/truncated; "" = /dev/null
   bool append = false;                ///< append to the output files instead
+  std::vector<int> pass_fds;          ///< become the child's descriptors 3, 4, ... (at most 16)
 };
 
 /// How long it may run and how it is stopped.

@@ -167,26 +167,8 @@ public:
       return failed(v.outcome, who + ": " + v.reason + quoted() + where, end.elapsed_s);
     }
 
-    std::string why;
-    auto prod = check_product(call.product, why);
-    if (!prod)
-      return failed(msg::outcome::fatal,
-                    who + ": " + spec.argv[0] + " exited 0 but " + why + " ({output})" + where,
-                    end.elapsed_s);
-    try {
-      files::make_dirs(files::parent_of(env.output_path));
-      files::fsync_file(call.product);
-      if (call.product != env.output_path)
-        files::rename_durable(call.product, env.output_path);
-    } catch (const std::exception& e) {
-      return failed(msg::outcome::transient, who + ": " + e.what(), end.elapsed_s);
-    }
-    stage_result r;
-    r.outcome = msg::outcome::ok;
-    r.sha256 = prod->sha256;
-    r.bytes = prod->bytes;
-    r.elapsed_s = end.elapsed_s;
-    return r;
+    return commit_product(call.product, env.output_path, who + ": " + spec.argv[0] + " exited 0",
+                          " ({output})" + where, end.elapsed_s);
   }
 
   /// Writes the prompt to <work_dir>/prompt.txt and returns its path.
@@ -310,18 +292,8 @@ public:
 
   stage_result decode(const msg::job_spec& job, const std::string& latent_path,
                       const std::string& latent_sha256, const stage_env& env) override {
-    if (!is_sha256_hex(latent_sha256))
-      return failed(msg::outcome::fatal,
-                    "exec decode: expected latent digest is not 64 lowercase hex digits", 0);
-    // Never decode bytes we were not meant to: the product would look fine and be wrong.
-    std::string got = sha256_file_hex(latent_path);
-    if (got.empty())
-      return failed(msg::outcome::transient, "exec decode: cannot read latent " + latent_path, 0);
-    if (got != latent_sha256)
-      return failed(msg::outcome::corrupt,
-                    "exec decode: latent " + latent_path + " hashed to " + got + ", expected " +
-                      latent_sha256 + "; nothing decoded",
-                    0);
+    if (auto bad = check_latent("exec decode", latent_path, latent_sha256))
+      return *bad;
     stage_call call;
     call.stage = "decode";
     call.command = &*r_->options().decode;

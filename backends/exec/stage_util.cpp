@@ -230,4 +230,44 @@ std::unique_ptr<encoder_backend> make_prompt_encoder(std::string who) {
   return std::make_unique<prompt_encoder>(std::move(who));
 }
 
+stage_result commit_product(const std::string& product, const std::string& output_path,
+                            const std::string& claim, const std::string& where,
+                            double elapsed_s) {
+  std::string why;
+  auto prod = check_product(product, why);
+  if (!prod)
+    return failed(msg::outcome::fatal, claim + " but " + why + where, elapsed_s);
+  try {
+    files::make_dirs(files::parent_of(output_path));
+    files::fsync_file(product);
+    if (product != output_path)
+      files::rename_durable(product, output_path);
+  } catch (const std::exception& e) {
+    return failed(msg::outcome::transient, claim + ", but: " + e.what(), elapsed_s);
+  }
+  stage_result r;
+  r.outcome = msg::outcome::ok;
+  r.sha256 = prod->sha256;
+  r.bytes = prod->bytes;
+  r.elapsed_s = elapsed_s;
+  return r;
+}
+
+std::optional<stage_result> check_latent(const std::string& who, const std::string& latent_path,
+                                         const std::string& latent_sha256) {
+  if (!is_sha256_hex(latent_sha256))
+    return failed(msg::outcome::fatal,
+                  who + ": expected latent digest is not 64 lowercase hex digits", 0);
+  // Never decode bytes we were not meant to: the product would look fine and be wrong.
+  std::string got = sha256_file_hex(latent_path);
+  if (got.empty())
+    return failed(msg::outcome::transient, who + ": cannot read latent " + latent_path, 0);
+  if (got != latent_sha256)
+    return failed(msg::outcome::corrupt,
+                  who + ": latent " + latent_path + " hashed to " + got + ", expected " +
+                    latent_sha256 + "; nothing decoded",
+                  0);
+  return std::nullopt;
+}
+
 } // namespace vidline::backends::exec

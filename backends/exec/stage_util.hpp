@@ -1,5 +1,5 @@
 #pragma once
-/// Pieces the `exec` and `comfyui` backends share: how a failure becomes a stage_result,
+/// Pieces the `exec`, `worker` and `comfyui` backends share: how a failure becomes a stage_result,
 /// how an out-of-memory error is recognised, how devices are handed to a GPU program, how
 /// a product is checked, and the encoder that hands the prompt text on unchanged.
 
@@ -54,6 +54,20 @@ struct product {
 /// The product at `path` when it is a non-empty regular file; otherwise nullopt and
 /// `why` says what is wrong with it.
 std::optional<product> check_product(const std::string& path, std::string& why);
+
+/// The end of a stage whose program says it left its product at `product`: the product is
+/// checked (check_product), fsynced and moved durably to `output_path`, and the result is
+/// ok with its size and digest; `fatal` "<claim> but <what is wrong><where>" when there is
+/// no product (running it again will not help), `transient` when it cannot be moved.
+stage_result commit_product(const std::string& product, const std::string& output_path,
+                            const std::string& claim, const std::string& where,
+                            double elapsed_s);
+
+/// A decoder's guard before it runs anything: nullopt when the latent at `latent_path`
+/// hashes to `latent_sha256`; otherwise the failed result (`fatal` for a malformed digest,
+/// `transient` when it cannot be read, `corrupt` when it hashes to something else).
+std::optional<stage_result> check_latent(const std::string& who, const std::string& latent_path,
+                                         const std::string& latent_sha256);
 
 /// Frames of a clip: seconds x fps + offset (the 8k+1 frame counts of video models come
 /// from offset 1 at 24 fps: 5 s -> 121).

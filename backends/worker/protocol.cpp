@@ -1,0 +1,227 @@
+#include "backends/worker/protocol.hpp"
+
+#include <limits>
+#include <type_traits>
+
+#include <nlohmann/json.hpp>
+
+#include "messages/messages.hpp"
+
+namespace vidline::backends::worker {
+namespace {
+
+using nlohmann::json;
+
+std::string line_of(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n"; }
+
+json header(const char* type) { return {{"v", protocol_version}, {"type", type}}; }
+
+/// Reads an optional field of `j` into `out`; false (with `error`) when it has another type.
+template <class T>
+bool field(const json& j, const char* name, T& out, std::string& error) {
+  auto it = j.find(name);
+  if (it == j.end() || it->is_null())
+    return true;
+  try {
+    if constexpr (std::is_same_v<T, std::string>) {
+      if (!it->is_string())
+        throw std::invalid_argument("");
+    } else if constexpr (std::is_same_v<T, bool>) {
+      if (!it->is_boolean())
+        throw std::invalid_argument("");
+    } else if constexpr (std::is_integral_v<T>) {
+      if (!it->is_number_unsigned() && !(it->is_number_integer() && it->get<int64_t>() >= 0))
+        throw std::invalid_argument("");
+      if (it->get<uint64_t>() > std::numeric_limits<T>::max())
+        throw std::invalid_argument("");
+    } else if constexpr (std::is_floating_point_v<T>) {
+      if (!it->is_number())
+        throw std::invalid_argument("");
+    }
+    out = it->get<T>();
+    return true;
+  } catch (const std::exception&) {
+    error = std::string("field '") + name + "' has the wrong type or range";
+    return false;
+  }
+}
+
+/// The object of a line, checked for version and type; nullopt with `error`.
+std::optional<json> parse(std::string_view line, std::string& type, std::string& error) {
+  json j = json::parse(line.begin(), line.end(), nullptr, false);
+  if (j.is_discarded() || !j.is_object()) {
+    error = "not a JSON object";
+    return std::nullopt;
+  }
+  auto v = j.find("v");
+  if (v == j.end() || !v->is_number_integer()) {
+    error = "no protocol version 'v'";
+    return std::nullopt;
+  }
+  if (v->get<int64_t>() != protocol_version) {
+    error = "protocol version " + v->dump() + ", this node speaks " + std::to_string(protocol_version);
+    return std::nullopt;
+  }
+  auto t = j.find("type");
+  if (t == j.end() || !t->is_string()) {
+    error = "no message 'type'";
+    return std::nullopt;
+  }
+  type = t->get<std::string>();
+  return j;
+}
+
+} // namespace
+
+std::string encode_request(const request& r) {
+  json j = header("request");
+  j["id"] = r.id;
+  j["stage"] = r.stage;
+  j["job"] = {{"run_id", r.run_id}, {"index", r.index},     {"seed", r.seed},
+              {"width", r.width},   {"height", r.height},   {"seconds", r.seconds},
+              {"frames", r.frames}, {"fps", r.fps},         {"prompt", r.prompt}};
+  j["inputs"] = {{"prompt_file", r.prompt_file}, {"conditioning", r.conditioning},
+                 {"latent", r.latent},           {"latent_sha256", r.latent_sha256},
+                 {"reference", r.reference}};
+  j["output"] = r.output;
+  j["work_dir"] = r.work_dir;
+  j["timeout_s"] = r.timeout_s;
+  return line_of(j);
+}
+
+std::string encode_cancel(const std::string& id) {
+  json j = header("cancel");
+  j["id"] = id;
+  return line_of(j);
+}
+
+std::string encode_ping(uint64_t seq) {
+  json j = header("ping");
+  j["seq"] = seq;
+  return line_of(j);
+}
+
+std::string encode_shutdown() { return line_of(header("shutdown")); }
+
+std::optional<worker_message> decode_worker_line(std::string_view line, std::string& error) {
+  std::string type;
+  auto j = parse(line, type, error);
+  if (!j)
+    return std::nullopt;
+  worker_message m;
+  if (type == "hello") {
+    m.type = worker_message::kind::hello;
+    auto s = j->find("stages");
+    if (s == j->end() || !s->is_array()) {
+      error = "hello: 'stages' must be a list";
+      return std::nullopt;
+    }
+    for (auto& x : *s) {
+      if (!x.is_string() || (x != "encode" && x != "sample" && x != "decode")) {
+        error = "hello: unknown stage " + x.dump() + " (known: encode, sample, decode)";
+        return std::nullopt;
+      }
+      m.stages.push_back(x.get<std::string>());
+    }
+    return m;
+  }
+  if (type == "pong") {
+    m.type = worker_message::kind::pong;
+    if (!field(*j, "seq", m.seq, error))
+      return std::nullopt;
+    return m;
+  }
+  if (type != "progress" && type != "result") {
+    error = "unknown message type '" + type + "'";
+    return std::nullopt;
+  }
+  if (!field(*j, "id", m.id, error))
+    return std::nullopt;
+  if (m.id.empty()) {
+    error = type + ": no request 'id'";
+    return std::nullopt;
+  }
+  if (type == "progress") {
+    m.type = worker_message::kind::progress;
+    if (!field(*j, "step", m.step, error) || !field(*j, "steps", m.steps, error))
+      return std::nullopt;
+    if (m.steps == 0 || m.step > m.steps) {
+      error = "progress: step " + std::to_string(m.step) + " of " + std::to_string(m.steps) +
+              " (steps must be > 0 and step <= steps)";
+      return std::nullopt;
+    }
+    return m;
+  }
+  m.type = worker_message::kind::result;
+  if (!field(*j, "outcome", m.outcome, error) || !field(*j, "cold", m.cold, error) ||
+      !field(*j, "error", m.error, error))
+    return std::nullopt;
+  if (m.outcome != msg::outcome::ok && m.outcome != msg::outcome::capacity &&
+      m.outcome != msg::outcome::transient && m.outcome != msg::outcome::fatal) {
+    error = "result: outcome '" + m.outcome + "' (known: ok, capacity, transient, fatal)";
+    return std::nullopt;
+  }
+  return m;
+}
+
+std::optional<request> decode_request(std::string_view line, std::string& error) {
+  std::string type;
+  auto j = parse(line, type, error);
+  if (!j)
+    return std::nullopt;
+  if (type != "request") {
+    error = "not a request but '" + type + "'";
+    return std::nullopt;
+  }
+  request r;
+  json job = j->value("job", json::object()), in = j->value("inputs", json::object());
+  if (!job.is_object() || !in.is_object()) {
+    error = "'job' and 'inputs' must be objects";
+    return std::nullopt;
+  }
+  bool ok = field(*j, "id", r.id, error) && field(*j, "stage", r.stage, error) &&
+            field(*j, "output", r.output, error) && field(*j, "work_dir", r.work_dir, error) &&
+            field(*j, "timeout_s", r.timeout_s, error) && field(job, "run_id", r.run_id, error) &&
+            field(job, "index", r.index, error) && field(job, "seed", r.seed, error) &&
+            field(job, "width", r.width, error) && field(job, "height", r.height, error) &&
+            field(job, "seconds", r.seconds, error) && field(job, "frames", r.frames, error) &&
+            field(job, "fps", r.fps, error) && field(job, "prompt", r.prompt, error) &&
+            field(in, "prompt_file", r.prompt_file, error) &&
+            field(in, "conditioning", r.conditioning, error) && field(in, "latent", r.latent, error) &&
+            field(in, "latent_sha256", r.latent_sha256, error) &&
+            field(in, "reference", r.reference, error);
+  if (!ok)
+    return std::nullopt;
+  if (r.id.empty() || r.output.empty()) {
+    error = "request: 'id' and 'output' are required";
+    return std::nullopt;
+  }
+  return r;
+}
+
+bool line_reader::feed(std::string_view bytes) {
+  buf_.append(bytes);
+  auto nl = buf_.find('\n', scanned_);
+  if (nl == std::string::npos) {
+    scanned_ = buf_.size();
+    return buf_.size() <= max_line_bytes;
+  }
+  scanned_ = 0;
+  return true;
+}
+
+std::optional<std::string> line_reader::next() {
+  auto nl = buf_.find('\n');
+  if (nl == std::string::npos) {
+    scanned_ = buf_.size();
+    return std::nullopt;
+  }
+  std::string line = buf_.substr(0, nl);
+  buf_.erase(0, nl + 1);
+  scanned_ = 0;
+  if (!line.empty() && line.back() == '\r')
+    line.pop_back();
+  return line;
+}
+
+} // namespace vidline::backends::worker

@@ -1,0 +1,82 @@
+#pragma once
+/// The worker protocol, version 1 (docs/worker.md is its spec): how a node and a
+/// long-lived worker process talk over the one socket the worker finds at descriptor 3.
+/// Each message is one JSON object on one line, with "v": 1 and a "type".
+///
+///   node -> worker: request (a stage to run), cancel (of a request), ping, shutdown
+///   worker -> node: hello (once, when it is ready), progress (step i of n), result (one
+///                   per request: an outcome class and cold/warm), pong (to a ping)
+///
+/// Pure: no I/O. Unknown fields are ignored (fields are only ever added); a message of
+/// another version, an unknown type or a field of the wrong type is an error naming it.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace vidline::backends::worker {
+
+constexpr int protocol_version = 1;
+/// The descriptor of the worker's socket in the worker process.
+constexpr int worker_fd = 3;
+/// Longest line either side may send, in bytes (a result's error text is cut well before).
+constexpr std::size_t max_line_bytes = 1 << 20;
+
+/// A stage to run: what the worker needs, with absolute paths.
+struct request {
+  std::string id;                     ///< unique per attempt: the attempt's id
+  std::string stage;                  ///< "encode" | "sample" | "decode"
+  // The job (empty/zero for encode, which has only a prompt).
+  std::string run_id;
+  uint32_t index = 0;
+  uint64_t seed = 0;
+  uint32_t width = 0, height = 0, seconds = 0, frames = 0, fps = 0;
+  std::string prompt;
+  // Input files ("" when the stage has none).
+  std::string prompt_file, conditioning, latent, latent_sha256, reference;
+  std::string output;                 ///< where the worker must leave its product
+  std::string work_dir;               ///< private to this attempt
+  double timeout_s = 0;               ///< 0 = none (the node enforces it either way)
+};
+
+/// A message from the worker.
+struct worker_message {
+  enum class kind { hello, progress, result, pong };
+  kind type = kind::hello;
+  std::string id;                     ///< progress, result: the request's id
+  uint32_t step = 0, steps = 0;       ///< progress
+  std::string outcome;                ///< result: ok | capacity | transient | fatal
+  bool cold = false;                  ///< result: the model was loaded for this request
+  std::string error;                  ///< result: why, when not ok
+  std::vector<std::string> stages;    ///< hello: the stages it serves
+  uint64_t seq = 0;                   ///< pong
+};
+
+std::string encode_request(const request& r);
+std::string encode_cancel(const std::string& id);
+std::string encode_ping(uint64_t seq);
+std::string encode_shutdown();
+/// Each encode_* returns one line ending in '\n'.
+
+/// One line from the worker (without its '\n'); nullopt with `error` naming what is wrong.
+std::optional<worker_message> decode_worker_line(std::string_view line, std::string& error);
+
+/// The node's messages decoded (for tests and for workers written in C++).
+std::optional<request> decode_request(std::string_view line, std::string& error);
+
+/// Splits a byte stream into lines; refuses a line longer than max_line_bytes.
+class line_reader {
+public:
+  /// Appends bytes; false when the current line grew past the limit (the stream is broken).
+  bool feed(std::string_view bytes);
+  /// The next complete line (without '\n'), if any.
+  std::optional<std::string> next();
+
+private:
+  std::string buf_;
+  std::size_t scanned_ = 0;
+};
+
+} // namespace vidline::backends::worker

@@ -1,0 +1,512 @@
+#include "backends/worker/worker_process.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <deque>
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <spdlog/spdlog.h>
+
+#include "backends/exec/child.hpp"
+#include "backends/exec/stage_util.hpp"
+#include "common/files.hpp"
+
+namespace vidline::backends::worker {
+namespace {
+
+using steady = std::chrono::steady_clock;
+
+/// How long one wait on the socket may block before stop, kill and cancel are looked at.
+constexpr auto slice = std::chrono::milliseconds(50);
+/// How long a message to the worker may wait for room in its socket.
+constexpr auto send_timeout = std::chrono::seconds(5);
+
+steady::duration seconds(double s) {
+  return std::chrono::duration_cast<steady::duration>(std::chrono::duration<double>(s));
+}
+
+double since(steady::time_point t) { return std::chrono::duration<double>(steady::now() - t).count(); }
+
+std::string describe_status(int status) {
+  if (WIFEXITED(status))
+    return "exit " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status))
+    return "killed by signal " + std::to_string(WTERMSIG(status));
+  return "ended";
+}
+
+} // namespace
+
+/// One life of the worker: its process and the node's end of its socket.
+struct worker_process::instance {
+  pid_t pid = 0;
+  int fd = -1;
+  line_reader reader;
+  std::vector<std::string> stages;
+
+  instance(pid_t p, int f) : pid(p), fd(f) {}
+  ~instance() {
+    if (fd >= 0)
+      ::close(fd);
+  }
+
+  bool send(const std::string& line) {
+    std::size_t at = 0;
+    auto deadline = steady::now() + send_timeout;
+    while (at < line.size()) {
+      ssize_t n = ::send(fd, line.data() + at, line.size() - at, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n > 0) {
+        at += static_cast<std::size_t>(n);
+        continue;
+      }
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && steady::now() < deadline) {
+        pollfd p{fd, POLLOUT, 0};
+        ::poll(&p, 1, 50);
+        continue;
+      }
+      return false;
+    }
+    return true;
+  }
+
+  enum class got { message, eof, timeout, bad };
+
+  /// The next message, waiting until `until`; `bad` with `error` on a broken line.
+  got next(steady::time_point until, worker_message& m, std::string& error) {
+    for (;;) {
+      if (auto line = reader.next()) {
+        if (line->find_first_not_of(" \t") == std::string::npos)
+          continue;
+        auto d = decode_worker_line(*line, error);
+        if (!d) {
+          error += ": " + exec::printable(*line, 200);
+          return got::bad;
+        }
+        m = std::move(*d);
+        return got::message;
+      }
+      auto left = until - steady::now();
+      if (left <= steady::duration::zero())
+        return got::timeout;
+      auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(left).count();
+      pollfd p{fd, POLLIN, 0};
+      int rc = ::poll(&p, 1, static_cast<int>(std::clamp<long long>(ms, 1, 1000)));
+      if (rc <= 0)
+        continue;
+      char buf[65536];
+      ssize_t n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+      if (n == 0)
+        return got::eof;
+      if (n < 0) {
+        if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)
+          continue;
+        return got::eof;
+      }
+      if (!reader.feed(std::string_view(buf, static_cast<std::size_t>(n)))) {
+        error = "a line longer than " + std::to_string(max_line_bytes) + " bytes";
+        return got::bad;
+      }
+    }
+  }
+};
+
+worker_process::worker_process(worker_spec spec) : spec_(std::move(spec)) {
+  last_used_ = steady::now();
+  thread_ = std::thread([this] { supervise(); });
+}
+
+worker_process::~worker_process() {
+  {
+    std::lock_guard<std::mutex> l(m_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+bool worker_process::nap(steady::duration d) {
+  std::unique_lock<std::mutex> l(m_);
+  cv_.wait_for(l, d, [&] { return stop_ || kill_; });
+  return !stop_;
+}
+
+void worker_process::supervise() {
+  std::deque<steady::time_point> exits;  // within the restart period
+  int backoff = 0;
+  uint64_t ping_seq = 0;
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> l(m_);
+      if (stop_)
+        break;
+      state_ = state::starting;
+      kill_ = false;
+    }
+    cv_.notify_all();
+    std::string error;
+    int sv[2] = {-1, -1};
+    try {
+      files::make_dirs(files::parent_of(spec_.log_path));
+      if (!spec_.cwd.empty())
+        files::make_dirs(spec_.cwd);
+      if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+        throw std::runtime_error(std::string("socketpair: ") + std::strerror(errno));
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    pid_t pid = -1;
+    if (error.empty()) {
+      exec::child_spec cs;
+      cs.argv = spec_.argv;
+      cs.env = spec_.env;
+      cs.cwd = spec_.cwd;
+      cs.stdout_path = cs.stderr_path = spec_.log_path;
+      cs.append = true;
+      cs.pass_fds = {sv[1]};
+      pid = exec::spawn_child(cs, error);
+      ::close(sv[1]);
+      if (pid < 0)
+        ::close(sv[0]);
+    }
+    std::string ended;
+    bool stopping = false;
+    if (pid < 0) {
+      ended = error;
+    } else {
+      auto inst = std::make_shared<instance>(pid, sv[0]);
+      spdlog::info("{}: started (pid {}): {}", spec_.name, pid, spec_.argv[0]);
+      auto start = steady::now();
+      auto start_deadline = start + seconds(spec_.start_timeout_s);
+      bool ready = false, exited = false;
+      int status = 0;
+      auto end_it = [&](const std::string& why) {
+        status = exec::stop_child(pid, seconds(spec_.stop_grace_s));
+        ended = why + " (" + describe_status(status) + ")";
+        exited = true;
+      };
+      // starting: its hello.
+      while (!ready) {
+        if (exec::reap_child(pid, status)) {
+          ended = describe_status(status) + " before its hello";
+          exited = true;
+          break;
+        }
+        {
+          std::lock_guard<std::mutex> l(m_);
+          if (stop_) {
+            stopping = true;
+            break;
+          }
+        }
+        if (steady::now() >= start_deadline) {
+          end_it("no hello within " + std::to_string(spec_.start_timeout_s) + " s");
+          break;
+        }
+        worker_message m;
+        std::string why;
+        auto g = inst->next(std::min(steady::now() + slice, start_deadline), m, why);
+        if (g == instance::got::message && m.type == worker_message::kind::hello) {
+          ready = true;
+          inst->stages = m.stages;
+        } else if (g == instance::got::message) {
+          end_it("a message before its hello");
+          break;
+        } else if (g == instance::got::bad) {
+          end_it("not the worker protocol: " + why);
+          break;
+        } else if (g == instance::got::eof) {
+          // It closed its socket: wait for its exit (next round reaps it).
+          std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+      }
+      if (ready) {
+        backoff = 0;
+        {
+          std::lock_guard<std::mutex> l(m_);
+          state_ = state::ready;
+          current_ = inst;
+          last_used_ = steady::now();
+        }
+        cv_.notify_all();
+        std::string list;
+        for (auto& s : inst->stages)
+          list += (list.empty() ? "" : ",") + s;
+        spdlog::info("{}: ready after {:.1f} s (serves {})", spec_.name, since(start), list);
+        // ready: watch it, check its health while idle.
+        for (;;) {
+          if (exec::reap_child(pid, status)) {
+            ended = describe_status(status);
+            exited = true;
+            break;
+          }
+          bool check = false;
+          {
+            std::lock_guard<std::mutex> l(m_);
+            if (stop_) {
+              stopping = true;
+              break;
+            }
+            if (kill_) {
+              std::string why = kill_why_;
+              current_.reset();
+              state_ = state::starting;
+              // the lock is released by the guard below before the kill
+              check = false;
+              ended = why;
+            } else if (!busy_ && spec_.health_interval_s > 0 &&
+                       steady::now() - last_used_ > seconds(spec_.health_interval_s)) {
+              busy_ = true;
+              check = true;
+            }
+          }
+          if (!ended.empty()) {
+            end_it(ended);
+            break;
+          }
+          if (check) {
+            uint64_t seq = ++ping_seq;
+            bool ok = inst->send(encode_ping(seq));
+            auto deadline = steady::now() + seconds(spec_.health_timeout_s);
+            std::string why = ok ? "" : "cannot send a ping";
+            while (ok) {
+              worker_message m;
+              std::string err;
+              auto g = inst->next(deadline, m, err);
+              if (g == instance::got::message && m.type == worker_message::kind::pong && m.seq == seq)
+                break;
+              if (g == instance::got::message)
+                continue;  // a late answer to a cancelled request
+              ok = false;
+              why = g == instance::got::timeout
+                      ? "no answer to a ping within " + std::to_string(spec_.health_timeout_s) + " s"
+                    : g == instance::got::eof ? "closed its socket"
+                                              : "not the worker protocol: " + err;
+            }
+            {
+              std::lock_guard<std::mutex> l(m_);
+              busy_ = false;
+              last_used_ = steady::now();
+              if (!ok) {
+                current_.reset();
+                state_ = state::starting;
+              }
+            }
+            cv_.notify_all();
+            if (!ok) {
+              end_it("health check failed: " + why);
+              break;
+            }
+          }
+          if (!nap(std::chrono::milliseconds(100))) {
+            stopping = true;
+            break;
+          }
+        }
+      }
+      {
+        std::lock_guard<std::mutex> l(m_);
+        if (!ended.empty())
+          last_exit_ = ended;
+        current_.reset();
+        if (state_ == state::ready)
+          state_ = state::starting;
+      }
+      cv_.notify_all();
+      if (stopping) {
+        if (!exited) {
+          inst->send(encode_shutdown());
+          ::shutdown(inst->fd, SHUT_WR);  // EOF: the library's cue to exit
+          auto deadline = steady::now() + seconds(spec_.stop_grace_s);
+          while (!exec::reap_child(pid, status) && steady::now() < deadline)
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+          if (steady::now() >= deadline)
+            status = exec::stop_child(pid, seconds(spec_.stop_grace_s));
+        }
+        spdlog::info("{}: stopped ({})", spec_.name, describe_status(status));
+        break;
+      }
+    }
+    std::string tail = exec::printable(exec::file_tail(spec_.log_path, 600), 300);
+    spdlog::warn("{}: {} ({}); log {}: {}", spec_.name, pid < 0 ? "cannot start" : "ended", ended,
+                 spec_.log_path, tail);
+    auto now = steady::now();
+    exits.push_back(now);
+    while (!exits.empty() && now - exits.front() > seconds(spec_.restart_period_s))
+      exits.pop_front();
+    if (static_cast<int>(exits.size()) > spec_.max_restarts) {
+      spdlog::error("{}: gave up: more than {} restarts within {} s", spec_.name,
+                    spec_.max_restarts, spec_.restart_period_s);
+      {
+        std::lock_guard<std::mutex> l(m_);
+        state_ = state::gave_up;
+        last_exit_ = ended;
+      }
+      cv_.notify_all();
+      std::unique_lock<std::mutex> l(m_);
+      cv_.wait(l, [&] { return stop_; });
+      break;
+    }
+    {
+      std::lock_guard<std::mutex> l(m_);
+      last_exit_ = ended;
+      ++restarts_;
+    }
+    // Backoff 0.5, 1, 2, 4, 8, 10 s: a crash loop must not spin.
+    double wait_s = std::min(10.0, 0.5 * (1 << std::min(backoff++, 5)));
+    {
+      std::unique_lock<std::mutex> l(m_);
+      if (cv_.wait_for(l, seconds(wait_s), [&] { return stop_; }))
+        break;
+    }
+  }
+  std::lock_guard<std::mutex> l(m_);
+  if (state_ != state::gave_up)
+    state_ = state::stopped;
+  current_.reset();
+  cv_.notify_all();
+}
+
+call_end worker_process::call(const request& r, double timeout_s, const std::atomic<bool>* cancel,
+                              const std::function<void(uint32_t, uint32_t)>& progress) {
+  auto start = steady::now();
+  auto deadline = timeout_s > 0 ? start + seconds(timeout_s) : steady::time_point::max();
+  auto ended = [&](call_end::kind k, std::string detail) {
+    call_end e;
+    e.how = k;
+    e.detail = std::move(detail);
+    e.elapsed_s = since(start);
+    return e;
+  };
+  auto cancelled = [&] { return cancel != nullptr && cancel->load(std::memory_order_acquire); };
+
+  std::shared_ptr<instance> inst;
+  {
+    std::unique_lock<std::mutex> l(m_);
+    for (;;) {
+      if (state_ == state::gave_up)
+        return ended(call_end::kind::down,
+                     spec_.name + " gave up after more than " + std::to_string(spec_.max_restarts) +
+                       " restarts within " + std::to_string(int(spec_.restart_period_s)) +
+                       " s (last: " + last_exit_ + "); log " + spec_.log_path);
+      if (state_ == state::stopped || stop_)
+        return ended(call_end::kind::down, spec_.name + " is stopped");
+      if (state_ == state::ready && !busy_ && current_)
+        break;
+      if (cancelled())
+        return ended(call_end::kind::cancelled, "cancelled while the worker was starting");
+      if (steady::now() >= deadline)
+        return ended(call_end::kind::timed_out,
+                     "the worker was not ready within the stage timeout" +
+                       (last_exit_.empty() ? std::string() : " (last: " + last_exit_ + ")") +
+                       "; log " + spec_.log_path);
+      cv_.wait_for(l, slice);
+    }
+    inst = current_;
+    busy_ = true;
+  }
+  // Ends the call; `kill` hands the instance to the supervisor to end and restart.
+  auto finish = [&](call_end e, const std::string& kill) {
+    {
+      std::lock_guard<std::mutex> l(m_);
+      busy_ = false;
+      last_used_ = steady::now();
+      if (!kill.empty() && current_ == inst) {
+        kill_ = true;
+        kill_why_ = kill;
+        state_ = state::starting;
+      }
+    }
+    cv_.notify_all();
+    return e;
+  };
+  // After EOF: the supervisor's word on how it ended, when it comes soon.
+  auto death = [&] {
+    std::unique_lock<std::mutex> l(m_);
+    cv_.wait_for(l, std::chrono::seconds(2), [&] { return current_ != inst; });
+    return spec_.name + " died mid-job" + (last_exit_.empty() ? "" : " (" + last_exit_ + ")") +
+           "; log " + spec_.log_path;
+  };
+
+  if (std::find(inst->stages.begin(), inst->stages.end(), r.stage) == inst->stages.end()) {
+    std::string list;
+    for (auto& s : inst->stages)
+      list += (list.empty() ? "" : ", ") + s;
+    return finish(ended(call_end::kind::protocol_error,
+                        spec_.name + " serves only " + (list.empty() ? "nothing" : list) +
+                          ", not " + r.stage),
+                  "");
+  }
+  if (!inst->send(encode_request(r)))
+    return finish(ended(call_end::kind::died, death()), "cannot send it a request");
+
+  for (;;) {
+    bool c = cancelled();
+    if (c || steady::now() >= deadline) {
+      auto kind = c ? call_end::kind::cancelled : call_end::kind::timed_out;
+      inst->send(encode_cancel(r.id));
+      auto grace_end = steady::now() + seconds(spec_.cancel_grace_s);
+      for (;;) {
+        worker_message m;
+        std::string err;
+        auto g = inst->next(grace_end, m, err);
+        if (g == instance::got::message && m.type == worker_message::kind::result && m.id == r.id)
+          return finish(ended(kind, c ? "cancelled" : "stage timeout"), "");
+        if (g == instance::got::message)
+          continue;
+        if (g == instance::got::eof)
+          return finish(ended(kind, c ? "cancelled" : "stage timeout"), "");
+        return finish(ended(kind, c ? "cancelled; the worker ignored it and was killed"
+                                    : "stage timeout; the worker ignored the cancel and was killed"),
+                      c ? "ignored a cancel" : "ignored a cancel at the stage timeout");
+      }
+    }
+    worker_message m;
+    std::string err;
+    auto g = inst->next(std::min(deadline, steady::now() + slice), m, err);
+    if (g == instance::got::timeout)
+      continue;
+    if (g == instance::got::eof)
+      return finish(ended(call_end::kind::died, death()), "");
+    if (g == instance::got::bad)
+      return finish(ended(call_end::kind::protocol_error, spec_.name + ": " + err),
+                    "broke the worker protocol: " + err);
+    if (m.type == worker_message::kind::progress && m.id == r.id) {
+      if (progress)
+        progress(m.step, m.steps);
+    } else if (m.type == worker_message::kind::result && m.id == r.id) {
+      call_end e = ended(call_end::kind::result, "");
+      e.result = std::move(m);
+      return finish(std::move(e), "");
+    }
+    // Anything else (a late pong, a late answer to a cancelled request) is dropped.
+  }
+}
+
+worker_process::state worker_process::current() const {
+  std::lock_guard<std::mutex> l(m_);
+  return state_;
+}
+
+int worker_process::restarts() const {
+  std::lock_guard<std::mutex> l(m_);
+  return restarts_;
+}
+
+pid_t worker_process::pid() const {
+  std::lock_guard<std::mutex> l(m_);
+  return current_ ? current_->pid : 0;
+}
+
+std::vector<std::string> worker_process::stages() const {
+  std::lock_guard<std::mutex> l(m_);
+  return current_ ? current_->stages : std::vector<std::string>{};
+}
+
+} // namespace vidline::backends::worker

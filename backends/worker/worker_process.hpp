@@ -1,0 +1,111 @@
+#pragma once
+/// One long-lived worker process (the user's program) that a pool, decoder or encoder owns,
+/// and the calls that hand it stage requests over the worker protocol (protocol.hpp).
+///
+/// A thread supervises it, like a backend process (backends/process):
+///
+///   starting --hello--> ready <--> busy (one request at a time)
+///      |                  | exits, fails a health check, is killed (see below)
+///      v                  v
+///   (restart budget left?) --yes, after a backoff (0.5 s doubling to 10 s)--> starting
+///                          \--no--> gave_up
+///   any --destructor--> shutdown message, stop_grace_s, SIGTERM to its group, SIGKILL
+///
+/// Failures it handles (and how):
+/// - it never says hello within start_timeout_s, or says something else first: killed,
+///   counted as an exit;
+/// - it dies while idle: restarted (the next request waits for the successor);
+/// - it dies mid-request (EOF on its socket): that call ends `died`, the caller makes it
+///   a transient attempt, and the next request goes to the restarted successor;
+/// - it does not answer a ping within health_timeout_s while idle: killed and restarted;
+/// - a call is cancelled or runs past its timeout: a cancel message, then up to
+///   cancel_grace_s for its result; a worker that ignores it is killed and restarted;
+/// - it sends a line that is not the protocol: killed and restarted (the call ends
+///   `protocol_error`, a fatal attempt: the program is broken);
+/// - it crash-loops: more than max_restarts exits within restart_period_s and it gives up
+///   (calls end `down` at once).
+/// Its process comes from exec's spawner (child.hpp): parent-death signal, pid record.
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <sys/types.h>
+
+#include "backends/worker/protocol.hpp"
+
+namespace vidline::backends::worker {
+
+/// What to run and how to supervise it (worker_options.hpp documents the values).
+struct worker_spec {
+  std::string name;                   ///< for logs: "worker of pool left"
+  std::vector<std::string> argv;
+  std::vector<std::string> env;       ///< the whole environment
+  std::string cwd;
+  std::string log_path;               ///< stdout and stderr, appended
+  double start_timeout_s = 600;
+  double stop_grace_s = 10;
+  double cancel_grace_s = 5;
+  double health_interval_s = 30;
+  double health_timeout_s = 10;
+  int max_restarts = 5;
+  double restart_period_s = 300;
+};
+
+/// How one call ended.
+struct call_end {
+  enum class kind { result, died, timed_out, cancelled, down, protocol_error };
+  kind how = kind::down;
+  worker_message result;              ///< kind::result
+  std::string detail;                 ///< why, for the others
+  double elapsed_s = 0;
+};
+
+class worker_process {
+public:
+  enum class state { starting, ready, gave_up, stopped };
+
+  /// Starts supervising (and so starts the process) at once.
+  explicit worker_process(worker_spec spec);
+  ~worker_process();
+  worker_process(const worker_process&) = delete;
+  worker_process& operator=(const worker_process&) = delete;
+
+  /// Sends `r` once the worker is ready and idle (waiting for it counts against the
+  /// timeout), relays its progress to `progress`, and returns its result. Blocks.
+  call_end call(const request& r, double timeout_s, const std::atomic<bool>* cancel,
+                const std::function<void(uint32_t step, uint32_t steps)>& progress);
+
+  state current() const;
+  int restarts() const;               ///< starts after the first
+  pid_t pid() const;                  ///< 0 when none runs
+  std::vector<std::string> stages() const;  ///< what its hello said
+  const worker_spec& spec() const { return spec_; }
+
+private:
+  struct instance;
+  void supervise();
+  bool nap(std::chrono::steady_clock::duration d);
+
+  worker_spec spec_;
+  mutable std::mutex m_;
+  std::condition_variable cv_;
+  state state_ = state::starting;
+  bool stop_ = false;
+  bool busy_ = false;                 ///< a call (or a health check) owns the socket
+  bool kill_ = false;                 ///< a call asks the supervisor to end this instance
+  std::string kill_why_;
+  int restarts_ = 0;
+  std::string last_exit_;
+  std::shared_ptr<instance> current_;
+  std::chrono::steady_clock::time_point last_used_;
+  std::thread thread_;
+};
+
+} // namespace vidline::backends::worker
