@@ -3,6 +3,7 @@
 /// randomness (injected, so tests and the planner can drive them).
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -20,6 +21,12 @@ struct context {
   std::string data_dir;                    ///< this host's data directory
   double time_scale = 1.0;                 ///< real seconds per run-clock second
   std::function<double()> run_now;         ///< run-clock seconds
+  /// Seconds on this host's monotonic clock (never steps, keeps counting while the process
+  /// is stopped): what leases are measured on. Tests inject their own.
+  std::function<double()> mono_now = [] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+  };
   std::function<uint64_t()> random64;      ///< fresh epochs and ids
   /// False while the host's latents fill its latent budget (set by the latents actor):
   /// its pools then report accepting=false and the coordinator sends them no jobs.

@@ -47,6 +47,7 @@ void visit_knobs(K& k, V&& v) {
   v("reconnect_max_ms", k.reconnect_max_ms, interval_ms);
   v("status_interval_ms", k.status_interval_ms, interval_ms);
   v("order_resend_ms", k.order_resend_ms, interval_ms);
+  v("lease_ms", k.lease_ms, interval_ms);
   v("sample_timeout_s", k.sample_timeout_s, seconds_range{30 * day_s});
   v("decode_timeout_s", k.decode_timeout_s, seconds_range{30 * day_s});
   v("max_attempts", k.max_attempts, int_range{1, 1000});
@@ -171,6 +172,12 @@ void check_relations(const knobs& k) {
     fail("order_resend_ms", "must be more than status_interval_ms (" +
                                 std::to_string(k.status_interval_ms) + "), got " +
                                 std::to_string(k.order_resend_ms));
+  // A lease is renewed by status reports: it has to outlive two of them, or a lost report
+  // would end a healthy worker's lease.
+  if (int64_t{k.lease_ms} <= 2 * int64_t{k.status_interval_ms})
+    fail("lease_ms", "must be more than 2 x status_interval_ms (" +
+                         std::to_string(2 * int64_t{k.status_interval_ms}) + "), got " +
+                         std::to_string(k.lease_ms));
   const int64_t min_frame = int64_t{k.chunk_bytes} + frame_headroom;
   if (k.max_frame_bytes < min_frame)
     fail("max_frame_bytes", "must be at least chunk_bytes + 64 KiB (" +

@@ -23,6 +23,12 @@ struct knobs {
   int reconnect_max_ms = 5000;        ///< reconnect backoff ceiling
   int status_interval_ms = 500;       ///< ms between pool/decoder status reports
   int order_resend_ms = 2000;         ///< an order not seen in a status after this is resent
+  /// A stage order's lease, ms on each side's own monotonic clock: renewed by every status
+  /// report the coordinator answers. The coordinator moves a stage elsewhere only after
+  /// it expired; a worker past it commits nothing until the coordinator confirms the
+  /// attempt (docs/reliability.md, "Leases"). More than 2 x status_interval_ms; about the
+  /// liveness window (heartbeat_interval_ms x heartbeat_misses) is reasonable.
+  int lease_ms = 3000;
 
   // -- stages (run clock) --
   double sample_timeout_s = 3600;     ///< run-clock s a sampling attempt may take

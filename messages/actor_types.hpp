@@ -30,7 +30,8 @@ struct stage_done {
   uint64_t bytes = 0;
   double elapsed_s = 0;
   bool cold = false;
-  std::string product_path;
+  std::string product_path;  ///< where the product lies now (staged until its lease decides)
+  std::string final_path;    ///< decoder: where it is published (= product_path when reused)
 };
 
 /// The data plane finished pulling a latent for a decoder.
@@ -51,6 +52,7 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(vidline::msg::sample_order)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(vidline::msg::sample_result)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(vidline::msg::pool_status)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(vidline::msg::result_ack)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(vidline::msg::lease_grant)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(vidline::msg::decode_order)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(vidline::msg::decode_result)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(vidline::msg::decoder_status)

@@ -23,6 +23,9 @@ inline constexpr const char* capacity = "capacity";
 inline constexpr const char* transient = "transient";
 inline constexpr const char* fatal = "fatal";
 inline constexpr const char* corrupt = "corrupt";
+/// The attempt's product lost the race: its lease ended and the coordinator gave the stage
+/// to another attempt. The product was removed, never published (messages/PROTOCOL.md 6.1).
+inline constexpr const char* fenced = "fenced";
 } // namespace outcome
 
 /// One job of a run: what to make. Keyed by (run_id, index).
@@ -83,7 +86,9 @@ struct pool_status {
   uint64_t seq = 0;            ///< increases with every report of one epoch: stale ones lose
   uint32_t step = 0;           ///< busy_attempt's progress: step `step` of `steps`, as its
   uint32_t steps = 0;          ///< backend reports it (a worker's sampler); 0 = unknown
-  MSGPACK_DEFINE_MAP(pool, host, epoch, busy_attempt, unacked, accepting, seq, step, steps)
+  uint64_t fenced = 0;         ///< products of this epoch removed because their lease ended
+  MSGPACK_DEFINE_MAP(pool, host, epoch, busy_attempt, unacked, accepting, seq, step, steps,
+                     fenced)
 };
 
 /// coordinator -> pool or decoder: this result is durable in the journal, forget it.
@@ -91,7 +96,26 @@ struct result_ack {
   static constexpr const char* wire_name = "result_ack";
   std::string target;          ///< pool or decoder name
   uint64_t attempt = 0;
-  MSGPACK_DEFINE_MAP(target, attempt)
+  /// The result's product lost the race (another attempt's was published first): remove
+  /// it and count it. Only for a result that arrived after the stage was given away.
+  bool discard = false;
+  MSGPACK_DEFINE_MAP(target, attempt, discard)
+};
+
+/// coordinator -> pool or decoder, answering every status report: the stage orders it
+/// names that the coordinator still holds current, whose leases now run `lease_ms` from
+/// when the worker sent that report, and those it gave up on (moved elsewhere, finished,
+/// unknown). A worker commits or publishes a product only within its lease, or after a
+/// grant names the attempt current; an ended attempt's product is removed, never published.
+struct lease_grant {
+  static constexpr const char* wire_name = "lease_grant";
+  std::string target;               ///< pool or decoder name
+  uint64_t epoch = 0;               ///< of the report answered
+  uint64_t seq = 0;                 ///< of the report answered
+  std::vector<uint64_t> current;    ///< attempts whose lease is renewed
+  std::vector<uint64_t> ended;      ///< attempts given up on: drop, remove any product
+  uint64_t lease_ms = 0;            ///< the lease, from when the report was sent
+  MSGPACK_DEFINE_MAP(target, epoch, seq, current, ended, lease_ms)
 };
 
 // -- coordinator <-> decoder -------------------------------------------------------------
@@ -140,7 +164,10 @@ struct decoder_status {
   uint32_t credits = 0;
   std::vector<decode_result> unacked;
   uint64_t seq = 0;                   ///< increases with every report of one epoch
-  MSGPACK_DEFINE_MAP(decoder, host, epoch, capacity, holding, credits, unacked, seq)
+  uint32_t pending = 0;               ///< held latents waiting behind the one decoding
+  uint64_t fenced = 0;                ///< products of this epoch removed: lease ended
+  MSGPACK_DEFINE_MAP(decoder, host, epoch, capacity, holding, credits, unacked, seq, pending,
+                     fenced)
 };
 
 // -- coordinator <-> latents (each host's latent store) ----------------------------------

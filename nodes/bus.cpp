@@ -996,6 +996,15 @@ void bus::impl::on_fetch(const msg::envelope& env, const msg::latent_fetch& req,
 
 void bus::impl::apply(const std::vector<liveness_effect>& effects) {
   for (const auto& e : effects) {
+    if (e.what == liveness_effect::kind::stalled) {
+      // Our own pause: the peers hear of us at once, and are judged afresh.
+      count(&bus_stats::local_stalls);
+      spdlog::warn("bus {}: this node was not running for {} ms (paused or starved): every "
+                   "peer gets a fresh grace period of {} ms before it is judged",
+                   opt.self, e.gap_ms, live.silence_limit_ms());
+      std::fill(next_beat_ms.begin(), next_beat_ms.end(), now_ms());
+      continue;
+    }
     msg::peer_event ev;
     ev.host = e.host;
     ev.boot_id = e.boot_id;
@@ -1062,6 +1071,8 @@ void bus::impl::shutdown_io() {
                  "failed, {} frames refused as impersonation, {} bad frames, {} duplicates",
                  opt.self, totals.keys_admitted, totals.keys_refused, totals.handshakes_failed,
                  totals.impersonations, totals.decode_errors_total(), totals.duplicates);
+  spdlog::info("bus {}: liveness totals: {} local stalls (this node not running for more "
+               "than {} ms)", opt.self, totals.local_stalls, live.stall_gap_ms());
   if (bulk_router)
     spdlog::info("bus {}: bulk channel totals: {} connections admitted, {} refused, {} frames "
                  "refused, {} chunks served on it",

@@ -118,6 +118,8 @@ struct bus_stats {
   uint64_t chunks_received = 0;      ///< latent chunks taken by a running fetch
   uint64_t stale_chunks = 0;         ///< latent chunks no running fetch expected
   uint64_t handler_errors = 0;       ///< exceptions thrown by on_message / on_peer
+  uint64_t local_stalls = 0;         ///< gaps in this node's own loop past the stall limit
+                                     ///< (the node was paused): peers got a fresh grace
   // -- authentication (CURVE) --
   uint64_t keys_admitted = 0;        ///< ZAP: connections admitted (listed key)
   uint64_t keys_refused = 0;         ///< ZAP: connections refused (key not listed)

@@ -2,6 +2,7 @@
 
 #include "nodes/liveness.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace vidline::nodes {
@@ -12,6 +13,7 @@ liveness::liveness(const std::vector<std::string>& peers, int64_t interval_ms, i
   if (misses <= 0)
     throw std::invalid_argument("liveness: heartbeat_misses must be positive");
   silence_limit_ms_ = interval_ms * misses;
+  stall_gap_ms_ = interval_ms + interval_ms / 2;
   for (const auto& p : peers)
     peers_.emplace(p, peer_liveness{});
 }
@@ -19,6 +21,7 @@ liveness::liveness(const std::vector<std::string>& peers, int64_t interval_ms, i
 std::vector<liveness_effect> liveness::beat_received(const std::string& host,
                                                      uint64_t boot_id, int64_t now_ms) {
   std::vector<liveness_effect> out;
+  observe(now_ms, out);
   auto it = peers_.find(host);
   if (it == peers_.end() || boot_id == 0)
     return out;
@@ -41,8 +44,28 @@ std::vector<liveness_effect> liveness::beat_received(const std::string& host,
   return out;
 }
 
+void liveness::observe(int64_t now_ms, std::vector<liveness_effect>& out) {
+  const bool stalled = fed_ && now_ms - last_fed_ms_ > stall_gap_ms_;
+  if (stalled) {
+    // The peers' beats of the stall were not read (or never sent: peers drop a connection
+    // whose other end stops answering): judging them on it would blame them for our pause.
+    ++stalls_;
+    for (auto& [host, p] : peers_)
+      if (p.up)
+        p.last_beat_ms = std::max(p.last_beat_ms, now_ms);
+    liveness_effect e;
+    e.what = liveness_effect::kind::stalled;
+    e.gap_ms = now_ms - last_fed_ms_;
+    out.push_back(e);
+  }
+  if (!fed_ || now_ms > last_fed_ms_)
+    last_fed_ms_ = now_ms;
+  fed_ = true;
+}
+
 std::vector<liveness_effect> liveness::tick(int64_t now_ms) {
   std::vector<liveness_effect> out;
+  observe(now_ms, out);
   for (auto& [host, p] : peers_) {
     if (p.up && now_ms - p.last_beat_ms >= silence_limit_ms_) {
       p.up = false;
@@ -73,6 +96,8 @@ const char* to_string(liveness_effect::kind k) {
     return "peer_down";
   case liveness_effect::kind::peer_restarted:
     return "peer_restarted";
+  case liveness_effect::kind::stalled:
+    return "stalled";
   }
   return "unknown";
 }

@@ -10,6 +10,13 @@
 ///   down + beat: peer_up (preceded by peer_restarted when the boot_id changed)
 ///   up + silence of heartbeat_misses x heartbeat_interval: peer_down
 ///   a beat carrying the boot_id the peer had before its last restart: ignored (stale)
+///
+/// A local stall is not a peer's death. The owner feeds the machine at least once per
+/// heartbeat interval (the bus's loop never sleeps longer). A gap of more than
+/// `stall_gap_ms` (1.5 intervals) between two calls means this node was not running (its
+/// host was paused with SIGSTOP, swapped out, a VM frozen): every up peer then gets a fresh
+/// grace period (the silence is counted from now), so a peer is judged only on beats it
+/// had a fair chance to deliver after the stall. The effect `stalled` says so, once.
 
 #include <cstdint>
 #include <map>
@@ -25,10 +32,12 @@ struct liveness_effect {
     peer_up,         ///< the peer is heard again (or for the first time)
     peer_down,       ///< the peer was silent too long
     peer_restarted,  ///< the peer's boot_id changed: whatever it was doing is lost
+    stalled,         ///< this node was not running for gap_ms: every peer got a fresh grace
   };
   kind what = kind::peer_up;
   std::string host;
   uint64_t boot_id = 0;  ///< the peer's current boot (for peer_down: the last one heard)
+  int64_t gap_ms = 0;    ///< stalled only: how long this node was not running
 };
 
 /// One peer as the machine sees it.
@@ -47,11 +56,13 @@ public:
   /// interval_ms or misses is not positive.
   liveness(const std::vector<std::string>& peers, int64_t interval_ms, int misses);
 
-  /// A heartbeat from `host` carrying `boot_id` arrived at `now_ms`.
+  /// A heartbeat from `host` carrying `boot_id` arrived at `now_ms`. After a stall the
+  /// effects start with `stalled`.
   std::vector<liveness_effect> beat_received(const std::string& host, uint64_t boot_id,
                                              int64_t now_ms);
 
-  /// Time passed: declares down every up peer silent for the limit.
+  /// Time passed: declares down every up peer silent for the limit (after a stall: none,
+  /// every up peer's silence starts again from now).
   std::vector<liveness_effect> tick(int64_t now_ms);
 
   /// The earliest time at which tick() may declare a peer down; none when no peer is up.
@@ -63,9 +74,22 @@ public:
   /// The silence after which an up peer is declared down, in ms.
   int64_t silence_limit_ms() const { return silence_limit_ms_; }
 
+  /// A gap between two calls longer than this is a local stall, in ms.
+  int64_t stall_gap_ms() const { return stall_gap_ms_; }
+
+  /// Local stalls seen so far.
+  uint64_t stalls() const { return stalls_; }
+
 private:
+  /// Notes `now_ms`; after a stall, restarts every up peer's silence and says so in `out`.
+  void observe(int64_t now_ms, std::vector<liveness_effect>& out);
+
   std::map<std::string, peer_liveness> peers_;
   int64_t silence_limit_ms_;
+  int64_t stall_gap_ms_;
+  bool fed_ = false;        ///< observe() was called before
+  int64_t last_fed_ms_ = 0; ///< the latest now_ms fed
+  uint64_t stalls_ = 0;
 };
 
 /// A name for an effect kind, for logs.

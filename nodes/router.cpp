@@ -14,6 +14,7 @@ router::router(std::string self_host, msg::decode_limits limits)
   handlers_[msg::sample_result::wire_name] = [this](const inbound& in) { route<msg::sample_result>(in); };
   handlers_[msg::pool_status::wire_name] = [this](const inbound& in) { route<msg::pool_status>(in); };
   handlers_[msg::result_ack::wire_name] = [this](const inbound& in) { route<msg::result_ack>(in); };
+  handlers_[msg::lease_grant::wire_name] = [this](const inbound& in) { route<msg::lease_grant>(in); };
   handlers_[msg::decode_order::wire_name] = [this](const inbound& in) { route<msg::decode_order>(in); };
   handlers_[msg::decode_result::wire_name] = [this](const inbound& in) { route<msg::decode_result>(in); };
   handlers_[msg::decoder_status::wire_name] = [this](const inbound& in) { route<msg::decoder_status>(in); };

@@ -63,7 +63,9 @@ void execute(shell& sh, const std::vector<sched::effect>& fx) {
     else if (auto* d = std::get_if<sched::fx_send_decode>(&e))
       sh.ctx.out->send(d->host, "decoder:" + d->order.decoder, d->order);
     else if (auto* a = std::get_if<sched::fx_ack>(&e))
-      sh.ctx.out->send(a->host, a->target, msg::result_ack{a->target, a->attempt});
+      sh.ctx.out->send(a->host, a->target, msg::result_ack{a->target, a->attempt, a->discard});
+    else if (auto* g = std::get_if<sched::fx_grant>(&e))
+      sh.ctx.out->send(g->host, g->target, g->grant);
     else if (auto* rl = std::get_if<sched::fx_release>(&e))
       sh.ctx.out->send(rl->host, "latents", msg::latent_release{rl->host, rl->sha256s});
     else if (auto* l = std::get_if<sched::fx_log>(&e))
@@ -71,7 +73,9 @@ void execute(shell& sh, const std::vector<sched::effect>& fx) {
   }
 }
 
-void handle(shell& sh, const sched::event& e) { execute(sh, sched::step(sh.st, e, sh.ctx.run_now())); }
+void handle(shell& sh, const sched::event& e) {
+  execute(sh, sched::step(sh.st, e, sh.ctx.run_now(), sh.ctx.mono_now()));
+}
 
 std::string new_run_id(const context& ctx) {
   std::time_t t = std::time(nullptr);
@@ -139,6 +143,7 @@ sched::state initial_state(const config::cluster& c, double time_scale) {
   sched::state s;
   auto run_s = [&](double real_s) { return real_s / time_scale; };
   s.p.order_resend_s = run_s(c.knobs.order_resend_ms / 1000.0);
+  s.p.lease_s = c.knobs.lease_ms / 1000.0;  // monotonic seconds, not the run clock
   s.p.max_attempts = static_cast<uint32_t>(c.knobs.max_attempts);
   s.p.handoff_retries = static_cast<uint32_t>(c.knobs.handoff_retries);
   s.p.latent_wait_s =
@@ -186,9 +191,12 @@ void configure_dispatch(sched::state& s, const config::cluster& c) {
   planner::configure(s, c, est, policies);
 }
 
-void adopt_in_flight(sched::state& s, double now) {
+void adopt_in_flight(sched::state& s, double now, double mono) {
   for (auto& r : s.runs)
     for (auto& j : r.jobs) {
+      // A worker may have been granted a lease just before the restart: a whole one.
+      if (j.state == sched::job_state::sampling || j.state == sched::job_state::decoding)
+        j.lease_until = mono + s.p.lease_s;
       if (j.state == sched::job_state::sampling) {
         auto it = s.pools.find(j.pool);
         if (it != s.pools.end())
@@ -263,7 +271,7 @@ caf::behavior coordinator_actor(caf::event_based_actor* self, context ctx,
   sh->st = initial_state(*sh->ctx.cluster, sh->ctx.time_scale);
   configure_dispatch(sh->st, *sh->ctx.cluster);
   sh->jnl->load(sh->st.runs, sh->st.next_attempt);
-  adopt_in_flight(sh->st, sh->ctx.run_now());
+  adopt_in_flight(sh->st, sh->ctx.run_now(), sh->ctx.mono_now());
   bool simulated = true;
   for (auto& [name, b] : sh->ctx.cluster->backends)
     if (b.type != "sim")

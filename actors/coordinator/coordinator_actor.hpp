@@ -24,8 +24,9 @@ void configure_dispatch(sched::state& s, const config::cluster& c);
 
 /// Rebuilds the pool/decoder bookkeeping of jobs that were in flight when the journal was
 /// written (after a coordinator restart); their orders are resent if the pools do not
-/// show them within order_resend_s.
-void adopt_in_flight(sched::state& s, double now);
+/// show them within order_resend_s. Their leases start afresh at monotonic `mono`: a
+/// worker may have been granted one just before the restart.
+void adopt_in_flight(sched::state& s, double now, double mono);
 
 /// Why a submit is refused, or "" when it is acceptable.
 std::string check_submit(const config::cluster& c, const msg::submit_run& r);

@@ -62,7 +62,11 @@ json job_record(const sched::job& j) {
           {"pool_kind", j.pool_kind},
           {"encoder_kind", j.encoder_kind},
           {"decoder_kind", j.decoder_kind},
-          {"handoff_same_host", j.handoff_same_host}};
+          {"handoff_same_host", j.handoff_same_host},
+          {"latent_attempt", j.latent_attempt},
+          {"duplicates", j.duplicates},
+          {"fenced", j.fenced},
+          {"counted_attempts", j.counted_attempts}};
 }
 
 sched::job job_from_record(const json& r) {
@@ -100,6 +104,10 @@ sched::job job_from_record(const json& r) {
   j.encoder_kind = r.value("encoder_kind", "");
   j.decoder_kind = r.value("decoder_kind", "");
   j.handoff_same_host = r.value("handoff_same_host", false);
+  j.latent_attempt = r.value("latent_attempt", uint64_t{0});
+  j.duplicates = r.value("duplicates", 0u);
+  j.fenced = r.value("fenced", 0u);
+  j.counted_attempts = r.value("counted_attempts", std::set<uint64_t>{});
   return j;
 }
 
@@ -127,7 +135,8 @@ json cluster_json(const sched::state& s) {
   json decoders = json::object();
   for (auto& [name, d] : s.decoders)
     decoders[name] = {{"host", d.host}, {"kind", d.kind}, {"alive", d.alive},
-                      {"credits", d.credits()}};
+                      {"credits", d.credits()}, {"holding", d.holding.size()},
+                      {"pending", d.pending}, {"fenced", d.fenced}};
   json hosts = json::object();
   for (auto& [name, up] : s.hosts_up)
     hosts[name] = up;
@@ -185,6 +194,8 @@ json status_json(const sched::run& r, const clock_note& clock) {
                                      j.progress_attempt == j.attempt && j.progress_steps > 0
                                    ? json{{"step", j.progress_step}, {"steps", j.progress_steps}}
                                    : json(nullptr)},
+                    {"done_twice", j.duplicates},
+                    {"fenced", j.fenced},
                     {"times", {{"sample_start_s", rel(j.sample_start)},
                                {"sample_end_s", rel(j.sample_end)},
                                {"decode_start_s", rel(j.decode_start)},
@@ -207,6 +218,8 @@ json status_json(const sched::run& r, const clock_note& clock) {
           {"jobs", jobs},
           {"summary", {{"succeeded", sum.succeeded},
                        {"failed", sum.failed},
+                       {"done_twice", sum.done_twice},
+                       {"fenced", sum.fenced},
                        {"first_finish_s", sum.first_finish_s},
                        {"makespan_s", sum.makespan_s},
                        {"clips_per_hour", sum.clips_per_hour}}}};

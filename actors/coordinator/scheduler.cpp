@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <type_traits>
 #include <unordered_map>
 
 namespace vidline::sched {
@@ -490,6 +491,7 @@ report classify(View& v, uint64_t epoch, uint64_t seq) {
 struct stepper {
   state& s;
   double now;
+  double mono;  ///< monotonic seconds: leases
   std::vector<effect> fx;
 
   void log(int level, std::string text) { fx.push_back(fx_log{level, std::move(text)}); }
@@ -649,21 +651,31 @@ struct stepper {
     log(3, "host " + e.host + " is down");
     for (auto& [name, p] : s.pools)
       if (p.host == e.host)
-        pool_lost(p, "host " + e.host + " went down");
+        pool_lost(p, "host " + e.host + " went down", true);
     for (auto& [name, d] : s.decoders)
       if (d.host == e.host)
-        decoder_lost(d, "host " + e.host + " went down");
+        decoder_lost(d, "host " + e.host + " went down", true);
   }
 
-  void pool_lost(pool_view& p, const std::string& why) {
+  /// The pool is out of service. `leased`: it may still be running (its host went silent,
+  /// it was not seen to restart), so its job stays until the lease expires (expire_leases).
+  void pool_lost(pool_view& p, const std::string& why, bool leased = false) {
     p.alive = false;
     p.reported_busy = 0;
     p.warm = false;
-    p.ordered_at = -1;
     touch(p.name);
-    if (!p.assigned)
+    if (!p.assigned) {
+      p.ordered_at = -1;
       return;
+    }
     auto* j = s.find_job(p.assigned->first, p.assigned->second);
+    if (leased && j != nullptr && j->state == job_state::sampling && j->pool == p.name
+        && mono < j->lease_until) {
+      log(2, "job " + job_name(*j) + " stays with pool " + p.name + " until its lease ends in "
+               + std::to_string(j->lease_until - mono) + " s: " + why);
+      return;
+    }
+    p.ordered_at = -1;
     p.assigned.reset();
     touch(p.name);
     if (j != nullptr && j->state == job_state::sampling && j->pool == p.name) {
@@ -672,21 +684,90 @@ struct stepper {
     }
   }
 
-  void decoder_lost(decoder_view& d, const std::string& why) {
+  /// The decoder is out of service. `leased`: as for pool_lost, its jobs whose lease runs
+  /// stay until it expires.
+  void decoder_lost(decoder_view& d, const std::string& why, bool leased = false) {
     d.alive = false;
     std::set<uint64_t> lost = d.holding;
     for (auto& [a, t] : d.ordered)
       lost.insert(a);
-    d.holding.clear();
-    d.ordered.clear();
-    d.sent.clear();
+    std::set<uint64_t> kept;
     for (auto* jp : decoding_on(d.name)) {
       auto& j = *jp;
-      if (j.state == job_state::decoding && j.decoder == d.name && lost.count(j.attempt)) {
-        refund_lost(j, j.decode_attempts);
-        requeue_decoding(j, "decoder " + d.name + ": " + why);
+      if (!(j.state == job_state::decoding && j.decoder == d.name && lost.count(j.attempt)))
+        continue;
+      if (leased && mono < j.lease_until) {
+        kept.insert(j.attempt);
+        log(2, "job " + job_name(j) + " stays with decoder " + d.name
+                 + " until its lease ends in " + std::to_string(j.lease_until - mono) + " s: "
+                 + why);
+        continue;
+      }
+      release_decoder_of(j);
+      refund_lost(j, j.decode_attempts);
+      requeue_decoding(j, "decoder " + d.name + ": " + why);
+    }
+    auto keep_only = [&](auto& m) {
+      for (auto it = m.begin(); it != m.end();) {
+        const uint64_t a = [&] {
+          if constexpr (std::is_same_v<std::decay_t<decltype(*it)>, uint64_t>)
+            return *it;
+          else
+            return it->first;
+        }();
+        it = kept.count(a) ? std::next(it) : m.erase(it);
+      }
+    };
+    keep_only(d.holding);
+    keep_only(d.ordered);
+    keep_only(d.sent);
+  }
+
+  /// Stages kept for a worker out of service whose lease has now expired go elsewhere.
+  void expire_leases() {
+    for (auto& [name, p] : s.pools) {
+      if (p.alive || !p.assigned)
+        continue;
+      auto* j = s.find_job(p.assigned->first, p.assigned->second);
+      if (j == nullptr || j->state != job_state::sampling || j->pool != name)
+        continue;
+      if (mono >= j->lease_until)
+        pool_lost(p, "its lease expired while it was out of service");
+    }
+    for (auto& [name, d] : s.decoders) {
+      if (d.alive)
+        continue;
+      bool expired = false;
+      for (auto* j : decoding_on(name))
+        if (j->decoder == name && mono >= j->lease_until)
+          expired = true;
+      if (expired)
+        decoder_lost(d, "its lease expired while it was out of service", true);
+    }
+  }
+
+  /// The grant answering a status that names `attempts`: current ones get a fresh lease.
+  template <class IsCurrent>
+  void grant(const std::string& host, const std::string& target, uint64_t epoch, uint64_t seq,
+             const std::vector<uint64_t>& attempts, IsCurrent&& current_job) {
+    if (attempts.empty())
+      return;
+    msg::lease_grant g;
+    g.target = target.substr(target.find(':') + 1);
+    g.epoch = epoch;
+    g.seq = seq;
+    g.lease_ms = static_cast<uint64_t>(s.p.lease_s * 1000);
+    for (uint64_t a : attempts) {
+      if (a == 0)
+        continue;
+      if (job* j = current_job(a)) {
+        j->lease_until = std::max(j->lease_until, mono + s.p.lease_s);
+        g.current.push_back(a);
+      } else {
+        g.ended.push_back(a);
       }
     }
+    fx.push_back(fx_grant{host, target, std::move(g)});
   }
 
   void on(const ev_pool_status& e) {
@@ -725,6 +806,17 @@ struct stepper {
           && now - j->order_sent_at >= s.p.order_resend_s)
         send_sample(p, *j);
     }
+    grant(p.host, "pool:" + p.name, e.s.epoch, e.s.seq,
+          e.s.busy_attempt == 0 ? std::vector<uint64_t>{} : std::vector<uint64_t>{e.s.busy_attempt},
+          [&](uint64_t a) -> job* {
+            if (!p.assigned)
+              return nullptr;
+            auto* j = s.find_job(p.assigned->first, p.assigned->second);
+            return j != nullptr && j->state == job_state::sampling && j->attempt == a
+                       && j->pool == p.name
+                     ? j
+                     : nullptr;
+          });
   }
 
   void on(const ev_decoder_status& e) {
@@ -743,6 +835,8 @@ struct stepper {
     d.alive = host_up(d.host);
     d.capacity = std::max<uint32_t>(1, std::min<uint32_t>(e.s.capacity, 2));
     d.last_status = now;
+    d.pending = e.s.pending;
+    d.fenced = e.s.fenced;
     d.holding = std::set<uint64_t>(e.s.holding.begin(), e.s.holding.end());
     for (auto& r : e.s.unacked)
       on_decode_result(r);
@@ -761,27 +855,107 @@ struct stepper {
       if (j->state == job_state::decoding && j->decoder == d.name
           && d.holding.count(j->attempt) == 0 && now - j->order_sent_at >= s.p.order_resend_s)
         send_decode(d, *j);
+    std::map<uint64_t, job*> current;
+    for (auto* j : decoding_on(d.name))
+      if (j->state == job_state::decoding && j->decoder == d.name)
+        current[j->attempt] = j;
+    grant(d.host, "decoder:" + d.name, e.s.epoch, e.s.seq, e.s.holding, [&](uint64_t a) -> job* {
+      auto it = current.find(a);
+      return it == current.end() ? nullptr : it->second;
+    });
   }
 
   void on(const ev_sample_result& e) { on_sample_result(e.r); }
   void on(const ev_decode_result& e) { on_decode_result(e.r); }
 
-  void ack(const std::string& host, const std::string& target, uint64_t attempt) {
-    fx.push_back(fx_ack{host, target, attempt});
+  void ack(const std::string& host, const std::string& target, uint64_t attempt,
+           bool discard = false) {
+    fx.push_back(fx_ack{host, target, attempt, discard});
+  }
+
+  /// A result of an attempt other than the job's current one.
+  void late_sample_result(job* j, const msg::sample_result& r) {
+    if (j != nullptr && r.attempt != j->latent_attempt) {
+      if (r.outcome == msg::outcome::fenced) {
+        if (j->counted_attempts.insert(r.attempt).second) {
+          ++j->fenced;
+          persist(*j);
+        }
+      } else if (r.outcome == msg::outcome::ok) {
+        if (j->state == job_state::queued || j->state == job_state::sampling) {
+          // Latents are content-addressed and deterministic: paying twice helps no one.
+          // A current attempt elsewhere is given up on (its grant says so): fenced.
+          if (j->state == job_state::sampling)
+            release_pool_of(*j);
+          adopt_latent(*j, r);
+          log(2, "job " + job_name(*j) + " adopted a late latent from " + r.pool);
+        } else if (r.host != j->latent_host && j->counted_attempts.insert(r.attempt).second) {
+          ++j->duplicates;
+          persist(*j);
+          log(3, "job " + job_name(*j) + " was sampled twice: attempt "
+                   + std::to_string(r.attempt) + " on pool " + r.pool
+                   + " finished after the stage went to another attempt");
+        }
+      }
+    }
+    ack(r.host, "pool:" + r.pool, r.attempt);
+  }
+
+  /// A decode result of an attempt other than the job's current one.
+  void late_decode_result(job* j, const msg::decode_result& r) {
+    const std::string target = "decoder:" + r.decoder;
+    if (j == nullptr || r.attempt == j->attempt)
+      return ack(r.host, target, r.attempt);  // a resent result, handled before
+    if (r.outcome == msg::outcome::fenced) {
+      if (j->counted_attempts.insert(r.attempt).second) {
+        ++j->fenced;
+        persist(*j);
+      }
+      return ack(r.host, target, r.attempt);
+    }
+    if (r.outcome != msg::outcome::ok)
+      return ack(r.host, target, r.attempt);
+    if (j->state == job_state::succeeded) {
+      auto winner = s.decoders.find(j->decoder);
+      const bool same_file = winner != s.decoders.end() && winner->second.host == r.host
+                             && j->output == r.output;
+      if (same_file)
+        return ack(r.host, target, r.attempt);
+      if (j->counted_attempts.insert(r.attempt).second) {
+        ++j->duplicates;
+        persist(*j);
+      }
+      log(3, "job " + job_name(*j) + " was decoded twice: attempt " + std::to_string(r.attempt)
+               + " on decoder " + r.decoder + " finished after " + j->decoder
+               + "'s video was published; that one is removed");
+      return ack(r.host, target, r.attempt, true);
+    }
+    if (j->state == job_state::failed)
+      return ack(r.host, target, r.attempt);
+    // The job still waits for a video and this one is made: it is the job's. A current
+    // attempt elsewhere is given up on (its grant says so) and its video removed.
+    if (j->state == job_state::decoding)
+      release_decoder_of(*j);
+    if (j->state == job_state::sampling)
+      release_pool_of(*j);
+    log(2, "job " + job_name(*j) + " adopted the video of attempt " + std::to_string(r.attempt)
+             + " from decoder " + r.decoder + ", which finished after the stage moved");
+    j->order_sent_at = -1;
+    j->output = r.output;
+    j->output_sha256 = r.output_sha256;
+    j->handoff_s = r.handoff_s;
+    j->decode_s = r.decode_s;
+    j->decode_end = now;
+    finish(*j, job_state::succeeded, "");  // leaves the index under its old decoder
+    j->attempt = r.attempt;
+    j->decoder = r.decoder;
+    ack(r.host, target, r.attempt);
   }
 
   void on_sample_result(const msg::sample_result& r) {
     auto* j = s.find_job(r.run_id, r.index);
-    if (j == nullptr || j->attempt != r.attempt || j->state != job_state::sampling) {
-      // Late or duplicate: fence it. An ok latent for a job still waiting is adopted:
-      // latents are content-addressed and deterministic, paying twice helps no one.
-      if (j != nullptr && j->state == job_state::queued && r.outcome == msg::outcome::ok) {
-        adopt_latent(*j, r);
-        log(2, "job " + job_name(*j) + " adopted a late latent from " + r.pool);
-      }
-      ack(r.host, "pool:" + r.pool, r.attempt);
-      return;
-    }
+    if (j == nullptr || j->attempt != r.attempt || j->state != job_state::sampling)
+      return late_sample_result(j, r);  // late or duplicate: fenced
     release_pool_of(*j);
     j->order_sent_at = -1;
     if (r.outcome == msg::outcome::ok || r.outcome == msg::outcome::capacity)
@@ -809,6 +983,7 @@ struct stepper {
   }
 
   void adopt_latent(job& j, const msg::sample_result& r) {
+    j.latent_attempt = r.attempt;
     j.latent_sha256 = r.latent_sha256;
     j.latent_bytes = r.latent_bytes;
     j.latent_host = r.host;
@@ -828,10 +1003,8 @@ struct stepper {
 
   void on_decode_result(const msg::decode_result& r) {
     auto* j = s.find_job(r.run_id, r.index);
-    if (j == nullptr || j->attempt != r.attempt || j->state != job_state::decoding) {
-      ack(r.host, "decoder:" + r.decoder, r.attempt);
-      return;
-    }
+    if (j == nullptr || j->attempt != r.attempt || j->state != job_state::decoding)
+      return late_decode_result(j, r);  // late or duplicate: fenced
     release_decoder_of(*j);
     j->order_sent_at = -1;
     j->handoff_s = r.handoff_s;
@@ -899,6 +1072,7 @@ struct stepper {
   }
 
   void on(const ev_tick&) {
+    expire_leases();
     // Latents on a host that stays down are sampled again elsewhere (in job order).
     if (s.host_down_since.empty())
       return;
@@ -1068,6 +1242,7 @@ struct stepper {
       j.sample_start = now;
     p.assigned = std::make_pair(r.id, j.spec.index);
     p.ordered_at = now;
+    j.lease_until = mono + s.p.lease_s;  // the pool may hold it from now
     // The pools sharing its GPUs lose their loaded model.
     for (auto& q : p.conflicts)
       if (auto it = s.pools.find(q); it != s.pools.end())
@@ -1092,6 +1267,7 @@ struct stepper {
       j.decoder = d->name;  // the index files a decoding job by its decoder
       set_state(j, job_state::decoding);
       j.attempt = s.next_attempt++;
+      j.lease_until = mono + s.p.lease_s;  // the decoder may hold it from now
       ++j.decode_attempts;
       if (j.decode_start < 0)
         j.decode_start = now;
@@ -1135,13 +1311,13 @@ struct stepper {
 
 } // namespace
 
-std::vector<effect> step(state& s, const event& e, double now) {
+std::vector<effect> step(state& s, const event& e, double now, double mono) {
   if (!s.idx.built || s.idx.runs.size() != s.runs.size()
       || s.idx.pool_names.size() != s.pools.size())
     reindex(s);
   else if (s.idx.owner != &s)
     relink(s);
-  stepper st{s, now, {}};
+  stepper st{s, now, mono, {}};
   std::visit([&](const auto& ev) { st.on(ev); }, e);
   // Pools sharing a GPU with a decoder are free or not by the decoder's work too.
   for (uint32_t id : s.idx.decoder_shared)
@@ -1167,6 +1343,8 @@ summary summarize(const run& r) {
     } else if (j.state == job_state::failed) {
       ++out.failed;
     }
+    out.done_twice += j.duplicates;
+    out.fenced += j.fenced;
   }
   if (first >= 0) {
     out.first_finish_s = first;

@@ -14,6 +14,15 @@
 ///
 /// Every change to a job is journaled (effect `persist_job`) before any message that
 /// depends on it is sent: effects are executed in order.
+///
+/// Leases (docs/reliability.md, "Leases"). A stage order is a lease of `lease_s` on the
+/// coordinator's monotonic clock (the `mono` of step()), from the order and from every
+/// status report that shows the attempt, each answered with a grant (fx_grant) naming the
+/// attempts still current and those given up on. A stage whose worker's host went down is
+/// moved elsewhere only after its lease expired; a worker restarted (a new epoch) has
+/// lost its attempt at once. A late product of another attempt is adopted when the job
+/// still waits for it (the current attempt is then given up on), and counted as a stage
+/// done twice when the job already has one (a video is then removed: `discard`).
 
 #include <cstdint>
 #include <deque>
@@ -68,6 +77,12 @@ struct job {
   /// whether the latent was already on the decoder's host.
   std::string pool_kind, encoder_kind, decoder_kind;
   bool handoff_same_host = false;
+  double lease_until = -1;         ///< monotonic s: the current attempt's lease (not journaled)
+  uint64_t latent_attempt = 0;     ///< the sampling attempt whose latent the job has
+  uint32_t duplicates = 0;         ///< stages done twice: another attempt's product came
+                                   ///< after the job had its own
+  uint32_t fenced = 0;             ///< products removed unpublished: their lease had ended
+  std::set<uint64_t> counted_attempts;  ///< late attempts counted in duplicates or fenced
 };
 
 /// One batch submitted together.
@@ -123,6 +138,8 @@ struct decoder_view {
   std::map<uint64_t, double> sent;             ///< attempts sent and not finished: when the
                                                ///< order (last) went out (for estimates)
   double last_status = -1;
+  uint32_t pending = 0;                        ///< latents waiting behind its decode (reported)
+  uint64_t fenced = 0;                         ///< products it removed, this epoch (reported)
   /// Pools using its GPU: it takes no latent while one of them samples (see
   /// pool_view::decoders_sharing).
   std::set<std::string> shares_gpu_with;
@@ -140,6 +157,7 @@ struct params {
   uint32_t lost_factor = 3;        ///< lost attempts refunded per job: up to this x max_attempts
   double home_wait_s = 10;         ///< in_turn: a job waits this long after submission for
                                    ///< a home pool that never reported, then goes elsewhere
+  double lease_s = 3;              ///< a stage order's lease, monotonic seconds (knob lease_ms)
 };
 
 /// A job a policy sends to a pool now.
@@ -306,7 +324,10 @@ struct fx_persist_job { std::string run_id; uint32_t index = 0; };
 struct fx_persist_run { std::string run_id; };
 struct fx_send_sample { std::string host; msg::sample_order order; };
 struct fx_send_decode { std::string host; msg::decode_order order; };
-struct fx_ack { std::string host; std::string target; uint64_t attempt = 0; };
+struct fx_ack { std::string host; std::string target; uint64_t attempt = 0;
+                bool discard = false; };  ///< discard: its product lost the race, remove it
+/// The answer to a status report: which of its attempts hold a lease.
+struct fx_grant { std::string host; std::string target; msg::lease_grant grant; };
 struct fx_job_final { std::string run_id; uint32_t index = 0; };  ///< a job reached succeeded/failed
 struct fx_run_done { std::string run_id; };
 struct fx_log { int level = 2; std::string text; };              ///< 0 debug .. 4 error
@@ -314,15 +335,23 @@ struct fx_log { int level = 2; std::string text; };              ///< 0 debug ..
 struct fx_release { std::string host; std::vector<std::string> sha256s; };
 
 using effect = std::variant<fx_persist_job, fx_persist_run, fx_send_sample, fx_send_decode,
-                            fx_ack, fx_job_final, fx_run_done, fx_log, fx_release>;
+                            fx_ack, fx_job_final, fx_run_done, fx_log, fx_release, fx_grant>;
 
-/// Applies one event at run-clock time `now`; returns the effects to execute, in order.
-std::vector<effect> step(state& s, const event& e, double now);
+/// Applies one event at run-clock time `now` and monotonic time `mono` (seconds; leases);
+/// returns the effects to execute, in order.
+std::vector<effect> step(state& s, const event& e, double now, double mono);
+
+/// The same where the run clock is the monotonic one (simulations and tests).
+inline std::vector<effect> step(state& s, const event& e, double now) {
+  return step(s, e, now, now);
+}
 
 /// Summary figures of a run (the status contract's "summary").
 struct summary {
   uint32_t succeeded = 0;
   uint32_t failed = 0;
+  uint32_t done_twice = 0;         ///< stages done twice (job::duplicates, summed)
+  uint32_t fenced = 0;             ///< products removed unpublished (job::fenced, summed)
   double first_finish_s = 0;
   double makespan_s = 0;
   double clips_per_hour = 0;

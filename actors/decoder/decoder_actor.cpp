@@ -44,6 +44,13 @@ std::string output_path(const shell& sh, const msg::job_spec& j) {
          + std::to_string(j.seed) + "." + sh.extension;
 }
 
+/// Where a video lies until its lease lets it be published: beside its final path (one
+/// rename, same file system), hidden, with the same extension (tools read the format off it).
+std::string staged_path(const shell& sh, const msg::job_spec& j, uint64_t attempt) {
+  return output_dir(sh.ctx) + "/" + j.run_id + "/.staged-" + std::to_string(attempt) + "-job-"
+         + std::to_string(j.index) + "-" + std::to_string(j.seed) + "." + sh.extension;
+}
+
 void execute(caf::event_based_actor* self, const std::shared_ptr<shell>& sh,
            std::vector<decoding::effect> fx);
 
@@ -83,7 +90,8 @@ void decode(caf::event_based_actor* self, const std::shared_ptr<shell>& sh,
             const msg::decode_order& o) {
   backends::stage_env env;
   env.work_dir = work_dir(sh->ctx) + "/" + std::to_string(o.attempt);
-  env.output_path = output_path(*sh, o.job);
+  env.output_path = staged_path(*sh, o.job, o.attempt);
+  auto final_path = output_path(*sh, o.job);
   env.devices = sh->devices;
   env.vendor = sh->vendor;
   env.timeout_s = sh->ctx.cluster->knobs.decode_timeout_s;
@@ -98,7 +106,7 @@ void decode(caf::event_based_actor* self, const std::shared_ptr<shell>& sh,
   auto name = sh->dec.name;
   run_on_worker(
     self,
-    [backend, cancel, env, job, latent, sha, attempt, data_dir, name]() {
+    [backend, cancel, env, job, latent, sha, attempt, data_dir, name, final_path]() {
       // A video this host already made from this very latent is not made twice.
       auto receipt = records::receipt_path(data_dir + "/receipts", job.run_id, job.index,
                                            "decoded");
@@ -109,16 +117,18 @@ void decode(caf::event_based_actor* self, const std::shared_ptr<shell>& sh,
         records::ledger_record_reuse(data_dir,
                                      {"decoded", job.run_id, job.index, attempt, r->sha256});
         return msg::stage_done{attempt, msg::outcome::ok, "", r->sha256, r->bytes, 0, false,
-                               r->product};
+                               r->product, r->product};
       }
       files::make_dirs(env.work_dir);
       files::make_dirs(files::parent_of(env.output_path));
       auto r = backend->decode(job, latent, sha, env);
       if (r.outcome == msg::outcome::ok) {
-        // The digest of the file as it lies on disk is what the receipt and status vouch for.
+        // The digest of the file as it lies on disk is what the receipt and status vouch
+        // for. It stays staged until the lease decides (commit_video).
         r.sha256 = sha256_file_hex(env.output_path, &r.bytes);
-        records::write_receipt(receipt, {env.output_path, r.sha256, r.bytes, sha});
-        records::ledger_append(data_dir, {"decoded", job.run_id, job.index, attempt, r.sha256});
+      } else {
+        std::error_code ec;
+        std::filesystem::remove(env.output_path, ec);
       }
       if (r.outcome == msg::outcome::corrupt) {
         // Never decode it again: move it aside so the next attempt fetches a fresh copy.
@@ -127,8 +137,9 @@ void decode(caf::event_based_actor* self, const std::shared_ptr<shell>& sh,
       }
       std::error_code ec;
       std::filesystem::remove_all(env.work_dir, ec);
+      const bool ok = r.outcome == msg::outcome::ok;
       return msg::stage_done{attempt, r.outcome, r.error, r.sha256, r.bytes, r.elapsed_s, r.cold,
-                             r.outcome == msg::outcome::ok ? env.output_path : ""};
+                             ok ? env.output_path : "", ok ? final_path : ""};
     },
     [attempt](const std::string& what) {
       return msg::stage_done{attempt, msg::outcome::transient, "decoder: " + what, "", 0, 0,
@@ -137,7 +148,38 @@ void decode(caf::event_based_actor* self, const std::shared_ptr<shell>& sh,
 }
 
 void report(shell& sh) {
-  sh.ctx.out->send(sh.ctx.cluster->coordinator, "coordinator", sh.st.status());
+  sh.ctx.out->send(sh.ctx.cluster->coordinator, "coordinator", sh.st.status(sh.ctx.mono_now()));
+}
+
+/// Publishes a video within its lease: renamed into place, receipt, ledger line.
+void commit_video(shell& sh, const decoding::fx_commit& c) {
+  if (c.staged == c.output)
+    return;  // reused: published by an earlier attempt
+  const auto& job = c.order.job;
+  files::rename_durable(c.staged, c.output);
+  uint64_t bytes = 0;
+  std::error_code ec;
+  bytes = static_cast<uint64_t>(std::filesystem::file_size(c.output, ec));
+  records::write_receipt(
+    records::receipt_path(sh.ctx.data_dir + "/receipts", job.run_id, job.index, "decoded"),
+    {c.output, c.sha256, bytes, c.order.latent_sha256});
+  records::ledger_append(sh.ctx.data_dir,
+                         {"decoded", job.run_id, job.index, c.order.attempt, c.sha256});
+}
+
+/// Removes a video that lost the race; the ledger says so (and the machine counts it).
+void discard_video(shell& sh, const decoding::fx_discard& d) {
+  std::error_code ec;
+  if (d.published) {
+    // Published, then another attempt's video won: its receipt would vouch for it.
+    auto receipt = records::receipt_path(sh.ctx.data_dir + "/receipts", d.run_id, d.index,
+                                         "decoded");
+    if (auto r = records::valid_receipt(receipt); r && r->product == d.path)
+      std::filesystem::remove(receipt, ec);
+  }
+  std::filesystem::remove(d.path, ec);
+  records::ledger_append(sh.ctx.data_dir, {d.published ? "removed-decoded" : "fenced-decoded",
+                                           d.run_id, d.index, d.attempt, "-"});
 }
 
 void execute(caf::event_based_actor* self, const std::shared_ptr<shell>& sh,
@@ -149,6 +191,10 @@ void execute(caf::event_based_actor* self, const std::shared_ptr<shell>& sh,
       decode(self, sh, d->order);
     else if (std::holds_alternative<decoding::fx_report>(e))
       report(*sh);
+    else if (auto* c = std::get_if<decoding::fx_commit>(&e))
+      commit_video(*sh, *c);
+    else if (auto* x = std::get_if<decoding::fx_discard>(&e))
+      discard_video(*sh, *x);
     else if (auto* l = std::get_if<decoding::fx_log>(&e))
       spdlog::log(static_cast<spdlog::level::level_enum>(l->level), "decoder {}: {}",
                   sh->dec.name, l->text);
@@ -189,15 +235,22 @@ caf::behavior decoder_actor(caf::event_based_actor* self, context ctx, config::d
       execute(self, sh, std::move(fx));
     },
     [self, sh](msg::result_ack& a) {
-      execute(self, sh, decoding::step(sh->st, decoding::ev_ack{a.attempt}, sh->ctx.run_now()));
+      execute(self, sh, decoding::step(sh->st, decoding::ev_ack{a.attempt, a.discard},
+                                       sh->ctx.run_now()));
+    },
+    [self, sh](msg::lease_grant& g) {
+      execute(self, sh, decoding::step(sh->st, decoding::ev_grant{std::move(g), sh->ctx.mono_now()},
+                                       sh->ctx.run_now()));
     },
     [self, sh](msg::fetch_done& f) { fetched(self, sh, f.attempt, f.outcome, f.error); },
     [self, sh](msg::stage_done& d) {
       std::string output_sha = d.outcome == msg::outcome::ok ? d.sha256 : "";
       execute(self, sh,
             decoding::step(sh->st,
-                           decoding::ev_decoded{d.attempt, d.outcome, d.error, d.product_path,
-                                                output_sha, d.elapsed_s},
+                           decoding::ev_decoded{d.attempt, d.outcome, d.error,
+                                                d.final_path,
+                                                output_sha, d.elapsed_s, d.product_path,
+                                                sh->ctx.mono_now()},
                            sh->ctx.run_now()));
     },
     [self, sh, interval](msg::status_atom) {

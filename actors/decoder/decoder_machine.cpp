@@ -63,7 +63,62 @@ void maybe_start(state& s, std::vector<effect>& fx) {
     }
 }
 
+bool has(const std::vector<uint64_t>& v, uint64_t a) {
+  return std::find(v.begin(), v.end(), a) != v.end();
+}
+
+/// Drops a held attempt without a result: the coordinator ended it before a product.
+void drop(state& s, uint64_t attempt, std::vector<effect>& fx) {
+  s.holding.erase(std::remove_if(s.holding.begin(), s.holding.end(),
+                                 [&](const held& h) { return h.order.attempt == attempt; }),
+                  s.holding.end());
+  remember_done(s, attempt);
+  ++s.dropped;
+  fx.push_back(fx_log{3, "attempt " + std::to_string(attempt)
+                           + " dropped: the coordinator gave it to another decoder"});
+}
+
+/// Publishes a confirmed product.
+void commit(state& s, held& h, std::vector<effect>& fx) {
+  fx.push_back(fx_commit{h.order, h.staged, h.made.output, h.made.output_sha256});
+  const uint64_t attempt = h.order.attempt;
+  finish(s, attempt, h.made);
+}
+
+/// Removes a product whose attempt the coordinator ended; the result says so.
+void discard(state& s, held& h, std::vector<effect>& fx) {
+  ++s.fenced;
+  const bool made_before = h.staged == h.made.output;  // reused: not this attempt's
+  if (!made_before)
+    fx.push_back(fx_discard{h.order.job.run_id, h.order.job.index, h.order.attempt, h.staged,
+                            false});
+  fx.push_back(fx_log{3, "attempt " + std::to_string(h.order.attempt) + " of "
+                           + h.order.job.run_id + "/" + std::to_string(h.order.job.index)
+                           + ": its lease ended and the coordinator gave the job to another "
+                             "decoder: the video is removed, not published"});
+  auto r = h.made;
+  r.outcome = msg::outcome::fenced;
+  r.error = "lease ended: the stage went to another attempt";
+  r.output.clear();
+  r.output_sha256.clear();
+  const uint64_t attempt = h.order.attempt;
+  finish(s, attempt, std::move(r));
+}
+
 } // namespace
+
+void sent_reports::note(uint64_t seq, double mono_s) {
+  sent.emplace_back(seq, mono_s);
+  while (sent.size() > 64)
+    sent.pop_front();
+}
+
+double sent_reports::when(uint64_t seq) const {
+  for (auto& [q, t] : sent)
+    if (q == seq)
+      return t;
+  return -1;
+}
 
 uint32_t state::credits() const {
   return holding.size() >= capacity ? 0 : capacity - static_cast<uint32_t>(holding.size());
@@ -75,9 +130,13 @@ uint32_t state::pending() const {
   return holding.empty() ? 0 : static_cast<uint32_t>(holding.size()) - 1;
 }
 
-msg::decoder_status state::status() {
+msg::decoder_status state::status(double mono_s) {
   msg::decoder_status st;
   st.seq = ++status_seq;
+  if (mono_s >= 0)
+    reports.note(st.seq, mono_s);
+  st.pending = pending();
+  st.fenced = fenced;
   st.decoder = decoder;
   st.host = host;
   st.epoch = epoch;
@@ -108,6 +167,12 @@ std::vector<effect> step(state& s, const event& e, double now) {
     auto* h = find(s, f->attempt);
     if (h == nullptr || h->at != phase::fetching)
       return fx;
+    if (h->ended) {
+      drop(s, f->attempt, fx);
+      maybe_start(s, fx);
+      fx.push_back(fx_report{});
+      return fx;
+    }
     h->fetched_at = now;
     h->handoff_s = now - h->ordered_at;
     if (f->outcome == msg::outcome::ok) {
@@ -132,15 +197,84 @@ std::vector<effect> step(state& s, const event& e, double now) {
     r.output = d->output;
     r.output_sha256 = d->output_sha256;
     r.decode_s = d->decode_s;
-    finish(s, d->attempt, std::move(r));
+    if (r.outcome != msg::outcome::ok) {
+      finish(s, d->attempt, std::move(r));  // no product: nothing to fence
+    } else {
+      h->at = phase::confirming;
+      h->made = std::move(r);
+      h->staged = d->staged.empty() ? d->output : d->staged;
+      if (h->ended) {
+        discard(s, *h, fx);
+      } else if (d->mono_s < h->lease_until) {
+        commit(s, *h, fx);
+      } else {
+        // Paused, or cut off from the coordinator: it may have given the job to another
+        // decoder. Its answer to this report decides.
+        fx.push_back(fx_log{3, "attempt " + std::to_string(d->attempt)
+                                 + " decoded after its lease ran out: asking the coordinator "
+                                   "before publishing"});
+      }
+    }
     maybe_start(s, fx);
     fx.push_back(fx_report{});
   } else if (auto* a = std::get_if<ev_ack>(&e)) {
+    for (auto& r : s.unacked)
+      if (r.attempt == a->attempt && a->discard && r.outcome == msg::outcome::ok) {
+        // Published before the coordinator heard of it, and another attempt's video won.
+        ++s.fenced;
+        fx.push_back(fx_discard{r.run_id, r.index, r.attempt, r.output, true});
+        fx.push_back(fx_log{3, "attempt " + std::to_string(r.attempt) + " of " + r.run_id + "/"
+                                 + std::to_string(r.index)
+                                 + ": another decoder's video was published first: "
+                                   "this one is removed"});
+      }
     s.unacked.erase(std::remove_if(s.unacked.begin(), s.unacked.end(),
                                    [&](const msg::decode_result& r) {
                                      return r.attempt == a->attempt;
                                    }),
                     s.unacked.end());
+  } else if (auto* g = std::get_if<ev_grant>(&e)) {
+    if (g->grant.epoch != s.epoch)
+      return fx;
+    // Renewed from when the report was sent: the coordinator's lease started no earlier.
+    const double sent = s.reports.when(g->grant.seq);
+    const double until = sent < 0 ? -1 : sent + g->grant.lease_ms / 1000.0 * (1 - lease_margin);
+    std::vector<uint64_t> gone;
+    for (auto& h : s.holding) {
+      const uint64_t a = h.order.attempt;
+      if (has(g->grant.ended, a)) {
+        h.ended = true;
+        if (h.at == phase::ready || h.at == phase::fetching)
+          gone.push_back(a);  // a fetch still running ends in ev_fetched, dropped there
+        continue;
+      }
+      if (has(g->grant.current, a) && until > h.lease_until)
+        h.lease_until = until;
+    }
+    for (uint64_t a : gone)
+      if (auto* h = find(s, a); h != nullptr && h->at == phase::ready)
+        drop(s, a, fx);
+    bool changed = !gone.empty();
+    for (std::size_t i = 0; i < s.holding.size();) {
+      auto& h = s.holding[i];
+      if (h.at != phase::confirming) {
+        ++i;
+        continue;
+      }
+      if (h.ended) {
+        discard(s, h, fx);  // erases it
+        changed = true;
+      } else if (g->mono_s < h.lease_until) {
+        commit(s, h, fx);  // erases it
+        changed = true;
+      } else {
+        ++i;
+      }
+    }
+    if (changed) {
+      maybe_start(s, fx);
+      fx.push_back(fx_report{});
+    }
   }
   return fx;
 }

@@ -9,6 +9,22 @@
 ///                 +---- fetch failed ---> result (corrupt / not_found / transient)
 ///
 /// Results stay in `unacked` and in every status report until the coordinator acks them.
+///
+/// Leases (docs/reliability.md, "Leases"). Every order is a lease the coordinator renews
+/// in its answer (msg::lease_grant) to each status report; the lease runs from when that
+/// report was sent, on this side's monotonic clock, less a fifth kept for the commit and
+/// for the two clocks' rates. A decoded video is committed (renamed into place, receipt,
+/// ledger line) only within the lease; past it the decoder asks (a status report) and
+///
+///   decoding --decoded--> lease valid? --yes--> commit --> result ok
+///                              | no
+///                              v
+///                          confirming --grant: current--> commit --> result ok
+///                              |
+///                              +--grant: ended--> discard (removed, counted) --> result fenced
+///
+/// An attempt the coordinator ended is dropped wherever it is; its product, if any, is
+/// removed and never published.
 
 #include <cstdint>
 #include <deque>
@@ -23,7 +39,7 @@
 namespace vidline::decoding {
 
 /// Where one held order is.
-enum class phase { fetching, ready, decoding };
+enum class phase { fetching, ready, decoding, confirming };
 
 struct held {
   msg::decode_order order;
@@ -31,6 +47,22 @@ struct held {
   double ordered_at = 0;
   double fetched_at = -1;
   double handoff_s = 0;
+  double lease_until = -1;   ///< monotonic s; -1 = no grant yet
+  bool ended = false;        ///< the coordinator gave this attempt up
+  msg::decode_result made;   ///< confirming: the result waiting for the coordinator's word
+  std::string staged;        ///< confirming: where the product lies, not yet published
+};
+
+/// The share of a lease a worker keeps for the commit itself and for clock rates.
+inline constexpr double lease_margin = 0.2;
+
+/// When the status reports of one epoch were sent (monotonic s), for the leases their
+/// grants renew. Bounded: a grant for a report forgotten renews nothing.
+struct sent_reports {
+  std::deque<std::pair<uint64_t, double>> sent;  ///< (seq, monotonic s), oldest first
+  void note(uint64_t seq, double mono_s);
+  /// When report `seq` was sent; -1 when unknown.
+  double when(uint64_t seq) const;
 };
 
 struct state {
@@ -43,27 +75,45 @@ struct state {
   std::deque<uint64_t> recent_done;        ///< attempts finished lately (dedups resent orders)
   uint64_t refused_orders = 0;             ///< orders that came without a credit
   uint64_t status_seq = 0;
+  sent_reports reports;
+  uint64_t fenced = 0;                     ///< products removed: their lease had ended
+  uint64_t dropped = 0;                    ///< ended attempts dropped before a product
 
   /// Credits it grants now.
   uint32_t credits() const;
   /// Held latents not being decoded: the pending queue (never more than 1).
   uint32_t pending() const;
-  /// The next status report (numbered, so the coordinator can drop stale ones).
-  msg::decoder_status status();
+  /// The next status report (numbered, so the coordinator can drop stale ones), sent at
+  /// monotonic `mono_s`: the grant answering it renews leases from then. A negative
+  /// `mono_s` renews nothing.
+  msg::decoder_status status(double mono_s = -1);
 };
 
 struct ev_order { msg::decode_order order; };
 struct ev_fetched { uint64_t attempt = 0; std::string outcome; std::string error; };
+/// A decode ended. `output` is where the video is published; `staged` where it lies until
+/// then (equal to `output` for a video made before and reused: nothing to commit).
 struct ev_decoded { uint64_t attempt = 0; std::string outcome; std::string error;
-                    std::string output; std::string output_sha256; double decode_s = 0; };
-struct ev_ack { uint64_t attempt = 0; };
-using event = std::variant<ev_order, ev_fetched, ev_decoded, ev_ack>;
+                    std::string output; std::string output_sha256; double decode_s = 0;
+                    std::string staged; double mono_s = 0; };
+/// The coordinator's `discard` flag: the product lost the race after it was published.
+struct ev_ack { uint64_t attempt = 0; bool discard = false; };
+/// The coordinator answered a status report; `mono_s` is when the grant arrived.
+struct ev_grant { msg::lease_grant grant; double mono_s = 0; };
+using event = std::variant<ev_order, ev_fetched, ev_decoded, ev_ack, ev_grant>;
 
 struct fx_fetch { msg::decode_order order; };         ///< pull the latent, verify, store
 struct fx_decode { msg::decode_order order; };        ///< run the backend on it
 struct fx_report {};                                  ///< send status() to the coordinator
 struct fx_log { int level = 2; std::string text; };
-using effect = std::variant<fx_fetch, fx_decode, fx_report, fx_log>;
+/// Publish the product: rename `staged` to `output`, write its receipt and ledger line.
+struct fx_commit { msg::decode_order order; std::string staged; std::string output;
+                   std::string sha256; };
+/// Remove a product that lost the race (staged, or published: `published`), log and
+/// count it in the ledger.
+struct fx_discard { std::string run_id; uint32_t index = 0; uint64_t attempt = 0;
+                    std::string path; bool published = false; };
+using effect = std::variant<fx_fetch, fx_decode, fx_report, fx_log, fx_commit, fx_discard>;
 
 /// Applies one event at run-clock time `now`.
 std::vector<effect> step(state& s, const event& e, double now);

@@ -55,7 +55,7 @@ void start_next(caf::event_based_actor* self, const std::shared_ptr<shell>& sh) 
     [backend, cancel, env, req, dest, job]() {
       files::make_dirs(env.work_dir);
       auto r = backend->encode(req.prompt, env);
-      msg::stage_done d{job, r.outcome, r.error, r.sha256, r.bytes, r.elapsed_s, r.cold, ""};
+      msg::stage_done d{job, r.outcome, r.error, r.sha256, r.bytes, r.elapsed_s, r.cold, "", ""};
       if (r.outcome == msg::outcome::ok) {
         files::make_dirs(files::parent_of(dest));
         files::rename_durable(env.output_path, dest);
@@ -66,7 +66,7 @@ void start_next(caf::event_based_actor* self, const std::shared_ptr<shell>& sh) 
       return d;
     },
     [job](const std::string& what) {
-      return msg::stage_done{job, msg::outcome::transient, "encoder: " + what, "", 0, 0, false, ""};
+      return msg::stage_done{job, msg::outcome::transient, "encoder: " + what, "", 0, 0, false, "", ""};
     });
 }
 

@@ -56,9 +56,9 @@ public:
 
   result run(sched::run r, double max_time) {
     for (auto& [name, p] : pools_)
-      send(to_coordinator{sched::ev_pool_status{p.status()}});
+      send(to_coordinator{sched::ev_pool_status{p.status(now_)}});
     for (auto& [name, d] : decoders_)
-      send(to_coordinator{sched::ev_decoder_status{d.status()}});
+      send(to_coordinator{sched::ev_decoder_status{d.status(now_)}});
     run_id_ = r.id;
     jobs_ = r.jobs.size();
     schedule(0, to_coordinator{sched::ev_submit{std::move(r)}});
@@ -131,7 +131,12 @@ private:
         if (a->target.rfind("pool:", 0) == 0)
           send(to_pool{a->target.substr(5), pooling::ev_ack{a->attempt}});
         else
-          send(to_decoder{a->target.substr(8), decoding::ev_ack{a->attempt}});
+          send(to_decoder{a->target.substr(8), decoding::ev_ack{a->attempt, a->discard}});
+      } else if (auto* g = std::get_if<sched::fx_grant>(&e)) {
+        if (g->target.rfind("pool:", 0) == 0)
+          send(to_pool{g->target.substr(5), pooling::ev_grant{g->grant, 0}});
+        else
+          send(to_decoder{g->target.substr(8), decoding::ev_grant{g->grant, 0}});
       } else if (auto* fin = std::get_if<sched::fx_job_final>(&e)) {
         if (!finals_.insert(fin->index).second)
           violation("job " + std::to_string(fin->index) + " reached a final state twice");
@@ -148,6 +153,11 @@ private:
     auto it = pools_.find(m.pool);
     if (it == pools_.end() || (m.epoch != 0 && m.epoch != it->second.epoch))
       return;  // a timer of a pool that has crashed since
+    // Times a worker measures are its own, on arrival.
+    if (auto* s = std::get_if<pooling::ev_sampled>(&m.e))
+      s->mono_s = now_;
+    if (auto* g = std::get_if<pooling::ev_grant>(&m.e))
+      g->mono_s = now_;
     auto fx = pooling::step(it->second, m.e, now_);
     for (auto& e : fx) {
       if (auto* c = std::get_if<pooling::fx_condition>(&e))
@@ -155,7 +165,9 @@ private:
       else if (auto* sm = std::get_if<pooling::fx_sample>(&e))
         sample(it->second, sm->order);
       else if (std::holds_alternative<pooling::fx_report>(e))
-        send(to_coordinator{sched::ev_pool_status{it->second.status()}});
+        send(to_coordinator{sched::ev_pool_status{it->second.status(now_)}});
+      else if (auto* c = std::get_if<pooling::fx_commit>(&e))
+        committed("sampled", c->order.job.index, it->first);
     }
   }
 
@@ -215,6 +227,10 @@ private:
     if (it == decoders_.end() || (m.epoch != 0 && m.epoch != it->second.epoch))
       return;
     auto& d = it->second;
+    if (auto* dd = std::get_if<decoding::ev_decoded>(&m.e))
+      dd->mono_s = now_;
+    if (auto* g = std::get_if<decoding::ev_grant>(&m.e))
+      g->mono_s = now_;
     auto fx = decoding::step(d, m.e, now_);
     const auto& kind = s_.decoders.at(m.decoder).kind;
     for (auto& e : fx) {
@@ -237,7 +253,12 @@ private:
         decoding::ev_decoded ev{dc->order.attempt, "ok", "", "out", "", secs};
         schedule(now_ + secs, to_decoder{d.decoder, ev, d.epoch});
       } else if (std::holds_alternative<decoding::fx_report>(e)) {
-        send(to_coordinator{sched::ev_decoder_status{d.status()}});
+        send(to_coordinator{sched::ev_decoder_status{d.status(now_)}});
+      } else if (auto* c = std::get_if<decoding::fx_commit>(&e)) {
+        committed("decoded", c->order.job.index, m.decoder);
+      } else if (auto* x = std::get_if<decoding::fx_discard>(&e)) {
+        if (x->published)
+          uncommitted("decoded", x->index);
       }
     }
   }
@@ -246,9 +267,9 @@ private:
 
   void on(status_timer&) {
     for (auto& [name, p] : pools_)
-      send(to_coordinator{sched::ev_pool_status{p.status()}});
+      send(to_coordinator{sched::ev_pool_status{p.status(now_)}});
     for (auto& [name, d] : decoders_)
-      send(to_coordinator{sched::ev_decoder_status{d.status()}});
+      send(to_coordinator{sched::ev_decoder_status{d.status(now_)}});
     send(to_coordinator{sched::ev_tick{}});
     schedule(now_ + f_.status_interval_s, status_timer{});
   }
@@ -267,6 +288,11 @@ private:
       it->second = fresh;
     } else {
       auto it = std::next(decoders_.begin(), static_cast<long>(k - pools_.size()));
+      // A video published whose result dies with the decoder is made again: the attempt
+      // the crash interrupted.
+      for (auto& r : it->second.unacked)
+        if (r.outcome == msg::outcome::ok)
+          ++crash_lost_[r.index];
       decoding::state fresh;
       fresh.decoder = it->second.decoder;
       fresh.host = it->second.host;
@@ -316,6 +342,16 @@ private:
       was = j.state;
   }
 
+  /// A stage's product was published (a ledger line): a job decoded at most once, beyond
+  /// the attempts a crash interrupted after their commit (their results lost with them).
+  void committed(const char* stage, uint32_t job, const std::string& worker) {
+    auto& n = commits_[{stage, job}];
+    ++n;
+    if (std::string(stage) == "decoded" && n - crash_lost_[job] > 1)
+      violation("job " + std::to_string(job) + " decoded twice (the second by " + worker + ")");
+  }
+  void uncommitted(const char* stage, uint32_t job) { --commits_[{stage, job}]; }
+
   void violation(std::string what) {
     if (res_.violations.size() < 20)
       res_.violations.push_back("t=" + std::to_string(now_) + ": " + std::move(what));
@@ -345,6 +381,8 @@ private:
   std::map<uint32_t, std::optional<sched::job_state>> final_state_;
   uint64_t last_next_attempt_ = 0;
   std::vector<uint32_t> touched_;   ///< jobs the last coordinator step persisted
+  std::map<std::pair<std::string, uint32_t>, int> commits_;  ///< (stage, job) -> published
+  std::map<uint32_t, int> crash_lost_;  ///< job -> decode results lost with a crashed decoder
   result res_;
 };
 

@@ -48,7 +48,7 @@ void log_at(int level, const std::string& who, const std::string& text) {
 
 void report(shell& sh) {
   sh.st.accepting = sh.ctx.within_latent_budget->load();
-  auto st = sh.st.status();
+  auto st = sh.st.status(sh.ctx.mono_now());
   {
     std::lock_guard<std::mutex> l(sh.progress->m);
     if (st.busy_attempt != 0 && sh.progress->attempt == st.busy_attempt) {
@@ -126,40 +126,77 @@ void sample(caf::event_based_actor* self, const std::shared_ptr<shell>& sh,
         records::ledger_record_reuse(data_dir,
                                      {"sampled", job.run_id, job.index, attempt, r->sha256});
         return msg::stage_done{attempt, msg::outcome::ok, "", r->sha256, r->bytes, 0, false,
-                               r->product};
+                               r->product, ""};
       }
       files::make_dirs(env.work_dir);
       auto r = backend->sample(job, conditioning_path, env);
-      msg::stage_done d{attempt, r.outcome, r.error, r.sha256, r.bytes, r.elapsed_s, r.cold, ""};
+      msg::stage_done d{attempt, r.outcome, r.error, r.sha256, r.bytes, r.elapsed_s, r.cold, "", ""};
+      // An ok latent stays in the work folder until the lease decides (commit_latent).
       if (r.outcome == msg::outcome::ok) {
-        crash::point("latent.before_commit");
-        // Content-addressed: the latent's name is its digest, so a second copy of the same
-        // latent is the same file.
-        files::make_dirs(latents);
-        d.product_path = latents + "/" + r.sha256 + ".latent";
-        // The job it belongs to, for the latents actor's reports: after a restart that
-        // lost this result, the coordinator can still adopt the latent (re-offer). Written
-        // first, so no latent is ever seen without it.
-        files::write_atomic(latents + "/" + r.sha256 + ".job",
-                            job.run_id + " " + std::to_string(job.index) + "\n");
-        files::rename_durable(env.output_path, d.product_path);
-        records::write_receipt(receipt, {d.product_path, r.sha256, r.bytes, ""});
-        records::ledger_append(data_dir, {"sampled", job.run_id, job.index, attempt, r.sha256});
-        crash::point("latent.after_commit");
+        d.product_path = env.output_path;
+      } else {
+        std::error_code ec;
+        std::filesystem::remove_all(env.work_dir, ec);
       }
-      std::error_code ec;
-      std::filesystem::remove_all(env.work_dir, ec);
       return d;
     },
     [attempt](const std::string& what) {
       return msg::stage_done{attempt, msg::outcome::transient, "sampler: " + what, "", 0, 0,
-                             false, ""};
+                             false, "", ""};
     });
+}
+
+/// Publishes a latent within its lease: into the store under its digest, receipt, ledger.
+void commit_latent(shell& sh, const pooling::fx_commit& c) {
+  const auto& job = c.order.job;
+  const std::string latents = latent_dir(sh.ctx);
+  const std::string work = work_dir(sh.ctx) + "/" + std::to_string(c.order.attempt);
+  if (c.staged.rfind(work + "/", 0) != 0)
+    return;  // reused: committed by an earlier attempt
+  crash::point("latent.before_commit");
+  // Content-addressed: the latent's name is its digest, so a second copy of the same
+  // latent is the same file.
+  files::make_dirs(latents);
+  const std::string product = latents + "/" + c.sha256 + ".latent";
+  // The job it belongs to, for the latents actor's reports: after a restart that lost this
+  // result, the coordinator can still adopt the latent (re-offer). Written first, so no
+  // latent is ever seen without it.
+  files::write_atomic(latents + "/" + c.sha256 + ".job",
+                      job.run_id + " " + std::to_string(job.index) + "\n");
+  files::rename_durable(c.staged, product);
+  records::write_receipt(
+    records::receipt_path(sh.ctx.data_dir + "/receipts", job.run_id, job.index, "sampled"),
+    {product, c.sha256, c.bytes, ""});
+  records::ledger_append(sh.ctx.data_dir,
+                         {"sampled", job.run_id, job.index, c.order.attempt, c.sha256});
+  crash::point("latent.after_commit");
+  std::error_code ec;
+  std::filesystem::remove_all(work, ec);
+}
+
+/// Removes a latent whose lease ended: logged (by the machine), counted in the ledger.
+void discard_latent(shell& sh, const pooling::fx_discard& d) {
+  const std::string work = work_dir(sh.ctx) + "/" + std::to_string(d.order.attempt);
+  if (d.staged.rfind(work + "/", 0) != 0)
+    return;  // reused: another attempt's latent, not this one's to remove
+  std::error_code ec;
+  std::filesystem::remove_all(work, ec);
+  records::ledger_append(sh.ctx.data_dir,
+                         {"fenced-sampled", d.order.job.run_id, d.order.job.index,
+                          d.order.attempt, "-"});
 }
 
 void execute(caf::event_based_actor* self, const std::shared_ptr<shell>& sh,
            std::vector<pooling::effect> fx) {
   for (auto& e : fx) {
+    if (auto* c = std::get_if<pooling::fx_commit>(&e)) {
+      commit_latent(*sh, *c);
+      continue;
+    }
+    if (auto* d = std::get_if<pooling::fx_discard>(&e)) {
+      discard_latent(*sh, *d);
+      continue;
+    }
     if (auto* c = std::get_if<pooling::fx_condition>(&e))
       condition(self, sh, c->order);
     else if (auto* s = std::get_if<pooling::fx_sample>(&e))
@@ -218,8 +255,13 @@ caf::behavior pool_actor(caf::event_based_actor* self, context ctx, config::pool
       execute(self, sh,
             pooling::step(sh->st,
                           pooling::ev_sampled{d.attempt, d.outcome, d.error, d.sha256, d.bytes,
-                                              d.elapsed_s, d.cold},
+                                              d.elapsed_s, d.cold, d.product_path,
+                                              sh->ctx.mono_now()},
                           sh->ctx.run_now()));
+    },
+    [self, sh](msg::lease_grant& g) {
+      execute(self, sh, pooling::step(sh->st, pooling::ev_grant{std::move(g), sh->ctx.mono_now()},
+                                      sh->ctx.run_now()));
     },
     [self, sh, interval](msg::status_atom) {
       report(*sh);

@@ -35,13 +35,53 @@ void finish(state& s, msg::sample_result r) {
   s.current.reset();
   s.at = phase::idle;
   s.conditioning_s = 0;
+  s.lease_until = -1;
+  s.ended = false;
+  s.staged.clear();
+}
+
+bool has(const std::vector<uint64_t>& v, uint64_t a) {
+  return std::find(v.begin(), v.end(), a) != v.end();
+}
+
+void commit(state& s, std::vector<effect>& fx) {
+  if (!s.staged.empty())
+    fx.push_back(fx_commit{*s.current, s.staged, s.made.latent_sha256, s.made.latent_bytes});
+  finish(s, s.made);
+}
+
+void discard(state& s, std::vector<effect>& fx) {
+  ++s.fenced;
+  if (!s.staged.empty())
+    fx.push_back(fx_discard{*s.current, s.staged});
+  fx.push_back(fx_log{3, "attempt " + std::to_string(s.current->attempt) + " of "
+                           + s.current->job.run_id + "/" + std::to_string(s.current->job.index)
+                           + ": its lease ended and the coordinator gave the job to another "
+                             "pool: the latent is removed, not published"});
+  auto r = s.made;
+  r.outcome = msg::outcome::fenced;
+  r.error = "lease ended: the stage went to another attempt";
+  r.latent_sha256.clear();
+  r.latent_bytes = 0;
+  finish(s, std::move(r));
+}
+
+/// The result of an attempt the coordinator ended before it made anything.
+msg::sample_result fenced_result(const state& s) {
+  auto r = result_of(s);
+  r.outcome = msg::outcome::fenced;
+  r.error = "lease ended: the stage went to another attempt";
+  return r;
 }
 
 } // namespace
 
-msg::pool_status state::status() {
+msg::pool_status state::status(double mono_s) {
   msg::pool_status st;
   st.seq = ++status_seq;
+  if (mono_s >= 0)
+    reports.note(st.seq, mono_s);
+  st.fenced = fenced;
   st.pool = pool;
   st.host = host;
   st.epoch = epoch;
@@ -70,6 +110,11 @@ std::vector<effect> step(state& s, const event& e, double) {
   } else if (auto* c = std::get_if<ev_conditioned>(&e)) {
     if (!s.current || s.current->attempt != c->attempt || s.at != phase::conditioning)
       return fx;
+    if (s.ended) {
+      finish(s, fenced_result(s));
+      fx.push_back(fx_report{});
+      return fx;
+    }
     if (!c->ok) {
       auto r = result_of(s);
       r.outcome = msg::outcome::transient;
@@ -91,8 +136,45 @@ std::vector<effect> step(state& s, const event& e, double) {
     r.latent_bytes = d->bytes;
     r.sampling_s = d->elapsed_s;
     r.cold = d->cold;
-    finish(s, std::move(r));
+    if (r.outcome != msg::outcome::ok) {
+      finish(s, std::move(r));  // no product: nothing to fence
+    } else {
+      s.at = phase::confirming;
+      s.made = std::move(r);
+      s.staged = d->staged;
+      if (s.ended)
+        discard(s, fx);
+      else if (d->mono_s < s.lease_until)
+        commit(s, fx);
+      else
+        fx.push_back(fx_log{3, "attempt " + std::to_string(d->attempt)
+                                 + " sampled after its lease ran out: asking the coordinator "
+                                   "before publishing the latent"});
+    }
     fx.push_back(fx_report{});
+  } else if (auto* g = std::get_if<ev_grant>(&e)) {
+    if (g->grant.epoch != s.epoch || !s.current)
+      return fx;
+    const uint64_t a = s.current->attempt;
+    if (has(g->grant.ended, a)) {
+      s.ended = true;
+      if (s.at == phase::confirming) {
+        discard(s, fx);
+        fx.push_back(fx_report{});
+      }
+      // Conditioning or sampling: dropped when it ends (the backend call is not cut short).
+      return fx;
+    }
+    if (!has(g->grant.current, a))
+      return fx;
+    const double sent = s.reports.when(g->grant.seq);
+    if (sent >= 0)
+      s.lease_until =
+        std::max(s.lease_until, sent + g->grant.lease_ms / 1000.0 * (1 - lease_margin));
+    if (s.at == phase::confirming && g->mono_s < s.lease_until) {
+      commit(s, fx);
+      fx.push_back(fx_report{});
+    }
   } else if (auto* a = std::get_if<ev_ack>(&e)) {
     s.unacked.erase(std::remove_if(s.unacked.begin(), s.unacked.end(),
                                    [&](const msg::sample_result& r) {

@@ -6,6 +6,15 @@
 ///   idle --order--> conditioning --conditioned--> sampling --sampled--> idle (+ result)
 ///                        |                                      
 ///                        +--- conditioning failed ---> idle (+ transient result)
+///
+/// Leases, as the decoder's (decoder_machine.hpp): a sampled latent is committed (moved
+/// into the host's latent store, receipt, ledger line) only within the order's lease, or
+/// after the coordinator's grant names the attempt current; one whose attempt it ended is
+/// removed and reported `fenced`:
+///
+///   sampling --sampled--> lease valid? --yes--> commit --> idle (+ result ok)
+///                              | no
+///                          confirming --grant current--> commit; --grant ended--> discard
 
 #include <cstdint>
 #include <deque>
@@ -14,11 +23,15 @@
 #include <variant>
 #include <vector>
 
+#include "actors/decoder/decoder_machine.hpp"
 #include "messages/messages.hpp"
 
 namespace vidline::pooling {
 
-enum class phase { idle, conditioning, sampling };
+enum class phase { idle, conditioning, sampling, confirming };
+
+using decoding::lease_margin;
+using decoding::sent_reports;
 
 struct state {
   std::string pool;
@@ -32,25 +45,41 @@ struct state {
   std::deque<uint64_t> recent_done;   ///< attempts finished lately (dedups resent orders)
   uint64_t refused_orders = 0;
   uint64_t status_seq = 0;
+  double lease_until = -1;            ///< the current attempt's lease (monotonic s)
+  bool ended = false;                 ///< the coordinator gave the current attempt up
+  msg::sample_result made;            ///< confirming: the result waiting for its word
+  std::string staged;                 ///< confirming: the latent, not yet in the store
+  sent_reports reports;
+  uint64_t fenced = 0;                ///< latents removed: their lease had ended
 
-  /// The next status report (each one numbered, so the coordinator can drop stale ones).
-  msg::pool_status status();
+  /// The next status report (each one numbered, so the coordinator can drop stale ones),
+  /// sent at monotonic `mono_s` (negative: renews no lease).
+  msg::pool_status status(double mono_s = -1);
 };
 
 struct ev_order { msg::sample_order order; };
 struct ev_conditioned { uint64_t attempt = 0; bool ok = false; std::string path;
                         double encode_s = 0; std::string error; };
+/// Sampling ended; an ok latent lies at `staged` until committed ("" or the store's own
+/// path for a latent made before and reused: nothing to commit).
 struct ev_sampled { uint64_t attempt = 0; std::string outcome; std::string error;
                     std::string sha256; uint64_t bytes = 0; double elapsed_s = 0;
-                    bool cold = false; };
+                    bool cold = false; std::string staged; double mono_s = 0; };
 struct ev_ack { uint64_t attempt = 0; };
-using event = std::variant<ev_order, ev_conditioned, ev_sampled, ev_ack>;
+/// The coordinator answered a status report; `mono_s` is when the grant arrived.
+struct ev_grant { msg::lease_grant grant; double mono_s = 0; };
+using event = std::variant<ev_order, ev_conditioned, ev_sampled, ev_ack, ev_grant>;
 
 struct fx_condition { msg::sample_order order; };
 struct fx_sample { msg::sample_order order; std::string conditioning_path; };
 struct fx_report {};
 struct fx_log { int level = 2; std::string text; };
-using effect = std::variant<fx_condition, fx_sample, fx_report, fx_log>;
+/// Move the latent at `staged` into the store under its digest; receipt; ledger line.
+struct fx_commit { msg::sample_order order; std::string staged; std::string sha256;
+                   uint64_t bytes = 0; };
+/// Remove the latent at `staged`: its attempt lost the race.
+struct fx_discard { msg::sample_order order; std::string staged; };
+using effect = std::variant<fx_condition, fx_sample, fx_report, fx_log, fx_commit, fx_discard>;
 
 std::vector<effect> step(state& s, const event& e, double now);
 

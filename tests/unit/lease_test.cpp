@@ -1,0 +1,382 @@
+// Leases that fence a stage given up on (docs/reliability.md, "Leases"): the pool's machine
+// and the coordinator's scheduler on virtual time. The decoder's are in
+// decoder_credit_test.cpp.
+#include <catch2/catch.hpp>
+
+#include "actors/coordinator/scheduler.hpp"
+#include "actors/pool/pool_machine.hpp"
+
+using namespace vidline;
+
+namespace {
+
+template <class T, class Fx>
+int count(const std::vector<Fx>& fx) {
+  int n = 0;
+  for (auto& e : fx)
+    n += std::holds_alternative<T>(e) ? 1 : 0;
+  return n;
+}
+
+template <class T, class Fx>
+const T* first(const std::vector<Fx>& fx) {
+  for (auto& e : fx)
+    if (auto* x = std::get_if<T>(&e))
+      return x;
+  return nullptr;
+}
+
+// -- the pool ------------------------------------------------------------------------------
+
+msg::sample_order sample_order(uint64_t attempt) {
+  msg::sample_order o;
+  o.pool = "p";
+  o.attempt = attempt;
+  o.job.run_id = "r";
+  o.job.index = 4;
+  return o;
+}
+
+msg::lease_grant answer(const msg::pool_status& st, std::vector<uint64_t> current,
+                        std::vector<uint64_t> ended = {}) {
+  msg::lease_grant g;
+  g.target = st.pool;
+  g.epoch = st.epoch;
+  g.seq = st.seq;
+  g.current = std::move(current);
+  g.ended = std::move(ended);
+  g.lease_ms = 3000;
+  return g;
+}
+
+/// A pool whose attempt 7 is sampling, its last grant from a report sent at `mono`.
+pooling::state sampling_pool(double mono) {
+  pooling::state s;
+  s.pool = "p";
+  s.epoch = 5;
+  pooling::step(s, pooling::ev_order{sample_order(7)}, 0);
+  auto st = s.status(mono);
+  pooling::step(s, pooling::ev_grant{answer(st, {7}), mono}, 0);
+  pooling::step(s, pooling::ev_conditioned{7, true, "/c", 0, ""}, 0);
+  REQUIRE(s.at == pooling::phase::sampling);
+  return s;
+}
+
+pooling::ev_sampled sampled(double mono) {
+  pooling::ev_sampled e;
+  e.attempt = 7;
+  e.outcome = msg::outcome::ok;
+  e.sha256 = std::string(64, 'b');
+  e.bytes = 10;
+  e.staged = "/work/7/latent";
+  e.mono_s = mono;
+  return e;
+}
+
+} // namespace
+
+TEST_CASE("pool lease: a latent sampled within the lease is committed at once") {
+  auto s = sampling_pool(50);
+  auto fx = pooling::step(s, sampled(51), 0);
+  auto* c = first<pooling::fx_commit>(fx);
+  REQUIRE(c != nullptr);
+  CHECK(c->staged == "/work/7/latent");
+  CHECK(c->sha256 == std::string(64, 'b'));
+  REQUIRE(s.unacked.size() == 1);
+  CHECK(s.unacked[0].outcome == "ok");
+  CHECK(s.at == pooling::phase::idle);
+}
+
+TEST_CASE("pool lease: past the lease nothing is committed until the coordinator answers") {
+  auto s = sampling_pool(50);
+  auto fx = pooling::step(s, sampled(50 + 4.2), 0);  // the host was paused
+  CHECK(first<pooling::fx_commit>(fx) == nullptr);
+  CHECK(count<pooling::fx_report>(fx) == 1);
+  CHECK(s.at == pooling::phase::confirming);
+  CHECK(s.unacked.empty());
+  auto st = s.status(54.3);
+  CHECK(st.busy_attempt == 7);  // the pool is not free while it waits
+
+  SECTION("ended: the latent is removed and the result says fenced") {
+    fx = pooling::step(s, pooling::ev_grant{answer(st, {}, {7}), 54.4}, 0);
+    auto* d = first<pooling::fx_discard>(fx);
+    REQUIRE(d != nullptr);
+    CHECK(d->staged == "/work/7/latent");
+    CHECK(first<pooling::fx_commit>(fx) == nullptr);
+    CHECK(s.fenced == 1);
+    CHECK(s.status(55).fenced == 1);
+    REQUIRE(s.unacked.size() == 1);
+    CHECK(s.unacked[0].outcome == msg::outcome::fenced);
+    CHECK(s.unacked[0].latent_sha256.empty());
+    CHECK(s.at == pooling::phase::idle);
+  }
+  SECTION("current: committed now") {
+    fx = pooling::step(s, pooling::ev_grant{answer(st, {7}), 54.4}, 0);
+    REQUIRE(first<pooling::fx_commit>(fx) != nullptr);
+    REQUIRE(s.unacked.size() == 1);
+    CHECK(s.unacked[0].outcome == "ok");
+  }
+  SECTION("a grant answering an older report renews too little: still waiting") {
+    pooling::state fresh = sampling_pool(10);
+    pooling::step(fresh, sampled(50), 0);
+    auto old = fresh.status(11);  // sent at 11, answered only at 50
+    fx = pooling::step(fresh, pooling::ev_grant{answer(old, {7}), 50}, 0);
+    CHECK(first<pooling::fx_commit>(fx) == nullptr);
+    CHECK(fresh.at == pooling::phase::confirming);
+  }
+}
+
+TEST_CASE("pool lease: an attempt ended while it runs makes nothing public") {
+  auto s = sampling_pool(50);
+  auto st = s.status(51);
+  pooling::step(s, pooling::ev_grant{answer(st, {}, {7}), 51}, 0);
+  auto fx = pooling::step(s, sampled(52), 0);  // within the old lease, but ended
+  CHECK(first<pooling::fx_commit>(fx) == nullptr);
+  CHECK(first<pooling::fx_discard>(fx) != nullptr);
+  REQUIRE(s.unacked.size() == 1);
+  CHECK(s.unacked[0].outcome == msg::outcome::fenced);
+}
+
+// -- the coordinator -----------------------------------------------------------------------
+
+namespace {
+
+/// One pool on host a, decoders on hosts b and c.
+sched::state line() {
+  sched::state s;
+  sched::pool_view p;
+  p.name = "p";
+  p.host = "a";
+  p.kind = "k";
+  s.pools["p"] = p;
+  for (auto [name, host] : {std::pair{"db", "b"}, std::pair{"dc", "c"}}) {
+    sched::decoder_view d;
+    d.name = name;
+    d.host = host;
+    d.kind = "dk";
+    s.decoders[name] = d;
+  }
+  s.modes["m"] = {"p"};
+  s.mode_decoders["m"] = {"db", "dc"};
+  s.p.lease_s = 3;
+  return s;
+}
+
+sched::run one_job() {
+  sched::run r;
+  r.id = "r1";
+  r.mode = "m";
+  sched::job j;
+  j.spec = msg::job_spec{"r1", 0, 100, 416, 736, 5, "p", "sha-p", ""};
+  r.jobs.push_back(j);
+  return r;
+}
+
+msg::pool_status pool_status(uint64_t seq, uint64_t busy) {
+  msg::pool_status st;
+  st.pool = "p";
+  st.host = "a";
+  st.epoch = 1;
+  st.seq = seq;
+  st.busy_attempt = busy;
+  return st;
+}
+
+msg::decoder_status decoder_status(const std::string& name, const std::string& host,
+                                   uint64_t seq, std::vector<uint64_t> holding) {
+  msg::decoder_status st;
+  st.decoder = name;
+  st.host = host;
+  st.epoch = name == "db" ? 11 : 12;
+  st.seq = seq;
+  st.capacity = 2;
+  st.holding = std::move(holding);
+  st.credits = 2 - static_cast<uint32_t>(st.holding.size());
+  return st;
+}
+
+msg::decode_result decode_ok(const std::string& decoder, const std::string& host,
+                             uint64_t attempt) {
+  msg::decode_result r;
+  r.decoder = decoder;
+  r.host = host;
+  r.attempt = attempt;
+  r.run_id = "r1";
+  r.index = 0;
+  r.outcome = msg::outcome::ok;
+  r.output = "/out/" + host + "/job-0.mp4";
+  r.output_sha256 = std::string(64, 'c');
+  r.stage = "decode";
+  return r;
+}
+
+/// Steps the line to job 0 decoding on db (host b) at monotonic 10; returns its attempt.
+uint64_t decoding_on_b(sched::state& s) {
+  sched::step(s, sched::ev_decoder_status{decoder_status("db", "b", 1, {})}, 0, 0);
+  sched::step(s, sched::ev_decoder_status{decoder_status("dc", "c", 1, {})}, 0, 0);
+  sched::step(s, sched::ev_pool_status{pool_status(1, 0)}, 0, 0);
+  sched::step(s, sched::ev_submit{one_job()}, 0, 0);
+  auto* j = s.find_job("r1", 0);
+  REQUIRE(j->state == sched::job_state::sampling);
+  msg::sample_result r;
+  r.pool = "p";
+  r.host = "a";
+  r.attempt = j->attempt;
+  r.run_id = "r1";
+  r.index = 0;
+  r.outcome = msg::outcome::ok;
+  r.latent_sha256 = std::string(64, 'a');
+  r.latent_bytes = 10;
+  sched::step(s, sched::ev_sample_result{r}, 10, 10);
+  REQUIRE(j->state == sched::job_state::decoding);
+  REQUIRE(j->decoder == "db");
+  return j->attempt;
+}
+
+const sched::fx_grant* grant_in(const std::vector<sched::effect>& fx) {
+  return first<sched::fx_grant>(fx);
+}
+
+} // namespace
+
+TEST_CASE("coordinator lease: every status report is answered; current attempts renewed") {
+  auto s = line();
+  const uint64_t a = decoding_on_b(s);
+  auto* j = s.find_job("r1", 0);
+  CHECK(j->lease_until == Approx(13));  // from the order
+  auto fx = sched::step(s, sched::ev_decoder_status{decoder_status("db", "b", 2, {a, 999})}, 11,
+                        11.5);
+  auto* g = grant_in(fx);
+  REQUIRE(g != nullptr);
+  CHECK(g->host == "b");
+  CHECK(g->target == "decoder:db");
+  CHECK(g->grant.target == "db");
+  CHECK(g->grant.epoch == 11);
+  CHECK(g->grant.seq == 2);
+  CHECK(g->grant.current == std::vector<uint64_t>{a});
+  CHECK(g->grant.ended == std::vector<uint64_t>{999});  // unknown: given up on
+  CHECK(g->grant.lease_ms == 3000);
+  CHECK(j->lease_until == Approx(14.5));
+  // A report holding nothing needs no answer.
+  CHECK(grant_in(sched::step(s, sched::ev_decoder_status{decoder_status("dc", "c", 2, {})}, 11,
+                             11.6))
+        == nullptr);
+}
+
+TEST_CASE("coordinator lease: a stage is not moved before its lease expired") {
+  // The decoder's host goes silent (paused, or cut off): declared down, but its job stays
+  // until the lease it may still hold has run out on the coordinator's clock.
+  auto s = line();
+  const uint64_t a = decoding_on_b(s);
+  auto* j = s.find_job("r1", 0);
+  sched::step(s, sched::ev_decoder_status{decoder_status("db", "b", 2, {a})}, 11, 11);  // to 14
+  auto fx = sched::step(s, sched::ev_peer{"b", false}, 12, 12);
+  CHECK(j->state == sched::job_state::decoding);
+  CHECK(j->decoder == "db");
+  CHECK(j->attempt == a);
+  CHECK(count<sched::fx_send_decode>(fx) == 0);
+  CHECK(count<sched::fx_send_decode>(sched::step(s, sched::ev_tick{}, 13, 13.9)) == 0);
+  CHECK(j->attempt == a);
+
+  SECTION("the host comes back within the lease: renewed, nothing moved, decoded once") {
+    sched::step(s, sched::ev_peer{"b", true}, 13.95, 13.95);
+    fx = sched::step(s, sched::ev_decoder_status{decoder_status("db", "b", 3, {a})}, 14, 14);
+    REQUIRE(grant_in(fx) != nullptr);
+    CHECK(grant_in(fx)->grant.current == std::vector<uint64_t>{a});
+    sched::step(s, sched::ev_tick{}, 20, 16.9);
+    CHECK(j->attempt == a);
+    CHECK(j->decoder == "db");
+  }
+  SECTION("expired: moved to the other decoder; the old attempt is told it ended") {
+    fx = sched::step(s, sched::ev_tick{}, 14, 14.0);
+    CHECK(j->state == sched::job_state::decoding);
+    CHECK(j->decoder == "dc");
+    CHECK(j->attempt != a);
+    auto* order = first<sched::fx_send_decode>(fx);
+    REQUIRE(order != nullptr);
+    CHECK(order->host == "c");
+    CHECK(j->decode_attempts == 1);  // a lost attempt, refunded
+    // b resumes and asks about its attempt: ended.
+    sched::step(s, sched::ev_peer{"b", true}, 15, 15);
+    fx = sched::step(s, sched::ev_decoder_status{decoder_status("db", "b", 3, {a})}, 15, 15);
+    REQUIRE(grant_in(fx) != nullptr);
+    CHECK(grant_in(fx)->grant.ended == std::vector<uint64_t>{a});
+    CHECK(grant_in(fx)->grant.current.empty());
+  }
+}
+
+TEST_CASE("coordinator lease: a pool's host down keeps its job until the lease expired") {
+  auto s = line();
+  sched::step(s, sched::ev_decoder_status{decoder_status("db", "b", 1, {})}, 0, 0);
+  sched::step(s, sched::ev_pool_status{pool_status(1, 0)}, 0, 0);
+  sched::step(s, sched::ev_submit{one_job()}, 0, 0);
+  auto* j = s.find_job("r1", 0);
+  const uint64_t a = j->attempt;
+  auto fx = sched::step(s, sched::ev_pool_status{pool_status(2, a)}, 1, 1);  // lease to 4
+  REQUIRE(grant_in(fx) != nullptr);
+  CHECK(grant_in(fx)->grant.current == std::vector<uint64_t>{a});
+  sched::step(s, sched::ev_peer{"a", false}, 2, 2);
+  CHECK(j->state == sched::job_state::sampling);
+  sched::step(s, sched::ev_tick{}, 3, 3.9);
+  CHECK(j->state == sched::job_state::sampling);
+  CHECK(j->attempt == a);
+  sched::step(s, sched::ev_tick{}, 4, 4.1);
+  CHECK(j->state == sched::job_state::queued);  // only pool is down: it waits
+  CHECK(j->sample_attempts == 0);               // refunded
+}
+
+TEST_CASE("coordinator lease: a restarted worker lost its attempt at once, lease or not") {
+  auto s = line();
+  const uint64_t a = decoding_on_b(s);
+  auto* j = s.find_job("r1", 0);
+  auto st = decoder_status("db", "b", 1, {});
+  st.epoch = 99;  // a new epoch: the old actor, and whatever it was doing, is gone
+  sched::step(s, sched::ev_decoder_status{st}, 11, 11);
+  CHECK(j->attempt != a);
+}
+
+TEST_CASE("coordinator lease: a late video is the job's while it waits, else counted twice") {
+  auto s = line();
+  const uint64_t a = decoding_on_b(s);
+  auto* j = s.find_job("r1", 0);
+  sched::step(s, sched::ev_peer{"b", false}, 12, 12);
+  sched::step(s, sched::ev_tick{}, 14, 14);  // expired: moved to dc
+  const uint64_t b = j->attempt;
+  REQUIRE(j->decoder == "dc");
+
+  SECTION("b's video (committed within its lease, its result delayed) comes first: adopted") {
+    sched::step(s, sched::ev_peer{"b", true}, 15, 15);
+    auto fx = sched::step(s, sched::ev_decode_result{decode_ok("db", "b", a)}, 15, 15);
+    CHECK(j->state == sched::job_state::succeeded);
+    CHECK(j->output == "/out/b/job-0.mp4");
+    CHECK(j->decoder == "db");
+    CHECK(j->duplicates == 0);
+    // dc's attempt is given up on: ended in its next grant, and its video then fenced.
+    fx = sched::step(s, sched::ev_decoder_status{decoder_status("dc", "c", 2, {b})}, 16, 16);
+    REQUIRE(grant_in(fx) != nullptr);
+    CHECK(grant_in(fx)->grant.ended == std::vector<uint64_t>{b});
+    auto fenced = decode_ok("dc", "c", b);
+    fenced.outcome = msg::outcome::fenced;
+    fenced.output.clear();
+    sched::step(s, sched::ev_decode_result{fenced}, 17, 17);
+    sched::step(s, sched::ev_decode_result{fenced}, 17, 17);  // resent: counted once
+    CHECK(j->fenced == 1);
+    CHECK(sched::summarize(s.runs.front()).fenced == 1);
+    CHECK(sched::summarize(s.runs.front()).done_twice == 0);
+    CHECK(j->state == sched::job_state::succeeded);
+  }
+  SECTION("dc's video is published first: b's is a stage done twice, removed and counted") {
+    sched::step(s, sched::ev_decode_result{decode_ok("dc", "c", b)}, 15, 15);
+    REQUIRE(j->state == sched::job_state::succeeded);
+    auto fx = sched::step(s, sched::ev_decode_result{decode_ok("db", "b", a)}, 16, 16);
+    auto* ack = first<sched::fx_ack>(fx);
+    REQUIRE(ack != nullptr);
+    CHECK(ack->attempt == a);
+    CHECK(ack->discard);
+    CHECK(j->output == "/out/c/job-0.mp4");
+    CHECK(j->duplicates == 1);
+    sched::step(s, sched::ev_decode_result{decode_ok("db", "b", a)}, 17, 17);
+    CHECK(j->duplicates == 1);
+    CHECK(sched::summarize(s.runs.front()).done_twice == 1);
+  }
+}
