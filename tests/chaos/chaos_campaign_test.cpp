@@ -13,7 +13,8 @@ namespace {
 struct totals {
   int scenarios = 0, jobs = 0, succeeded = 0, lost = 0, duplicated = 0, corrupt = 0,
       unfinished = 0, failed = 0, resampled = 0, faults = 0, kills = 0, stops = 0,
-      crash_exits = 0, backend_faults = 0, link_cuts = 0, full_disks = 0;
+      crash_exits = 0, backend_faults = 0, link_cuts = 0, full_disks = 0, fenced = 0,
+      reported_twice = 0;
   std::vector<uint64_t> bad_seeds;
   void add(const chaos::verdict& v) {
     ++scenarios;
@@ -32,6 +33,8 @@ struct totals {
     backend_faults += v.backend_faults;
     link_cuts += v.link_cuts;
     full_disks += v.full_disks;
+    fenced += v.fenced;
+    reported_twice += v.reported_twice;
     if (!v.ok())
       bad_seeds.push_back(v.seed);
   }
@@ -92,5 +95,7 @@ TEST_CASE("chaos: campaign of CHAOS_SCENARIOS scenarios", "[.campaign]") {
   std::printf("RESULT chaos_unfinished %d runs target ==0\n", t.unfinished);
   std::printf("RESULT chaos_failed_reported %d jobs target -\n", t.failed);
   std::printf("RESULT chaos_resampled %d latents target -\n", t.resampled);
+  std::printf("RESULT chaos_fenced %d products target -\n", t.fenced);
+  std::printf("RESULT chaos_done_twice_per_status %d stages target ==0\n", t.reported_twice);
   check(t);
 }

@@ -1,9 +1,11 @@
 #pragma once
 // The fault-injection campaign: real node processes on loopback, a seeded batch, 1-3 seeded
-// faults (kill -9 of a node, the coordinator's included; SIGSTOP then SIGCONT; named crash
-// points), nodes restarted as a service manager would, and an invariant checker that does
-// not trust the coordinator: it recomputes every latent from the sim contract, reads every
-// video file and the hosts' work ledgers.
+// faults (kill -9 of a node, the coordinator's included; SIGSTOP for 1-6 s then SIGCONT, of
+// any host, the coordinator's and the decoders' included; named crash points), nodes
+// restarted as a service manager would, and an invariant checker that does not trust the
+// coordinator: it recomputes every latent from the sim contract, reads every video file on
+// every host and every host's work ledger. Some modes decode on two hosts, so a stage
+// given up on can be done again elsewhere.
 
 #include <cstdio>
 #include <map>
@@ -35,7 +37,9 @@ struct verdict {
   int succeeded = 0;
   int lost = 0;          ///< no correct video file and not reported failed
   int failed = 0;        ///< reported failed by the coordinator (allowed, counted)
-  int duplicated = 0;    ///< a job decoded to completion more than once
+  int duplicated = 0;    ///< a job decoded to completion more than once (ledgers or files)
+  int reported_twice = 0;  ///< stages done twice as the run's status counts them
+  int fenced = 0;        ///< products removed unpublished: their lease had ended (info)
   int corrupt = 0;       ///< a video file whose contents break the contract
   int unfinished = 0;    ///< the run did not end within the deadline
   int resampled = 0;     ///< a latent sampled again after it was finished (info)
@@ -53,7 +57,8 @@ struct verdict {
     std::ostringstream o;
     o << "seed " << seed << ": " << succeeded << "/" << jobs << " ok, lost " << lost
       << ", duplicated " << duplicated << ", corrupt " << corrupt << ", unfinished "
-      << unfinished << ", failed " << failed << ", resampled " << resampled << ", faults "
+      << unfinished << ", failed " << failed << ", resampled " << resampled << ", fenced "
+      << fenced << ", done twice per status " << reported_twice << ", faults "
       << faults << " (kill -9 " << kills << ", stop " << stops << ", crash points fired "
       << crash_exits << ", backend crashes/hangs " << backend_faults << ", link cuts "
       << link_cuts << ", full disks " << full_disks << ")";
@@ -240,14 +245,19 @@ private:
     }
     testing_support::add_keys(cfg, dir_);
     cfg["backends"]["sim"]["time_scale"] = 0.004;
+    // A mode decoding on both hosts: a decode given up on can be done again elsewhere.
+    cfg["modes"]["four_b_plus_two"] = {{"pools", {"four_a"}},
+                                       {"decoders", {"rtx3080ti", "t10_a"}}};
     cfg["knobs"] = {{"heartbeat_interval_ms", 200}, {"heartbeat_misses", 3},
                     {"status_interval_ms", 100},    {"order_resend_ms", 400},
+                    {"lease_ms", 1000},
                     {"reconnect_max_ms", 500},      {"transfer_timeout_ms", 1500},
                     {"max_attempts", 5},            {"sample_timeout_s", 600},
                     {"decode_timeout_s", 120}};
     static const char* modes[] = {"single_eight_plus_one", "four_four_plus_one",
-                                  "four_four_xtx_plus_one", "eight_xtx_plus_one"};
-    msg_req_.mode = modes[std::uniform_int_distribution<int>(0, 3)(rng_)];
+                                  "four_four_xtx_plus_one", "eight_xtx_plus_one",
+                                  "four_b_plus_two"};
+    msg_req_.mode = modes[std::uniform_int_distribution<int>(0, 4)(rng_)];
     msg_req_.prompt = "chaos scenario prompt";
     msg_req_.width = 416;
     msg_req_.height = 736;
@@ -268,6 +278,9 @@ private:
       f.host = hosts_[std::uniform_int_distribution<std::size_t>(0, hosts_.size() - 1)(rng_)];
       f.at_s = when(rng_);
       f.length_s = std::uniform_real_distribution<double>(0.0, 1.5)(rng_);
+      // A pause long enough to outlast the liveness window and the leases (issue 16).
+      if (f.kind == fault::stop_cont)
+        f.length_s = std::uniform_real_distribution<double>(1.0, 6.0)(rng_);
       if (f.kind == fault::crash_points)
         crash_hosts_.insert(f.host);
       else if (f.kind == fault::backend_faults)
@@ -328,8 +341,30 @@ private:
         in >> what >> run >> idx;
         if (run != run_id)
           continue;
-        (what == "decoded" ? decoded : sampled)[idx]++;
+        if (what == "decoded")
+          decoded[idx]++;
+        else if (what == "removed-decoded")  // published, then removed: it lost the race
+          decoded[idx]--;
+        else if (what == "sampled")
+          sampled[idx]++;
+        else if (what.rfind("fenced-", 0) == 0)
+          ++v.fenced;
       }
+    // Every video file of the run on every host, by job.
+    std::map<std::string, std::vector<std::string>> videos;
+    for (auto& h : hosts_) {
+      const std::filesystem::path runs = dir_ + "/" + h + "/outputs/" + run_id;
+      std::error_code ec;
+      if (run_id.empty() || !std::filesystem::exists(runs, ec))
+        continue;
+      for (auto& f : std::filesystem::directory_iterator(runs, ec)) {
+        const auto name = f.path().filename().string();
+        if (name.rfind("job-", 0) == 0)
+          videos[name.substr(4, name.find('-', 4) - 4)].push_back(f.path().string());
+      }
+    }
+    if (st.contains("summary") && st["summary"].contains("done_twice"))
+      v.reported_twice = st["summary"]["done_twice"].get<int>();
     std::map<int, std::string> reported;
     if (st.contains("jobs"))
       for (auto& j : st["jobs"])
@@ -338,9 +373,10 @@ private:
     auto bytes = contract::reference_latent_bytes(w, h, s);
     for (uint32_t i = 0; i < msg_req_.count; ++i) {
       uint64_t seed = msg_req_.seed + i;
-      auto path = dir_ + "/host_b/outputs/" + run_id + "/job-" + std::to_string(i) + "-"
-                  + std::to_string(seed) + ".simvideo";
-      bool exists = std::filesystem::exists(path);
+      auto key = std::to_string(i);
+      const auto& files = videos[key];
+      const std::string path = files.empty() ? "" : files.front();
+      bool exists = !files.empty();
       if (exists) {
         auto expect = contract::video_file(contract::latent_sha256(seed, w, h, s, bytes), seed,
                                            w, h, s);
@@ -361,10 +397,10 @@ private:
       if (exists && reported[static_cast<int>(i)] != "succeeded" && !v.unfinished)
         v.notes.push_back("job " + std::to_string(i) + " has its video but is reported "
                           + reported[static_cast<int>(i)]);
-      auto key = std::to_string(i);
-      if (decoded[key] > 1) {
+      if (decoded[key] > 1 || files.size() > 1) {
         ++v.duplicated;
-        v.notes.push_back("job " + key + " decoded " + std::to_string(decoded[key]) + " times");
+        v.notes.push_back("job " + key + " decoded " + std::to_string(decoded[key])
+                          + " times, " + std::to_string(files.size()) + " video files");
       }
       if (sampled[key] > 1)
         v.resampled += sampled[key] - 1;
