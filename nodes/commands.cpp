@@ -199,6 +199,11 @@ std::string format_status(const json& st) {
       << fmt("%.2f", s["clips_per_hour"].get<double>()) << " clips/hour";
   if (st["clock"]["simulated"].get<bool>())
     out << " (simulated seconds)";
+  // A stage done twice, or a product removed because its lease had ended (issue 16).
+  const int twice = s.value("done_twice", 0), fenced = s.value("fenced", 0);
+  if (twice != 0 || fenced != 0)
+    out << "; " << twice << " stages done twice, " << fenced
+        << " products removed unpublished (lease ended)";
   out << "\n";
   return out.str();
 }

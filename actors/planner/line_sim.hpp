@@ -9,7 +9,8 @@
 /// Faults (seeded): messages dropped, duplicated, delayed and reordered; pools and decoders
 /// crashed (their state lost, a new epoch). After every event the invariants are checked:
 /// the decoder holds at most 1 pending latent, a job reaches a final state at most once,
-/// and a job's journaled progress never goes backwards.
+/// a job's journaled progress never goes backwards, and a job's video is published (a
+/// decoder's commit) at most once, beyond a decoder crash that lost a published result.
 
 #include <cstdint>
 #include <functional>
