@@ -33,7 +33,9 @@ std::optional<receipt> valid_receipt(const std::string& path);
 
 /// One finished stage in the ledger: "<stage> <run> <index> <attempt> <sha256>".
 struct ledger_entry {
-  std::string stage;  ///< "sampled" or "decoded"
+  std::string stage;  ///< "sampled" or "decoded"; "fenced-sampled", "fenced-decoded" (a product
+                      ///< removed unpublished: its lease ended), "removed-decoded" (a video
+                      ///< published, then removed: another attempt's won)
   std::string run_id;
   uint32_t index = 0;
   uint64_t attempt = 0;
