@@ -1023,6 +1023,8 @@ void bus::impl::apply(const std::vector<liveness_effect>& effects) {
       dedup.forget_sender(e.host);
       fetcher.fail_host(e.host, "peer restarted");
       break;
+    case liveness_effect::kind::stalled:
+      break;  // handled above
     }
     spdlog::info("bus {}: {} {} (boot {:016x})", opt.self, to_string(e.what), e.host,
                  e.boot_id);

@@ -143,7 +143,7 @@ void decode(caf::event_based_actor* self, const std::shared_ptr<shell>& sh,
     },
     [attempt](const std::string& what) {
       return msg::stage_done{attempt, msg::outcome::transient, "decoder: " + what, "", 0, 0,
-                             false, ""};
+                             false, "", ""};
     });
 }
 

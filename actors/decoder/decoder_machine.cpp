@@ -160,7 +160,7 @@ std::vector<effect> step(state& s, const event& e, double now) {
       fx.push_back(fx_report{});
       return fx;
     }
-    s.holding.push_back(held{o->order, phase::fetching, now, -1, 0});
+    s.holding.push_back(held{o->order, phase::fetching, now, -1, 0, -1, false, {}, ""});
     fx.push_back(fx_fetch{o->order});
     fx.push_back(fx_report{});
   } else if (auto* f = std::get_if<ev_fetched>(&e)) {

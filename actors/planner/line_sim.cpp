@@ -250,7 +250,7 @@ private:
             warm_.erase({other, q->second.epoch});
         double secs = t_.decode(kind, dc->order.job);
         span(d.decoder, "decode", dc->order.job.index, now_, now_ + secs);
-        decoding::ev_decoded ev{dc->order.attempt, "ok", "", "out", "", secs};
+        decoding::ev_decoded ev{dc->order.attempt, "ok", "", "out", "", secs, "out", 0};
         schedule(now_ + secs, to_decoder{d.decoder, ev, d.epoch});
       } else if (std::holds_alternative<decoding::fx_report>(e)) {
         send(to_coordinator{sched::ev_decoder_status{d.status(now_)}});

@@ -224,6 +224,8 @@ const std::vector<broken_case>& broken_cases() {
        "/knobs/reconnect_max_ms", "at least reconnect_min_ms"},
       {"resend not after status", [](json& j) { set(j, "/knobs/order_resend_ms", 500); },
        "/knobs/order_resend_ms", "more than status_interval_ms"},
+      {"lease not past two status reports", [](json& j) { set(j, "/knobs/lease_ms", 1000); },
+       "/knobs/lease_ms", "more than 2 x status_interval_ms"},
       {"knob beyond uint32", [](json& j) { set(j, "/knobs/max_runs", 1ull << 40); },
        "/knobs/max_runs", "between 1 and 4294967295"},
       // authentication (the reference example is plaintext, all on loopback)
@@ -430,7 +432,7 @@ TEST_CASE("knobs read, write and validate by name", "[config]") {
   const cfg::knobs defaults;
   REQUIRE_NOTHROW(cfg::validate(defaults));
   const json written = cfg::to_json(defaults);
-  CHECK(written.size() == 27);  // every knob, the latent retention and budget included
+  CHECK(written.size() == 28);  // every knob, the latent retention, budget and lease included
   CHECK(written["pool_restarts"] == json{{"max_restarts", 5}, {"period_s", 30.0}});
   CHECK(cfg::to_json(cfg::knobs_from_json(json::object())) == written);
 

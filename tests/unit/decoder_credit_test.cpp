@@ -71,7 +71,7 @@ TEST_CASE("one decode at a time, oldest fetched first; pending never above one")
   CHECK(count<fx_decode>(step(s, ev_fetched{2, "ok", ""}, 1)) == 1);
   CHECK(count<fx_decode>(step(s, ev_fetched{1, "ok", ""}, 2)) == 0);
   CHECK(s.pending() == 1);
-  auto fx = step(s, ev_decoded{2, "ok", "", "/out/2", "x", 4}, 5);
+  auto fx = step(s, ev_decoded{2, "ok", "", "/out/2", "x", 4, "/out/2", 0}, 5);
   CHECK(count<fx_decode>(fx) == 1);  // 1 starts right away
   CHECK(s.credits() == 1);
   CHECK(s.unacked.size() == 1);
@@ -86,7 +86,7 @@ TEST_CASE("a resent order is not taken twice, before or after it finished") {
   CHECK(step(s, ev_order{order(1)}, 0).empty());
   lease_all(s, 0);
   step(s, ev_fetched{1, "ok", ""}, 1);
-  step(s, ev_decoded{1, "ok", "", "/o", "x", 1}, 2);
+  step(s, ev_decoded{1, "ok", "", "/o", "x", 1, "/o", 0}, 2);
   step(s, ev_ack{1}, 3);
   CHECK(step(s, ev_order{order(1)}, 4).empty());
   CHECK(s.holding.empty());
