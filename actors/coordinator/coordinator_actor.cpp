@@ -322,7 +322,7 @@ caf::behavior coordinator_actor(caf::event_based_actor* self, context ctx,
       sh->ctx.out->reply(c.reply_to, c.correlation, reply);
     },
     [sh](msg::client_call<msg::resume_run>& c) {
-      msg::resume_reply reply{c.body.run_id, 0, "", ""};
+      msg::resume_reply reply{c.body.run_id, 0, "", "", ""};
       auto* r = sh->st.find_run(c.body.run_id);
       if (r == nullptr) {
         reply.error = "no run " + c.body.run_id;
