@@ -299,6 +299,12 @@ struct submit_reply {
   MSGPACK_DEFINE_MAP(run_id, error)
 };
 
+/// The `code` of an error reply to a client: why, in a word a program can test.
+namespace reply_code {
+inline constexpr const char* no_such_run = "no_such_run";  ///< the coordinator has no such run
+inline constexpr const char* too_large = "too_large";      ///< the answer would exceed max_frame_bytes
+} // namespace reply_code
+
 /// CLI -> coordinator: the status of a run ("" = the latest run).
 struct status_query {
   static constexpr const char* wire_name = "status_query";
@@ -311,7 +317,8 @@ struct status_reply {
   static constexpr const char* wire_name = "status_reply";
   std::string json;
   std::string error;
-  MSGPACK_DEFINE_MAP(json, error)
+  std::string code;  ///< with an error, what kind for a program (reply_code; "" = other)
+  MSGPACK_DEFINE_MAP(json, error, code)
 };
 
 /// CLI -> coordinator: finish a run's failed jobs, redoing only the missing stages.
@@ -328,7 +335,8 @@ struct resume_reply {
   uint32_t reopened = 0;     ///< failed jobs put back to work
   std::string state;         ///< the run's state afterwards
   std::string error;
-  MSGPACK_DEFINE_MAP(run_id, reopened, state, error)
+  std::string code;          ///< with an error, what kind for a program (reply_code)
+  MSGPACK_DEFINE_MAP(run_id, reopened, state, error, code)
 };
 
 /// CLI -> any node: stop cleanly (used by `vidline demo` and `vidline stop`).

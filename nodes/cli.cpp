@@ -1,5 +1,6 @@
 #include "nodes/cli.hpp"
 
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <random>
@@ -9,6 +10,7 @@
 #include "common/files.hpp"
 #include "common/sha256.hpp"
 #include "config/config.hpp"
+#include "nodes/cli_checks.hpp"
 #include "nodes/commands.hpp"
 #include "nodes/exit_codes.hpp"
 #include "nodes/node.hpp"
@@ -42,15 +44,55 @@ struct run_args {
   bool json = false;
 };
 
+/// The prompt of `run`, or "" with `why` set: a file (not a directory), not empty, and
+/// within the config's max_prompt_bytes (a larger one could not cross the bus).
+std::string read_prompt(const std::string& path, const config::knobs& k, std::string& why) {
+  std::error_code ec;
+  auto st = std::filesystem::status(path, ec);
+  if (ec || !std::filesystem::exists(st)) {
+    why = path + " does not exist";
+    return "";
+  }
+  if (std::filesystem::is_directory(st)) {
+    why = path + " is a directory, not a file";
+    return "";
+  }
+  if (std::filesystem::is_regular_file(st)) {
+    auto size = std::filesystem::file_size(path, ec);
+    if (!ec && size > k.max_prompt_bytes) {
+      why = path + " is " + std::to_string(size) + " bytes, over knobs.max_prompt_bytes ("
+            + std::to_string(k.max_prompt_bytes) + ", the most a prompt may have on the bus)";
+      return "";
+    }
+  }
+  std::string text;
+  try {
+    text = files::read_all(path);
+  } catch (const std::exception& e) {
+    why = e.what();
+    return "";
+  }
+  if (text.size() > k.max_prompt_bytes)  // a pipe or a device: its size was not known
+    why = path + " gave " + std::to_string(text.size()) + " bytes, over knobs.max_prompt_bytes ("
+          + std::to_string(k.max_prompt_bytes) + ")";
+  else if (text.empty())
+    why = path + " is empty";
+  return why.empty() ? text : "";
+}
+
 int do_run(const run_args& a) {
+  if (auto why = cli_checks::seed_range_error(a.seed, a.count); !why.empty()) {
+    std::fprintf(stderr, "error: %s\n", why.c_str());
+    return exit_code::usage;
+  }
   auto cluster = config::load(a.config);
   remember_config(a.config);
   msg::submit_run req;
   req.mode = a.mode;
-  try {
-    req.prompt = files::read_all(a.prompt_file);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: --prompt-file: %s\n", e.what());
+  std::string why;
+  req.prompt = read_prompt(a.prompt_file, cluster.knobs, why);
+  if (!why.empty()) {
+    std::fprintf(stderr, "error: --prompt-file: %s\n", why.c_str());
     return exit_code::usage;
   }
   if (!a.reference_file.empty()) {
@@ -71,9 +113,9 @@ int do_run(const run_args& a) {
   std::string run_id;
   try {
     run_id = cl.submit(req);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: run refused: %s\n", e.what());
-    return exit_code::usage;
+  } catch (const coordinator_error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return e.exit_code();
   }
   if (a.background) {
     if (a.json)
@@ -85,25 +127,29 @@ int do_run(const run_args& a) {
   std::fprintf(a.json ? stderr : stdout, "%s\n", run_id.c_str());
   wait_options wo;
   wo.json = a.json;
+  wo.cluster = &cluster;
   return wait_for_run(cl, run_id, wo);
 }
 
 int do_status(const std::string& config, const std::string& run_id, bool json,
-              const std::string& gantt) {
+              const std::string& gantt, double timeout_s) {
   auto cluster = cluster_for(config);
   coordinator_client cl(cluster);
   std::optional<nlohmann::json> st;
   try {
-    st = cl.status(run_id);
-  } catch (const std::exception& e) {
+    st = cl.status(run_id, static_cast<int>(timeout_s * 1000));
+  } catch (const coordinator_error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
-    return exit_code::usage;
+    return e.exit_code();
   }
   if (!st) {
-    std::fprintf(stderr, "error: no answer from the coordinator at %s\n", cl.endpoint().c_str());
+    std::fprintf(stderr, "error: no answer from the coordinator at %s within %g s\n",
+                 cl.endpoint().c_str(), timeout_s);
     return exit_code::unreachable;
   }
   if (json)
+    std::printf("%s\n", st->dump(2).c_str());
+  else if (run_id == "@cluster")
     std::printf("%s\n", st->dump(2).c_str());
   else
     std::printf("%s", format_status(*st).c_str());
@@ -125,14 +171,15 @@ int do_wait(const std::string& config, const std::string& run_id, double timeout
   wait_options wo;
   wo.timeout_s = timeout_s;
   wo.json = json;
+  wo.cluster = &cluster;
   return wait_for_run(cl, run_id, wo);
 }
-
 
 /// Options shared by the line verbs; they live as long as the app.
 struct line_options {
   std::string config_path, host, run_id, gantt;
   double timeout_s = 0;
+  double status_timeout_s = 5;
   bool json = false;
   run_args ra;
   std::string exe;
@@ -149,40 +196,52 @@ void add_line_verbs(CLI::App& app, verb_list& out) {
   out.push_back({node, [o] { return run_node(config::load(o->config_path), o->host); }});
 
   auto& ra = o->ra;
+  using cli_checks::seconds;
+  using cli_checks::whole_number;
   auto* run = app.add_subcommand("run", "Submit a batch and follow it (or --background)");
   run->add_option("--config", ra.config, "Cluster config (JSON)")->required();
   run->add_option("--mode", ra.mode, "Mode: which pools and decoders are active")->required();
-  run->add_option("--prompt-file", ra.prompt_file, "File holding the prompt text")->required();
+  run->add_option("--prompt-file", ra.prompt_file,
+                  "File holding the prompt text (at most knobs.max_prompt_bytes)")->required();
   run->add_option("--reference-file", ra.reference_file, "Reference image for the jobs");
-  run->add_option("--width", ra.width, "Width in pixels")->required()->check(CLI::Range(8u, 8192u));
-  run->add_option("--height", ra.height, "Height in pixels")->required()->check(CLI::Range(8u, 8192u));
-  run->add_option("--seconds", ra.seconds, "Clip length in seconds")->required()->check(CLI::Range(1u, 3600u));
-  run->add_option("--count", ra.count, "Jobs in the batch")->required()->check(CLI::Range(1u, 1000000u));
-  run->add_option("--seed", ra.seed, "Seed of job 0 (job i gets seed + i)")->required();
+  run->add_option("--width", ra.width, "Width in pixels")->required()->check(whole_number(8, 8192));
+  run->add_option("--height", ra.height, "Height in pixels")->required()->check(whole_number(8, 8192));
+  run->add_option("--seconds", ra.seconds, "Clip length in seconds")->required()->check(whole_number(1, 3600));
+  run->add_option("--count", ra.count, "Jobs in the batch")->required()->check(whole_number(1, 1000000));
+  run->add_option("--seed", ra.seed, "Seed of job 0 (job i gets seed + i; the last at most 2^64-1)")
+    ->required()
+    ->check(whole_number(0, UINT64_MAX));
   run->add_flag("--background", ra.background, "Print the run id and return at once");
   run->add_flag("--json", ra.json, "Print JSON (the final status, or the run id)");
   out.push_back({run, [o] { return do_run(o->ra); }});
 
-  auto* wait = app.add_subcommand("wait", "Follow a run until it ends (0 ok, 1 failed, 3 timeout)");
+  auto* wait = app.add_subcommand(
+    "wait", "Follow a run until it ends, with its progress (exit codes: docs/exit-codes.md)");
   wait->add_option("run_id", o->run_id, "Run id")->required();
-  wait->add_option("--timeout", o->timeout_s, "Seconds to wait (0 = forever)")->check(CLI::NonNegativeNumber);
+  wait->add_option("--timeout", o->timeout_s, "Seconds to wait (0 = forever)")->check(seconds(0));
   wait->add_option("--config", o->config_path, "Cluster config (default: the last one used)");
   wait->add_flag("--json", o->json, "Print the final status JSON");
   out.push_back({wait, [o] { return do_wait(o->config_path, o->run_id, o->timeout_s, o->json); }});
 
-  auto* status = app.add_subcommand("status", "Show a run (default: the latest)");
-  status->add_option("run_id", o->run_id, "Run id");
+  auto* status = app.add_subcommand("status", "Show a run (default: the latest), or the cluster");
+  status->add_option("run_id", o->run_id,
+                     "Run id, or @cluster: the coordinator's view of hosts, pools and decoders "
+                     "(JSON)");
   status->add_option("--config", o->config_path, "Cluster config (default: the last one used)");
+  status->add_option("--timeout", o->status_timeout_s, "Seconds to wait for the answer")
+    ->check(seconds(0, true));
   status->add_flag("--json", o->json, "Print the status JSON");
   status->add_option("--gantt", o->gantt, "Also write the run's Gantt chart (SVG) to this file");
-  out.push_back(
-    {status, [o] { return do_status(o->config_path, o->run_id, o->json, o->gantt); }});
+  out.push_back({status, [o] {
+                   return do_status(o->config_path, o->run_id, o->json, o->gantt,
+                                    o->status_timeout_s);
+                 }});
 
   auto* resume = app.add_subcommand(
     "resume", "Finish a run's failed jobs, redoing only missing stages, and follow it");
   resume->add_option("run_id", o->run_id, "Run id")->required();
   resume->add_option("--config", o->config_path, "Cluster config (default: the last one used)");
-  resume->add_option("--timeout", o->timeout_s, "Seconds to wait (0 = forever)")->check(CLI::NonNegativeNumber);
+  resume->add_option("--timeout", o->timeout_s, "Seconds to wait (0 = forever)")->check(seconds(0));
   resume->add_flag("--json", o->json, "Print the final status JSON");
   out.push_back({resume, [o] {
                    auto cluster = cluster_for(o->config_path);
@@ -191,13 +250,14 @@ void add_line_verbs(CLI::App& app, verb_list& out) {
                      auto r = cl.resume(o->run_id);
                      std::fprintf(o->json ? stderr : stdout, "run %s: %u failed jobs resumed; %s\n",
                                   r.run_id.c_str(), r.reopened, r.state.c_str());
-                   } catch (const std::exception& e) {
+                   } catch (const coordinator_error& e) {
                      std::fprintf(stderr, "error: %s\n", e.what());
-                     return exit_code::usage;
+                     return e.exit_code();
                    }
                    wait_options wo;
                    wo.timeout_s = o->timeout_s;
                    wo.json = o->json;
+                   wo.cluster = &cluster;
                    return wait_for_run(cl, o->run_id, wo);
                  }});
 
@@ -217,6 +277,21 @@ int cli_main(int argc, char** argv) {
   add_profile_verbs(app, verbs);
   add_security_verbs(app, verbs);
 
+  // CLI11 reads an unknown first word as a stray argument and says only that a subcommand
+  // is required: name it and list the verbs instead.
+  if (argc >= 2 && argv[1][0] != '-') {
+    std::string names;
+    bool known = false;
+    for (auto* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+      names += (names.empty() ? "" : ", ") + sub->get_name();
+      known = known || sub->check_name(argv[1]);
+    }
+    if (!known) {
+      std::fprintf(stderr, "error: unknown verb '%s'; the verbs: %s (vidline --help)\n",
+                   argv[1], names.c_str());
+      return exit_code::usage;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -235,6 +310,9 @@ int cli_main(int argc, char** argv) {
   } catch (const config::config_error& e) {
     std::fprintf(stderr, "config error: %s\n", e.what());
     return exit_code::usage;
+  } catch (const coordinator_error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return e.exit_code();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return exit_code::fatal;

@@ -10,6 +10,12 @@
 #include <sstream>
 #include <thread>
 
+#include <map>
+
+#include <unistd.h>
+
+#include "actors/coordinator/coordinator_actor.hpp"
+#include "actors/planner/plan.hpp"
 #include "common/files.hpp"
 #include "nodes/bus.hpp"
 #include "nodes/client.hpp"
@@ -61,36 +67,71 @@ coordinator_client::coordinator_client(const config::cluster& c) : knobs_(c.knob
   security_ = client_security_for(c, c.coordinator);
 }
 
+namespace {
+
+/// The exit code an error reply's `code` means.
+int code_of_reply(const std::string& code) {
+  if (code == msg::reply_code::no_such_run)
+    return exit_code::no_such_run;
+  if (code == msg::reply_code::too_large)
+    return exit_code::too_large;
+  return exit_code::refused;
+}
+
+/// Room for the envelope around a request's body in one frame.
+constexpr std::size_t request_frame_headroom = 4096;
+
+} // namespace
+
 std::string coordinator_client::submit(const msg::submit_run& req, int timeout_ms) {
+  // A frame over max_frame_bytes is dropped by the node's socket: the client would only
+  // time out. Refuse it here, naming the limits.
+  if (req.prompt.size() > knobs_.max_prompt_bytes)
+    throw coordinator_error(exit_code::usage,
+                            "the prompt is " + std::to_string(req.prompt.size())
+                              + " bytes, over knobs.max_prompt_bytes ("
+                              + std::to_string(knobs_.max_prompt_bytes) + ")");
+  const auto body = msg::pack_body(req);
+  if (body.size() + request_frame_headroom > knobs_.max_frame_bytes)
+    throw coordinator_error(exit_code::usage,
+                            "the request is " + std::to_string(body.size())
+                              + " bytes, over knobs.max_frame_bytes ("
+                              + std::to_string(knobs_.max_frame_bytes) + ") less 4096");
   client cl(endpoint_, knobs_, security_);
   // The request id makes a retried submit return the run the first one made.
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   while (std::chrono::steady_clock::now() < deadline) {
-    auto reply = cl.request("coordinator", req, 2000);
+    auto reply = cl.request("coordinator", msg::submit_run::wire_name, body, 2000);
     if (!reply)
       continue;
     msg::submit_reply r;
     if (reply->env.type != msg::submit_reply::wire_name
         || !msg::unpack_body_as(reply->body, wire_limits(knobs_), r))
-      throw std::runtime_error("the coordinator answered something else than a submit_reply");
+      throw coordinator_error(exit_code::refused,
+                              "the coordinator answered something else than a submit_reply");
     if (!r.error.empty())
-      throw std::runtime_error(r.error);
+      throw coordinator_error(exit_code::refused, "run refused: " + r.error);
     return r.run_id;
   }
-  throw std::runtime_error("no answer from the coordinator at " + endpoint_);
+  throw coordinator_error(exit_code::unreachable,
+                          "no answer from the coordinator at " + endpoint_ + " within "
+                            + std::to_string((timeout_ms + 999) / 1000) + " s");
 }
 
 msg::resume_reply coordinator_client::resume(const std::string& run_id, int timeout_ms) {
   client cl(endpoint_, knobs_, security_);
   auto reply = cl.request("coordinator", msg::resume_run{run_id}, timeout_ms);
   if (!reply)
-    throw std::runtime_error("no answer from the coordinator at " + endpoint_);
+    throw coordinator_error(exit_code::unreachable,
+                            "no answer from the coordinator at " + endpoint_ + " within "
+                              + std::to_string((timeout_ms + 999) / 1000) + " s");
   msg::resume_reply r;
   if (reply->env.type != msg::resume_reply::wire_name
       || !msg::unpack_body_as(reply->body, wire_limits(knobs_), r))
-    throw std::runtime_error("the coordinator answered something else than a resume_reply");
+    throw coordinator_error(exit_code::refused,
+                            "the coordinator answered something else than a resume_reply");
   if (!r.error.empty())
-    throw std::runtime_error(r.error);
+    throw coordinator_error(code_of_reply(r.code), r.error);
   return r;
 }
 
@@ -102,9 +143,10 @@ std::optional<json> coordinator_client::status(const std::string& run_id, int ti
   msg::status_reply r;
   if (reply->env.type != msg::status_reply::wire_name
       || !msg::unpack_body_as(reply->body, wire_limits(knobs_), r))
-    throw std::runtime_error("the coordinator answered something else than a status_reply");
+    throw coordinator_error(exit_code::refused,
+                            "the coordinator answered something else than a status_reply");
   if (!r.error.empty())
-    throw std::runtime_error(r.error);
+    throw coordinator_error(code_of_reply(r.code), r.error);
   return json::parse(r.json);
 }
 
@@ -208,38 +250,160 @@ std::string format_status(const json& st) {
   return out.str();
 }
 
+namespace {
+
+/// When each job of a batch would finish by the plan (run-clock seconds, ascending), for
+/// the ETA of `wait`; empty when it cannot be planned (or is too large to plan quickly).
+std::vector<double> planned_finishes(const config::cluster& c, const json& st) {
+  const auto& jobs = st["jobs"];
+  if (jobs.empty() || jobs.size() > wait_plan_max_jobs)
+    return {};
+  try {
+    auto est = planner::estimates_for(c);
+    auto s = actors::initial_state(c, 1.0);
+    std::map<std::string, std::string> policies;
+    for (auto& m : c.modes)
+      policies[m.name] = m.policy;
+    planner::configure(s, c, est, policies);
+    planner::request req;
+    req.mode = st["mode"].get<std::string>();
+    req.width = jobs[0]["width"].get<uint32_t>();
+    req.height = jobs[0]["height"].get<uint32_t>();
+    req.seconds = jobs[0]["seconds"].get<uint32_t>();
+    req.count = static_cast<uint32_t>(jobs.size());
+    req.seed = jobs[0]["seed"].get<uint64_t>();
+    auto p = planner::plan(s, *est, req);
+    if (!p.refused.empty() || !p.finished)
+      return {};
+    std::vector<double> out;
+    for (auto& j : p.jobs)
+      if (j.decode)
+        out.push_back(j.decode->end);
+    std::sort(out.begin(), out.end());
+    return out;
+  } catch (const std::exception&) {
+    return {};  // no ETA: the wait itself goes on
+  }
+}
+
+std::string duration_text(double s) {
+  char buf[48];
+  if (s < 0)
+    s = 0;
+  if (s < 90)
+    std::snprintf(buf, sizeof(buf), "%.0f s", s);
+  else if (s < 5400)
+    std::snprintf(buf, sizeof(buf), "%.0f min", s / 60);
+  else
+    std::snprintf(buf, sizeof(buf), "%.1f h", s / 3600);
+  return buf;
+}
+
+} // namespace
+
+std::string progress_line(const json& st, const std::vector<double>& planned) {
+  std::map<std::string, std::size_t> n;
+  for (auto& j : st["jobs"])
+    ++n[j["state"].get<std::string>()];
+  const std::size_t total = st["jobs"].size();
+  const std::size_t done = n["succeeded"] + n["failed"];
+  std::ostringstream out;
+  out << "run " << st["run_id"].get<std::string>() << ": " << done << "/" << total << " done ("
+      << n["succeeded"] << " succeeded, " << n["failed"] << " failed); " << n["sampling"]
+      << " sampling, " << n["sampled"] << " sampled, " << n["decoding"] << " decoding, "
+      << n["queued"] << " queued";
+  if (!planned.empty() && planned.size() == total && done < total) {
+    // Where the plan would be once `done` jobs are finished, and what it has left from there.
+    double at = done == 0 ? 0 : planned[done - 1];
+    double left = planned.back() - at;
+    const auto& clock = st["clock"];
+    if (clock.value("simulated", false))
+      left *= clock.value("time_scale", 1.0);
+    out << "; ETA " << duration_text(left) << " by the plan";
+  }
+  return out.str();
+}
+
 int wait_for_run(coordinator_client& cl, const std::string& run_id, const wait_options& o) {
   using clock = std::chrono::steady_clock;
   auto start = clock::now();
   auto last_answer = clock::now();
+  bool answered = false;
   std::set<int> reported;
   std::map<int, uint32_t> steps_shown;  // a sampling job's last step shown
   const double unreachable_after_s = 30;
+  std::FILE* out = o.json ? stderr : stdout;
+  // On a terminal the progress is one line rewritten in place; elsewhere (a log, a pipe)
+  // a plain line each time it changes.
+  const bool tty = ::isatty(::fileno(out)) == 1;
+  std::vector<double> planned;
+  bool planned_tried = false;
+  std::string last_progress;
+  bool progress_shown = false;  // on a tty: the cursor is at the end of a progress line
+  auto clear_progress = [&] {
+    if (tty && progress_shown) {
+      std::fprintf(out, "\r\033[K");
+      progress_shown = false;
+    }
+  };
   for (;;) {
     std::optional<json> st;
     try {
       st = cl.status(run_id, 2000);
-    } catch (const std::exception& e) {
+    } catch (const coordinator_error& e) {
+      clear_progress();
       std::fprintf(stderr, "error: %s\n", e.what());
-      return exit_code::usage;
+      return e.exit_code();
+    } catch (const std::exception& e) {
+      clear_progress();
+      std::fprintf(stderr, "error: the coordinator's status of run %s is unreadable: %s\n",
+                   run_id.c_str(), e.what());
+      return exit_code::refused;
     }
     if (st) {
+      answered = true;
       last_answer = clock::now();
+      if (!planned_tried && o.cluster != nullptr && !o.quiet) {
+        planned_tried = true;
+        planned = planned_finishes(*o.cluster, *st);
+      }
       for (auto& j : (*st)["jobs"]) {
         int idx = j["index"].get<int>();
-        if (final_state(j["state"].get<std::string>()) && reported.insert(idx).second && !o.quiet)
-          std::fprintf(o.json ? stderr : stdout, "%s\n", job_line(j).c_str());
+        if (final_state(j["state"].get<std::string>()) && reported.insert(idx).second
+            && !o.quiet) {
+          clear_progress();
+          std::fprintf(out, "%s\n", job_line(j).c_str());
+        }
         // A sampling job's progress, as its backend reports it (a worker's steps).
         if (j.contains("progress") && j["progress"].is_object() && !o.quiet) {
           uint32_t step = j["progress"].value("step", 0u);
           auto it = steps_shown.find(idx);
           if (it == steps_shown.end() || it->second != step) {
             steps_shown[idx] = step;
-            std::fprintf(o.json ? stderr : stdout, "%s\n", job_line(j).c_str());
+            clear_progress();
+            std::fprintf(out, "%s\n", job_line(j).c_str());
           }
         }
       }
-      if ((*st)["state"].get<std::string>() != "running") {
+      const bool running = (*st)["state"].get<std::string>() == "running";
+      if (!o.quiet) {
+        auto line = progress_line(*st, planned);
+        if (tty && running) {
+          if (line != last_progress || !progress_shown)
+            std::fprintf(out, "\r%s\033[K", line.c_str());
+          progress_shown = true;
+        } else if (line != last_progress) {
+          clear_progress();
+          std::fprintf(out, "%s\n", line.c_str());
+        }
+        last_progress = line;
+        std::fflush(out);
+      }
+      if (!running) {
+        if (tty && progress_shown) {
+          std::fprintf(out, "\n");
+          progress_shown = false;
+        }
         if (o.json) {
           std::printf("%s\n", st->dump(2).c_str());
         } else {
@@ -260,13 +424,20 @@ int wait_for_run(coordinator_client& cl, const std::string& run_id, const wait_o
       }
     } else if (std::chrono::duration<double>(clock::now() - last_answer).count()
                > unreachable_after_s) {
+      clear_progress();
       std::fprintf(stderr, "error: no answer from the coordinator at %s for %.0f s\n",
                    cl.endpoint().c_str(), unreachable_after_s);
       return exit_code::unreachable;
     }
     if (o.timeout_s > 0
         && std::chrono::duration<double>(clock::now() - start).count() > o.timeout_s) {
-      std::fprintf(stderr, "timeout: run %s still running after %.0f s\n", run_id.c_str(),
+      clear_progress();
+      if (!answered) {
+        std::fprintf(stderr, "error: no answer from the coordinator at %s within --timeout %g s\n",
+                     cl.endpoint().c_str(), o.timeout_s);
+        return exit_code::unreachable;
+      }
+      std::fprintf(stderr, "timeout: run %s still running after %g s\n", run_id.c_str(),
                    o.timeout_s);
       return exit_code::timeout;
     }

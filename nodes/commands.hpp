@@ -3,7 +3,9 @@
 
 #include <cstdint>
 #include <optional>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -21,21 +23,35 @@ void remember_config(const std::string& config_path);
 /// The config given, or the remembered one; throws config_error when there is neither.
 config::cluster cluster_for(const std::string& config_path);
 
+/// A request to the coordinator that did not succeed: what to print, and the exit code
+/// (nodes/exit_codes.hpp) it means: unreachable, no_such_run, refused, too_large.
+class coordinator_error : public std::runtime_error {
+public:
+  coordinator_error(int exit_code, const std::string& what)
+      : std::runtime_error(what), exit_code_(exit_code) {}
+  int exit_code() const { return exit_code_; }
+
+private:
+  int exit_code_;
+};
+
 /// Talks to the coordinator of a cluster over its bus endpoint.
 class coordinator_client {
 public:
   explicit coordinator_client(const config::cluster& c);
 
-  /// Submits a run; the run id, or throws std::runtime_error with the coordinator's reason
-  /// (or "no answer").
+  /// Submits a run; the run id, or throws coordinator_error with the coordinator's reason
+  /// (refused) or "no answer" (unreachable). Throws coordinator_error (usage) up front for
+  /// a prompt that cannot fit a frame of max_frame_bytes.
   std::string submit(const msg::submit_run& req, int timeout_ms = 10000);
 
   /// A run's status JSON ("" = the latest run); nullopt when the coordinator does not answer
-  /// within `timeout_ms`; throws std::runtime_error with the coordinator's error otherwise.
+  /// within `timeout_ms`; throws coordinator_error with the coordinator's error otherwise
+  /// (no_such_run, too_large, refused).
   std::optional<nlohmann::json> status(const std::string& run_id, int timeout_ms = 5000);
 
-  /// Asks the coordinator to finish a run's failed jobs; throws std::runtime_error with the
-  /// coordinator's reason or "no answer".
+  /// Asks the coordinator to finish a run's failed jobs; throws coordinator_error with the
+  /// coordinator's reason (no_such_run, refused) or "no answer" (unreachable).
   msg::resume_reply resume(const std::string& run_id, int timeout_ms = 10000);
 
   const std::string& endpoint() const { return endpoint_; }
@@ -46,18 +62,30 @@ private:
   client_security security_;
 };
 
+/// Runs above this many jobs get no ETA in `wait` (planning them would hold the wait up).
+inline constexpr std::size_t wait_plan_max_jobs = 20000;
+
 /// Options of `wait`.
 struct wait_options {
   double timeout_s = 0;        ///< 0 = forever
   bool json = false;           ///< print the final status JSON instead of the table
-  bool quiet = false;          ///< no per-job lines
+  bool quiet = false;          ///< no per-job lines, no progress
   const char* reference_row = nullptr;  ///< printed beside the summary (demo)
+  /// The cluster, to plan the batch for the progress line's ETA (none = no ETA).
+  const config::cluster* cluster = nullptr;
 };
 
-/// Follows a run, printing a line per job as it finishes, then the summary. Exit code:
-/// 0 all succeeded, 1 any failed, 3 timeout, 6 coordinator unreachable.
+/// Follows a run: a line per job as it finishes, a progress line (done / total, jobs per
+/// state, the ETA by the plan) rewritten in place on a terminal and printed again only when
+/// it changes elsewhere, then the summary. Exit codes (nodes/exit_codes.hpp): ok, job_failed,
+/// timeout, unreachable (no answer for 30 s, or none before --timeout), no_such_run,
+/// too_large, refused.
 int wait_for_run(coordinator_client& client, const std::string& run_id,
                  const wait_options& opts);
+
+/// The progress line of `wait`: "run ID: D/T done (S succeeded, F failed); per-state counts;
+/// ETA by the plan" (`planned`: when each job would finish, ascending; empty = no ETA).
+std::string progress_line(const nlohmann::json& status, const std::vector<double>& planned);
 
 /// Human-readable status of a run (the table `vidline status` prints).
 std::string format_status(const nlohmann::json& status);

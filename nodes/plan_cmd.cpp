@@ -11,6 +11,7 @@
 #include "actors/planner/gantt.hpp"
 #include "actors/planner/reference_rows.hpp"
 #include "common/files.hpp"
+#include "nodes/cli_checks.hpp"
 #include "nodes/exit_codes.hpp"
 #include "nodes/verbs.hpp"
 
@@ -106,15 +107,20 @@ void print_plan(const planner::plan_result& p, const planner::request& req,
   std::printf("pools: %s; decoders: %s; profile: %s\n", join(p.pools).c_str(),
               join(p.decoders).c_str(), profile.c_str());
   std::printf("times in seconds from submission (the run clock)\n\n");
-  std::printf("%5s  %-20s  %-10s %-4s  %-15s %-15s %-15s %-15s %9s\n", "job", "seed", "pool",
-              "cold", "conditioning", "sampling", "handoff", "decode", "done");
-  for (auto& j : p.jobs)
-    std::printf("%5u  %-20llu  %-10s %-4s  %-15s %-15s %-15s %-15s %9s\n", j.index,
-                static_cast<unsigned long long>(j.seed), j.pool.c_str(), j.cold ? "yes" : "no",
-                span_text(j.conditioning).c_str(), span_text(j.sampling).c_str(),
-                span_text(j.handoff).c_str(), span_text(j.decode).c_str(),
-                j.state == "succeeded" && j.decode ? fmt("%.1f", j.decode->end).c_str()
-                                                   : j.state.c_str());
+  if (p.detailed) {
+    std::printf("%5s  %-20s  %-10s %-4s  %-15s %-15s %-15s %-15s %9s\n", "job", "seed", "pool",
+                "cold", "conditioning", "sampling", "handoff", "decode", "done");
+    for (auto& j : p.jobs)
+      std::printf("%5u  %-20llu  %-10s %-4s  %-15s %-15s %-15s %-15s %9s\n", j.index,
+                  static_cast<unsigned long long>(j.seed), j.pool.c_str(), j.cold ? "yes" : "no",
+                  span_text(j.conditioning).c_str(), span_text(j.sampling).c_str(),
+                  span_text(j.handoff).c_str(), span_text(j.decode).c_str(),
+                  j.state == "succeeded" && j.decode ? fmt("%.1f", j.decode->end).c_str()
+                                                     : j.state.c_str());
+  } else {
+    std::printf("(%u jobs: more than %u, so the plan keeps only its summary, no row per job)\n",
+                req.count, plan_detail_max_jobs);
+  }
   std::printf("\nfirst finish %.1f s   makespan %.1f s   %.2f clips/hour   (%u/%u succeeded)\n",
               p.summary.first_finish_s, p.summary.makespan_s, p.summary.clips_per_hour,
               p.summary.succeeded, req.count);
@@ -143,6 +149,9 @@ json plan_json(const planner::plan_result& p, const planner::request& req) {
     out["refused"] = p.refused;
     return out;
   }
+  if (!p.detailed)
+    out["summary_only"] = "more than " + std::to_string(plan_detail_max_jobs)
+                          + " jobs: no row per job";
   json jobs = json::array();
   for (auto& j : p.jobs)
     jobs.push_back({{"index", j.index},
@@ -157,7 +166,8 @@ json plan_json(const planner::plan_result& p, const planner::request& req) {
                                 {"decode", span_json(j.decode)}}},
                     {"finish_s", j.decode && j.state == "succeeded" ? json(j.decode->end)
                                                                      : json(nullptr)}});
-  out["jobs"] = std::move(jobs);
+  if (p.detailed)
+    out["jobs"] = std::move(jobs);
   out["summary"] = {{"succeeded", p.summary.succeeded},
                     {"failed", p.summary.failed},
                     {"first_finish_s", p.summary.first_finish_s},
@@ -167,6 +177,24 @@ json plan_json(const planner::plan_result& p, const planner::request& req) {
 }
 
 int run_plan(const plan_options& o) {
+  // Refused before anything is planned: each would only show after minutes, or never.
+  if (o.count > plan_max_jobs) {
+    std::fprintf(stderr, "error: --count %u: a plan holds at most %u jobs (the planner keeps "
+                         "every job of the batch in memory); plan a smaller batch, the "
+                         "makespan of a larger one grows linearly\n",
+                 o.count, plan_max_jobs);
+    return exit_code::usage;
+  }
+  if (!o.gantt.empty() && o.count > plan_detail_max_jobs) {
+    std::fprintf(stderr, "error: --gantt: a chart shows at most %u jobs (a bar per stage of "
+                         "each job); got --count %u\n",
+                 plan_detail_max_jobs, o.count);
+    return exit_code::usage;
+  }
+  if (auto why = cli_checks::seed_range_error(o.seed, o.count); !why.empty()) {
+    std::fprintf(stderr, "error: %s\n", why.c_str());
+    return exit_code::usage;
+  }
   plan_setup setup = load_plan_setup(o.config, o.profile, o.policy);
   planner::request req;
   req.width = o.width;
@@ -183,9 +211,11 @@ int run_plan(const plan_options& o) {
     modes = {o.mode};
 
   std::vector<planner::plan_result> plans;
+  planner::sim_options so;
+  so.record_spans = o.count <= plan_detail_max_jobs;
   for (auto& m : modes) {
     req.mode = m;
-    plans.push_back(planner::plan(setup.state, *setup.est, req));
+    plans.push_back(planner::plan(setup.state, *setup.est, req, so));
   }
 
   if (!all && !plans[0].refused.empty()) {
@@ -308,11 +338,17 @@ void add_plan_verbs(CLI::App& app, verb_list& out) {
     "plan", "Plan a batch on a virtual clock with the coordinator's own scheduler (no GPUs)");
   plan->add_option("--mode", o->mode, "Mode to plan, 'auto', or 'all' to compare every mode")
     ->required();
-  plan->add_option("--width", o->width, "Width in pixels")->required()->check(CLI::Range(8u, 8192u));
-  plan->add_option("--height", o->height, "Height in pixels")->required()->check(CLI::Range(8u, 8192u));
-  plan->add_option("--seconds", o->seconds, "Clip length in seconds")->required()->check(CLI::Range(1u, 3600u));
-  plan->add_option("--count", o->count, "Jobs in the batch")->required()->check(CLI::Range(1u, 10000000u));
-  plan->add_option("--seed", o->seed, "Seed of job 0 (job i gets seed + i)");
+  using cli_checks::whole_number;
+  plan->add_option("--width", o->width, "Width in pixels")->required()->check(whole_number(8, 8192));
+  plan->add_option("--height", o->height, "Height in pixels")->required()->check(whole_number(8, 8192));
+  plan->add_option("--seconds", o->seconds, "Clip length in seconds")->required()->check(whole_number(1, 3600));
+  plan->add_option("--count", o->count,
+                   "Jobs in the batch (at most " + std::to_string(plan_max_jobs) + "; above "
+                     + std::to_string(plan_detail_max_jobs) + " only the summary is shown)")
+    ->required()
+    ->check(whole_number(1, UINT32_MAX));
+  plan->add_option("--seed", o->seed, "Seed of job 0 (job i gets seed + i; the last at most 2^64-1)")
+    ->check(whole_number(0, UINT64_MAX));
   plan->add_option("--config", o->config, "Cluster config (default: the embedded reference cluster)");
   plan->add_option("--profile", o->profile,
                    "Timing profile (default: the config's sim profile, else the embedded reference)");

@@ -32,6 +32,16 @@ plan_setup load_plan_setup(const std::string& config_file, const std::string& pr
 /// "summary" with the status contract's names (first_finish_s, makespan_s, clips_per_hour).
 nlohmann::json plan_json(const planner::plan_result& p, const planner::request& req);
 
+/// The most jobs `vidline plan` plans at once. The planner runs the coordinator's own
+/// scheduler, which holds every job of the batch in memory; this bounds a plan's memory
+/// (and its time) the way knobs.max_jobs_per_run bounds a coordinator's. A larger count is
+/// refused up front, naming it.
+inline constexpr uint32_t plan_max_jobs = 1000000;
+
+/// Above this many jobs a plan keeps only its summary: no row per job in the table or the
+/// JSON, and no Gantt chart (its memory would grow with four stage records per job).
+inline constexpr uint32_t plan_detail_max_jobs = 20000;
+
 /// The options of `vidline plan`.
 struct plan_options {
   std::string mode, config, profile, gantt, policy;

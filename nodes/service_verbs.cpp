@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <memory>
 
+#include "nodes/cli_checks.hpp"
 #include "nodes/config_adapt.hpp"
 #include "nodes/exit_codes.hpp"
 #include "nodes/preflight.hpp"
@@ -39,7 +40,7 @@ void add_backend_verbs(CLI::App& app, verb_list& out) {
   pre->add_option("--host", o->pre.hosts, "This machine's host(s) (default: by address)");
   pre->add_option("--min-free", o->min_free, "Free disk per data directory (e.g. 500M, 20G)");
   pre->add_flag("--before-start", o->pre.before_start, "Nodes are not started yet: ports must be free");
-  pre->add_option("--timeout", o->pre.timeout_s, "Seconds per network probe")->check(CLI::PositiveNumber);
+  pre->add_option("--timeout", o->pre.timeout_s, "Seconds per network probe")->check(cli_checks::seconds(0, true));
   out.push_back({pre, [o] {
                    try {
                      o->pre.min_free_bytes = parse_bytes(o->min_free);
@@ -63,7 +64,7 @@ void add_backend_verbs(CLI::App& app, verb_list& out) {
   start->add_option("--mode", o->svc.mode, "Mode the line will run (checked, and shown)");
   start->add_option("--host", o->svc.hosts, "Host(s) to start (default: this machine's, by address)");
   start->add_option("--timeout", o->svc.ready_timeout_s, "Seconds to wait for each node to answer")
-    ->check(CLI::PositiveNumber);
+    ->check(cli_checks::seconds(0, true));
   out.push_back({start, [o] {
                    o->svc.self_exe = self_exe();
                    return start_nodes(o->svc);
@@ -72,7 +73,7 @@ void add_backend_verbs(CLI::App& app, verb_list& out) {
   auto* stop = app.add_subcommand("stop", "Stop this machine's node(s) started with start");
   stop->add_option("--config", o->svc.config, "Cluster config (default: the last one used)");
   stop->add_option("--host", o->svc.hosts, "Host(s) to stop (default: this machine's, by address)");
-  stop->add_option("--grace", o->svc.grace_s, "Seconds from SIGTERM to SIGKILL")->check(CLI::NonNegativeNumber);
+  stop->add_option("--grace", o->svc.grace_s, "Seconds from SIGTERM to SIGKILL")->check(cli_checks::seconds(0));
   out.push_back({stop, [o] { return stop_nodes(o->svc); }});
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <ctime>
+#include <cstdint>
 #include <cstdio>
 #include <set>
 
@@ -122,9 +123,25 @@ std::string dump_text(const nlohmann::json& j) {
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
+/// Room for the envelope and the reply's own fields around a status's JSON in one frame.
+constexpr std::size_t status_frame_headroom = 4096;
+
+/// A status reply, or an error when its JSON would not fit a frame: the client's socket
+/// would drop the frame and the client could only time out.
+msg::status_reply status_or_too_large(shell& sh, const std::string& what, std::string text) {
+  const std::size_t limit = sh.ctx.cluster->knobs.max_frame_bytes;
+  if (text.size() + status_frame_headroom <= limit)
+    return {std::move(text), "", ""};
+  return {"",
+          "the status of " + what + " is " + std::to_string(text.size())
+            + " bytes, over max_frame_bytes " + std::to_string(limit)
+            + " (less 4096 for the envelope); raise knobs.max_frame_bytes or split the batch",
+          msg::reply_code::too_large};
+}
+
 msg::status_reply status(shell& sh, const std::string& run_id) {
   if (run_id == "@cluster")
-    return {dump_text(cluster_json(sh.st)), ""};
+    return status_or_too_large(sh, "the cluster", dump_text(cluster_json(sh.st)));
   const sched::run* r = nullptr;
   if (run_id.empty()) {
     if (!sh.st.runs.empty())
@@ -133,8 +150,9 @@ msg::status_reply status(shell& sh, const std::string& run_id) {
     r = sh.st.find_run(run_id);
   }
   if (r == nullptr)
-    return {"", run_id.empty() ? "no runs yet" : "no run " + run_id};
-  return {dump_text(status_json(*r, sh.clock)), ""};
+    return {"", run_id.empty() ? "no runs yet" : "no run " + run_id, msg::reply_code::no_such_run};
+  return status_or_too_large(sh, "run " + r->id + " (" + std::to_string(r->jobs.size()) + " jobs)",
+                             dump_text(status_json(*r, sh.clock)));
 }
 
 } // namespace
@@ -225,6 +243,9 @@ std::string check_submit(const config::cluster& c, const msg::submit_run& r) {
   if (r.count > c.knobs.max_jobs_per_run)
     return "count " + std::to_string(r.count) + " is over max_jobs_per_run ("
            + std::to_string(c.knobs.max_jobs_per_run) + ")";
+  if (r.seed > UINT64_MAX - (r.count - 1))
+    return "seed " + std::to_string(r.seed) + " with count " + std::to_string(r.count)
+           + ": the last job's seed would pass 2^64-1";
   if (r.prompt.empty())
     return "the prompt is empty";
   if (r.prompt.size() > c.knobs.max_prompt_bytes)
@@ -309,10 +330,11 @@ caf::behavior coordinator_actor(caf::event_based_actor* self, context ctx,
       sh->ctx.out->reply(c.reply_to, c.correlation, reply);
     },
     [sh](msg::client_call<msg::resume_run>& c) {
-      msg::resume_reply reply{c.body.run_id, 0, "", ""};
+      msg::resume_reply reply{c.body.run_id, 0, "", "", ""};
       auto* r = sh->st.find_run(c.body.run_id);
       if (r == nullptr) {
         reply.error = "no run " + c.body.run_id;
+        reply.code = msg::reply_code::no_such_run;
       } else {
         auto before = std::count_if(r->jobs.begin(), r->jobs.end(), [](const sched::job& j) {
           return j.state == sched::job_state::failed;

@@ -61,6 +61,8 @@ public:
       send(to_coordinator{sched::ev_decoder_status{d.status(now_)}});
     run_id_ = r.id;
     jobs_ = r.jobs.size();
+    finals_.assign(jobs_, false);
+    final_state_.assign(jobs_, no_final);
     schedule(0, to_coordinator{sched::ev_submit{std::move(r)}});
     if (faulty())
       schedule(f_.status_interval_s, status_timer{});
@@ -78,8 +80,9 @@ public:
         decoder = &d->decoder;
       check(std::holds_alternative<to_coordinator>(ev.p), decoder);
     }
+    // The state ends here: move the run out rather than copy a million jobs.
     if (auto* run = s_.find_run(run_id_))
-      res_.run = *run;
+      res_.run = std::move(*run);
     res_.end_time = now_;
     res_.finished = done_;
     return std::move(res_);
@@ -138,8 +141,11 @@ private:
         else
           send(to_decoder{g->target.substr(8), decoding::ev_grant{g->grant, 0}});
       } else if (auto* fin = std::get_if<sched::fx_job_final>(&e)) {
-        if (!finals_.insert(fin->index).second)
+        if (fin->index >= finals_.size())
+          finals_.resize(fin->index + 1, false);
+        if (finals_[fin->index])
           violation("job " + std::to_string(fin->index) + " reached a final state twice");
+        finals_[fin->index] = true;
       } else if (auto* d = std::get_if<sched::fx_run_done>(&e)) {
         if (d->run_id == run_id_)
           done_ = true;
@@ -335,11 +341,13 @@ private:
   void check_job(const sched::job& j) {
     bool final_now = j.state == sched::job_state::succeeded
                      || j.state == sched::job_state::failed;
+    if (j.spec.index >= final_state_.size())
+      final_state_.resize(j.spec.index + 1, no_final);
     auto& was = final_state_[j.spec.index];
-    if (was && (!final_now || *was != j.state))
+    if (was != no_final && (!final_now || was != static_cast<uint8_t>(j.state)))
       violation("job " + std::to_string(j.spec.index) + " left its final state");
     if (final_now)
-      was = j.state;
+      was = static_cast<uint8_t>(j.state);
   }
 
   /// A stage's product was published (a ledger line): a job decoded at most once, beyond
@@ -358,6 +366,8 @@ private:
   }
 
   void span(const std::string& lane, const char* stage, uint32_t job, double a, double b) {
+    if (!o_.record_spans)
+      return;
     res_.spans.push_back(stage_span{lane, stage, job, a, b});
   }
 
@@ -377,8 +387,10 @@ private:
   std::string run_id_;
   std::size_t jobs_ = 0;
   bool done_ = false;
-  std::set<uint32_t> finals_;
-  std::map<uint32_t, std::optional<sched::job_state>> final_state_;
+  // Per job, by index: a byte each rather than a tree node (a plan may hold a million jobs).
+  std::vector<bool> finals_;                 ///< reached a final state (fx_job_final)
+  static constexpr uint8_t no_final = 0xff;
+  std::vector<uint8_t> final_state_;         ///< its final job_state, or no_final
   uint64_t last_next_attempt_ = 0;
   std::vector<uint32_t> touched_;   ///< jobs the last coordinator step persisted
   std::map<std::pair<std::string, uint32_t>, int> commits_;  ///< (stage, job) -> published

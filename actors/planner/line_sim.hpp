@@ -68,6 +68,9 @@ struct sim_options {
   /// Check every job after every event up to this many jobs; above it, only the jobs the
   /// coordinator persisted in that step (every change to a job is persisted).
   std::size_t full_check_jobs = 5000;
+  /// Record every stage of every job in result::spans (4 per job). Off for a large plan
+  /// that keeps only its summary.
+  bool record_spans = true;
 };
 
 /// One stage of one job as it happened in the simulation.

@@ -224,6 +224,10 @@ plan_result plan(const sched::state& s0, const profile_estimates& est, const req
   out.violations = std::move(res.violations);
   out.events = res.events;
   out.summary = sched::summarize(res.run);
+  out.step_seconds = std::move(res.step_seconds);
+  out.detailed = o.record_spans;
+  if (!out.detailed)
+    return out;  // a summary only: no row per job
   out.jobs.resize(res.run.jobs.size());
   for (auto& j : res.run.jobs) {
     auto& pj = out.jobs[j.spec.index];
@@ -250,7 +254,6 @@ plan_result plan(const sched::state& s0, const profile_estimates& est, const req
       pj.decode = v;
   }
   out.spans = std::move(res.spans);
-  out.step_seconds = std::move(res.step_seconds);
   return out;
 }
 

@@ -97,6 +97,8 @@ struct plan_result {
   std::vector<std::string> decoders;
   std::string refused;                ///< why it was not planned ("" = it was)
   sched::summary summary;
+  /// `jobs` and `spans` were kept (sim_options::record_spans); otherwise only the summary.
+  bool detailed = true;
   std::vector<planned_job> jobs;
   std::vector<stage_span> spans;      ///< for the Gantt chart
   std::vector<double> step_seconds;   ///< wall time per coordinator step (sim_options)

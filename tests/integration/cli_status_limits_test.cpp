@@ -13,7 +13,8 @@
 #include "messages/envelope.hpp"
 #include "messages/messages.hpp"
 #include "nodes/commands.hpp"
-#include "tests/support/processes.hpp"
+#include "nodes/exit_codes.hpp"
+#include "tests/support/cluster.hpp"
 
 using namespace vidline;
 
@@ -58,4 +59,57 @@ TEST_CASE("vidline status reads a status reply larger than 1 MiB", "[cli][limits
   coordinator.join();
   REQUIRE(st);
   CHECK((*st)["pad"].get<std::string>().size() == pad.size());
+}
+
+// A status too large for a frame: the coordinator answers with an error naming both sizes,
+// and `status` and `wait` print it and exit too_large (9). Before, the frame was dropped by
+// the client's socket and the CLI said only "no answer from the coordinator" (exit 6).
+TEST_CASE("status and wait of a run whose status exceeds max_frame_bytes say so", "[cli][limits]") {
+  using namespace testing_support;
+  temp_dir dir;
+  // 128 KiB frames: the status of 300 jobs (~950 bytes each) is more than twice that.
+  auto config = write_reference_config(
+    dir.path(), 0.05,
+    json{{"chunk_bytes", 65536}, {"max_frame_bytes", 131072}, {"max_prompt_bytes", 65536}});
+  auto cluster = config::load(config);
+  auto a = start_node(dir.path(), config, "host_a");
+  auto b = start_node(dir.path(), config, "host_b");
+  nodes::coordinator_client cl(cluster);
+  REQUIRE(coordinator_answers(cl, 30));
+  msg::submit_run req;
+  req.mode = "four_four_plus_one";
+  req.prompt = "status limits prompt";
+  req.width = 416;
+  req.height = 736;
+  req.seconds = 5;
+  req.count = 300;
+  req.seed = 11;
+  req.request_id = "status-limits-too-large";
+  auto run_id = cl.submit(req);
+
+  try {
+    cl.status(run_id, 5000);
+    FAIL("a status over max_frame_bytes came back");
+  } catch (const nodes::coordinator_error& e) {
+    INFO(e.what());
+    CHECK(e.exit_code() == nodes::exit_code::too_large);
+    CHECK(std::string(e.what()).find("over max_frame_bytes 131072") != std::string::npos);
+  }
+  for (const char* verb : {"status", "wait"}) {
+    auto started = std::chrono::steady_clock::now();
+    process p({VIDLINE_BINARY, verb, run_id, "--config", config},
+              dir.path() + "/" + verb + ".out");
+    int code = p.wait(30);
+    INFO(verb << ": " << p.err());
+    CHECK(code == nodes::exit_code::too_large);
+    CHECK(p.err().find("run " + run_id + " (300 jobs) is ") != std::string::npos);
+    CHECK(p.err().find("over max_frame_bytes 131072") != std::string::npos);
+    CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(4));  // no timeout
+  }
+  // The coordinator keeps working: the cluster's view still comes back.
+  CHECK(cl.status("@cluster", 5000).has_value());
+  a->signal(SIGTERM);
+  b->signal(SIGTERM);
+  CHECK(a->wait(20) == 0);
+  CHECK(b->wait(20) == 0);
 }
