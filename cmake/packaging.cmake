@@ -3,6 +3,9 @@
 # this prefix's binary), share/doc/vidline (README, docs, the protocol) and
 # share/doc/vidline/examples (the example configs).
 include(GNUInstallDirs)
+# Installing and packaging take what is built, they do not build: the packaging test runs
+# cpack on the build tree without rebuilding the tests (launch/package builds first).
+set(CMAKE_SKIP_INSTALL_ALL_DEPENDENCY TRUE)
 
 install(TARGETS vidline RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 
@@ -30,7 +33,7 @@ set(CPACK_PACKAGE_NAME vidline)
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
 set(CPACK_PACKAGE_DESCRIPTION_SUMMARY
     "video diffusion production line over mismatched GPUs on a LAN")
-set(CPACK_PACKAGE_DESCRIPTION
+string(CONCAT CPACK_PACKAGE_DESCRIPTION
     "vidline runs text-to-video batches over the GPUs of several hosts: one node per host, "
     "a coordinator that journals every job, sim, exec and ComfyUI backends. The package "
     "installs the binary, the systemd unit vidline-node@.service (run as the system user "
