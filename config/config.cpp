@@ -13,6 +13,7 @@
 #include <system_error>
 #include <utility>
 
+#include "common/sha256.hpp"
 #include "config/json_reader.hpp"
 #include "config/schema.hpp"
 
@@ -250,6 +251,10 @@ json to_json(const cluster& c) {
           {"pools", std::move(pools)},   {"decoders", std::move(decoders)},
           {"encoders", std::move(encoders)}, {"modes", std::move(modes)},
           {"knobs", to_json(c.knobs)},   {"plaintext", c.plaintext}};
+}
+
+std::string digest(const cluster& c) {
+  return to_hex(sha256_of(to_json(c).dump()));
 }
 
 } // namespace vidline::config

@@ -144,6 +144,12 @@ cluster load(const std::string& file);
 /// The config as JSON (round-trips through parse).
 nlohmann::json to_json(const cluster& c);
 
+/// The config's digest: SHA-256 (64 lowercase hex digits) of to_json(c) dumped compact,
+/// keys sorted. Layout, key order, comments and left-out defaults do not change it; any
+/// value that differs does. Nodes announce it in their hello and refuse a peer started
+/// from another config (messages/PROTOCOL.md, "heartbeat").
+std::string digest(const cluster& c);
+
 /// Whether `address` (a host's "address") is loopback: 127.0.0.0/8 as a dotted quad,
 /// "::1" or "localhost".
 bool is_loopback_address(const std::string& address);

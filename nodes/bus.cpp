@@ -24,6 +24,7 @@
 #include "config/config.hpp"
 #include "nodes/bus_dedup.hpp"
 #include "nodes/bus_frame.hpp"
+#include "nodes/hello.hpp"
 #include "nodes/liveness.hpp"
 
 namespace vidline::nodes {
@@ -350,6 +351,7 @@ struct bus::impl {
   bool closed = false;  ///< the I/O thread has taken the last of them
 
   std::atomic<uint64_t> next_id{first_envelope_id()};
+  std::atomic<uint64_t> loop_turns{0};
 
   mutable std::mutex stats_mutex;
   bus_stats counters;
@@ -369,6 +371,9 @@ struct bus::impl {
   };
   std::array<log_gate, decode_error_kinds> log_gates{};
   std::array<log_gate, security_event_kinds> security_gates{};
+  /// Peers whose latest hello was refused, with the reason; their other frames are dropped.
+  std::map<std::string, std::string> refused;
+  std::map<std::string, log_gate> refused_gates;
 
   int64_t now_ms() const {
     return std::chrono::duration_cast<std::chrono::milliseconds>(steady::now() - t0).count();
@@ -417,6 +422,7 @@ struct bus::impl {
   void beat_due(int64_t now);
   void handle(std::shared_ptr<zmq::message_t> m, const ingress& in);
   void on_heartbeat(const msg::frame& f, const ingress& in);
+  void refuse_peer(const std::string& host, const std::string& why);
   void on_fetch(const msg::envelope& env, const msg::latent_fetch& req, const ingress& in);
   void apply(const std::vector<liveness_effect>& effects);
   void drop(msg::decode_error e, const ingress& in, std::string_view detail = {});
@@ -552,6 +558,7 @@ void bus::impl::run() {
   next_beat_ms.assign(dealers.size(), now_ms());  // beat at once
 
   while (!stopping.load()) {
+    loop_turns.fetch_add(1, std::memory_order_relaxed);
     int64_t now = now_ms();
     beat_due(now);
     int64_t deadline = now + opt.knobs.heartbeat_interval_ms;
@@ -827,6 +834,8 @@ bool bus::impl::send_heartbeat(const std::string& host) {
   hb.boot_id = boot;
   hb.seq = ++beat_seq;
   hb.sent_unix_s = duration<double>(system_clock::now().time_since_epoch()).count();
+  hb.version = opt.version;
+  hb.config_digest = opt.config_digest;
   if (!send_direct(host, msg::heartbeat::wire_name, msg::pack_body(hb), 0))
     return false;
   count(&bus_stats::heartbeats_sent);
@@ -844,6 +853,10 @@ void bus::impl::handle(std::shared_ptr<zmq::message_t> m, const ingress& in) {
     return;
   if (env.type == msg::heartbeat::wire_name)
     return on_heartbeat(f, in);  // idempotent, and must see a restarted peer's first beat
+  if (!in.local && refused.count(env.sender) != 0) {
+    count(&bus_stats::refused_peer_frames);
+    return;
+  }
   if (!in.local && !dedup.accept(in.path, env.sender, env.id)) {
     count(&bus_stats::duplicates);
     return;
@@ -968,7 +981,31 @@ void bus::impl::on_heartbeat(const msg::frame& f, const ingress& in) {
     count(&bus_stats::heartbeats_ignored);
     return;
   }
+  if (auto why = hello_mismatch({opt.version, opt.config_digest}, hb))
+    return refuse_peer(hb.host, *why);
+  if (refused.erase(hb.host) != 0)
+    spdlog::info("bus {}: peer {} now runs vidline {} from this config: accepted", opt.self,
+                 hb.host, hb.version);
   apply(live.beat_received(hb.host, hb.boot_id, now_ms()));
+}
+
+void bus::impl::refuse_peer(const std::string& host, const std::string& why) {
+  count(&bus_stats::hellos_refused);
+  auto& last = refused[host];
+  auto& g = refused_gates[host];
+  if (last != why) {  // a new reason is reported at once, a repeated one once an interval
+    last = why;
+    g = log_gate{};
+  }
+  std::string note;
+  if (!gate(g, note))
+    return;
+  const uint64_t total = [&] {
+    std::lock_guard<std::mutex> lock(stats_mutex);
+    return counters.hellos_refused;
+  }();
+  spdlog::error("bus {}: refusing peer {}: {}{} [{} hellos refused]", opt.self, host, why, note,
+                total);
 }
 
 void bus::impl::on_fetch(const msg::envelope& env, const msg::latent_fetch& req,
@@ -1221,6 +1258,7 @@ void bus::stop() {
 const std::string& bus::self() const { return impl_->opt.self; }
 
 uint64_t bus::boot_id() const { return impl_->boot; }
+uint64_t bus::loop_turns() const { return impl_->loop_turns.load(std::memory_order_relaxed); }
 
 std::string bus::endpoint() const {
   std::lock_guard<std::mutex> lock(impl_->bound_mutex);

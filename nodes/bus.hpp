@@ -65,6 +65,10 @@ struct bus_options {
   std::string latent_dir;                    ///< this host's latents, as <sha256>.latent
   uint64_t boot_id = 0;                      ///< random per process start; 0 = pick one
   bus_security security;                     ///< CURVE keys, or plaintext on loopback
+  /// Announced in every heartbeat (the hello); a peer announcing another version or
+  /// config digest is refused (nodes/hello.hpp). Empty in tests that build a bus alone.
+  std::string version;
+  std::string config_digest;
 
   // -- the bulk channel (docs/security.md, "Bulk transfers") --
   // Latent requests and chunks to and from a peer listed in `bulk_peers` go on a second,
@@ -114,6 +118,8 @@ struct bus_stats {
   uint64_t heartbeats_sent = 0;
   uint64_t heartbeats_received = 0;
   uint64_t heartbeats_ignored = 0;   ///< from hosts that are not peers, or not who they say
+  uint64_t hellos_refused = 0;       ///< heartbeats of a peer with another version or config
+  uint64_t refused_peer_frames = 0;  ///< other frames from a peer whose hello was refused
   uint64_t chunks_served = 0;        ///< latent chunks sent with data
   uint64_t chunks_received = 0;      ///< latent chunks taken by a running fetch
   uint64_t stale_chunks = 0;         ///< latent chunks no running fetch expected
@@ -175,6 +181,9 @@ public:
 
   const std::string& self() const;
   uint64_t boot_id() const;
+  /// How many times the I/O loop has turned (at least once per heartbeat interval while
+  /// it runs): the systemd watchdog pets only while this moves.
+  uint64_t loop_turns() const;
   /// The bound endpoint, with the port resolved (valid after start()).
   std::string endpoint() const;
 

@@ -15,6 +15,7 @@
 #include "nodes/exit_codes.hpp"
 #include "nodes/node.hpp"
 #include "nodes/verbs.hpp"
+#include "vidline/version.hpp"
 
 namespace vidline::nodes {
 namespace {
@@ -270,6 +271,7 @@ int cli_main(int argc, char** argv) {
   CLI::App app{"vidline: a video diffusion production line over mismatched GPUs on a LAN"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Help for every verb");
+  app.set_version_flag("--version", std::string("vidline ") + version_string);
   verb_list verbs;
   add_line_verbs(app, verbs);
   add_backend_verbs(app, verbs);
@@ -297,6 +299,8 @@ int cli_main(int argc, char** argv) {
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     app.exit(e);

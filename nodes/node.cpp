@@ -31,6 +31,8 @@
 #include "nodes/keygen.hpp"
 #include "nodes/node_log.hpp"
 #include "nodes/router.hpp"
+#include "nodes/systemd_notify.hpp"
+#include "vidline/version.hpp"
 
 namespace vidline::nodes {
 namespace {
@@ -132,14 +134,16 @@ std::vector<actors::child_spec> children_of(const actors::context& ctx,
   return out;
 }
 
-/// Waits for SIGTERM/SIGINT or for `give_up`; returns the exit code.
-int wait_for_end(const std::atomic<int>& give_up) {
+/// Waits for SIGTERM/SIGINT or for `give_up`; returns the exit code. `turns` counts its
+/// rounds (the systemd watchdog's proof that this loop is alive).
+int wait_for_end(const std::atomic<int>& give_up, std::atomic<uint64_t>& turns) {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGINT);
   timespec slice{0, 100 * 1000 * 1000};
   for (;;) {
+    turns.fetch_add(1, std::memory_order_relaxed);
     int sig = sigtimedwait(&set, nullptr, &slice);
     if (sig == SIGTERM || sig == SIGINT) {
       spdlog::info("signal {}: stopping", sig);
@@ -194,6 +198,10 @@ int run_node(const config::cluster& c, const std::string& host_name) {
     std::fprintf(stderr, "cannot prepare data directory %s: %s\n", h->data_dir.c_str(), e.what());
     return exit_code::fatal;
   }
+  const std::string digest = config::digest(c);
+  // The first line of every node log: which build, from which config (its hello says the same).
+  spdlog::info("vidline {} node {} starting, config {} sha256 {}", version_string, h->name,
+               c.source_path.empty() ? "(embedded)" : c.source_path, digest);
   // Before any stage process starts: end what a previous life of this node left running
   // (it was killed, so its children's parent-death signal may have missed grandchildren),
   // then record every child of this life.
@@ -225,6 +233,8 @@ int run_node(const config::cluster& c, const std::string& host_name) {
       bo.peers[peer.name] = endpoint_of(peer);
   bo.knobs = c.knobs;
   bo.latent_dir = h->data_dir + "/latents";
+  bo.version = version_string;
+  bo.config_digest = digest;
   // Fault injection for tests, off unless set: flip a byte of every nth latent chunk served.
   if (const char* v = std::getenv("VIDLINE_CORRUPT_EVERY_NTH_CHUNK"); v != nullptr && *v != '\0') {
     bo.corrupt_every_nth_chunk = static_cast<uint32_t>(std::strtoul(v, nullptr, 10));
@@ -283,6 +293,12 @@ int run_node(const config::cluster& c, const std::string& host_name) {
 
   std::atomic<int> give_up{0};
   int code = exit_code::ok;
+  service_notifier notifier;  // systemd's Type=notify; does nothing without NOTIFY_SOCKET
+  if (notifier.watchdog_usec() != 0 &&
+      notifier.watchdog_usec() / 2000 <= static_cast<uint64_t>(c.knobs.heartbeat_interval_ms))
+    spdlog::warn("systemd watchdog period {} ms is at most 2 x heartbeat_interval_ms ({} ms): "
+                 "an idle bus loop may miss a check; raise WatchdogSec",
+                 notifier.watchdog_usec() / 1000, c.knobs.heartbeat_interval_ms);
   {
     caf::actor_system_config cfg;
     cfg.set("scheduler.max-threads",
@@ -298,7 +314,12 @@ int run_node(const config::cluster& c, const std::string& host_name) {
     auto sup = system.spawn(actors::supervisor, so);
     spdlog::info("node {} up on {} ({} actors, run clock: {} real s per s)", h->name,
                  b->endpoint(), so.children.size(), scale);
-    code = wait_for_end(give_up);
+    notifier.ready("node " + h->name + " up on " + b->endpoint());
+    std::atomic<uint64_t> main_turns{0};
+    notifier.start_watchdog({{"bus", [&b] { return b->loop_turns(); }},
+                             {"main", [&main_turns] { return main_turns.load(); }}});
+    code = wait_for_end(give_up, main_turns);
+    notifier.stopping("node " + h->name + " stopping");
     caf::anon_send_exit(sup, caf::exit_reason::user_shutdown);
     b->stop();
   }  // the actor system waits for every actor (workers are cancelled) here

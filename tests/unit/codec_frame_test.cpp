@@ -189,7 +189,8 @@ TEST_CASE("every message type survives a round trip through a frame", "[codec]")
   check_round_trip(ds);
   check_round_trip(encode_request{std::string(64, 'd'), "a cat"});
   check_round_trip(encode_reply{std::string(64, 'd'), "/data/cond/d.pt", true, 0.0, ""});
-  check_round_trip(heartbeat{"hostA", 0xfeedfacecafebeefull, 17, 1.7e9});
+  check_round_trip(heartbeat{"hostA", 0xfeedfacecafebeefull, 17, 1.7e9, "0.1.0",
+                             std::string(64, 'c')});
   check_round_trip(peer_event{"hostB", true, 77, true});
   check_round_trip(latent_fetch{5, std::string(64, 'e'), 1u << 20, 1u << 20});
   check_round_trip(submit_run{"four_four_plus_one", "a cat", "", 416, 736, 5, 6, 42, "req-1"});
