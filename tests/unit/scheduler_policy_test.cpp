@@ -226,7 +226,11 @@ TEST_CASE("in_turn: a job whose home pool's host went down goes to a free pool")
   REQUIRE(j0->pool == "a1");
   REQUIRE(j1->pool == "c1");
   sched::step(s, sched::ev_peer{"c", false}, 1);
-  CHECK(j1->state == sched::job_state::queued);  // its home is gone, a1 is busy: it waits
+  // Its home is gone, but c1 holds a lease on it (issue 16): the job stays until it ends.
+  CHECK(j1->state == sched::job_state::sampling);
+  CHECK(j1->pool == "c1");
+  sched::step(s, sched::ev_tick{}, s.p.lease_s + 0.5);
+  CHECK(j1->state == sched::job_state::queued);  // the lease ended, a1 is busy: it waits
   msg::sample_result ok;
   ok.pool = "a1";
   ok.host = "a";
