@@ -136,7 +136,8 @@ json cluster_json(const sched::state& s) {
   for (auto& [name, d] : s.decoders)
     decoders[name] = {{"host", d.host}, {"kind", d.kind}, {"alive", d.alive},
                       {"credits", d.credits()}, {"holding", d.holding.size()},
-                      {"pending", d.pending}, {"fenced", d.fenced}};
+                      {"pending", d.pending}, {"fenced", d.fenced}, {"unacked", d.unacked},
+                      {"epoch", d.epoch}, {"seq", d.last_seq}};
   json hosts = json::object();
   for (auto& [name, up] : s.hosts_up)
     hosts[name] = up;

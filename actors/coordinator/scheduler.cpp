@@ -837,6 +837,7 @@ struct stepper {
     d.last_status = now;
     d.pending = e.s.pending;
     d.fenced = e.s.fenced;
+    d.unacked = static_cast<uint32_t>(e.s.unacked.size());
     d.holding = std::set<uint64_t>(e.s.holding.begin(), e.s.holding.end());
     for (auto& r : e.s.unacked)
       on_decode_result(r);

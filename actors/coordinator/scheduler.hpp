@@ -140,6 +140,7 @@ struct decoder_view {
   double last_status = -1;
   uint32_t pending = 0;                        ///< latents waiting behind its decode (reported)
   uint64_t fenced = 0;                         ///< products it removed, this epoch (reported)
+  uint32_t unacked = 0;                        ///< results in its last report, not yet acked
   /// Pools using its GPU: it takes no latent while one of them samples (see
   /// pool_view::decoders_sharing).
   std::set<std::string> shares_gpu_with;

@@ -8,6 +8,7 @@
 // given up on can be done again elsewhere.
 
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <random>
 #include <set>
@@ -208,6 +209,15 @@ public:
     cutter.restore();
     for (auto& [h, d] : disks)
       d->empty();
+    if (done && !settle(cl, 20))
+      v.notes.push_back("the line did not settle within 20 s of the faults' end");
+    if (done) {
+      try {
+        if (auto later = cl.status(run_id, 2000))
+          st = *later;  // what settling removed is counted in it
+      } catch (const std::exception&) {
+      }
+    }
     for (auto& h : hosts_)
       if (procs_[h] && procs_[h]->running()) {
         procs_[h]->signal(SIGTERM);
@@ -217,12 +227,57 @@ public:
     if (!done)
       v.unfinished = 1;
     check(v, run_id, st);
-    if (!v.ok())
+    if (!v.ok()) {
+      // The data directories live on small disks unmounted on return: copy what explains
+      // the failure (ledgers, node logs, journals) beside the config, which is kept.
+      for (auto& h : hosts_) {
+        std::error_code ec;
+        std::filesystem::copy(dir_ + "/" + h, dir_ + "/" + h + ".kept",
+                              std::filesystem::copy_options::recursive, ec);
+        if (ec)
+          v.notes.push_back("could not keep " + h + "'s data: " + ec.message());
+      }
+      v.notes.push_back("kept in " + dir_);
       dir.keep();
+    }
     return v;
   }
 
 private:
+  /// After the run, with every fault healed, the line settles before anything is counted:
+  /// a decoder cut off from the coordinator may have committed a video within its lease
+  /// that the coordinator, once the lease expired, gave to another decoder; when the link
+  /// is back, its report is answered with a discard and that video is removed
+  /// (docs/reliability.md, "Leases"). Settled: every host up, and every decoder has
+  /// reported since the heal with no result waiting for an ack and nothing held.
+  bool settle(vidline::nodes::coordinator_client& cl, double deadline_s) {
+    auto t0 = std::chrono::steady_clock::now();
+    std::map<std::string, std::pair<uint64_t, uint64_t>> at_heal;  // decoder: epoch, seq
+    while (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()
+           < deadline_s) {
+      try {
+        if (auto c = cl.status("@cluster", 500)) {
+          bool settled = true;
+          for (auto& [host, up] : (*c)["hosts_up"].items())
+            settled = settled && up.get<bool>();
+          for (auto& [name, d] : (*c)["decoders"].items()) {
+            std::pair<uint64_t, uint64_t> now{d.value("epoch", uint64_t{0}),
+                                              d.value("seq", uint64_t{0})};
+            auto [it, fresh] = at_heal.emplace(name, now);
+            settled = settled && !fresh && now != it->second && d["alive"].get<bool>()
+                      && d.value("unacked", 1u) == 0 && d.value("holding", 1u) == 0;
+          }
+          if (settled)
+            return true;
+        }
+      } catch (const std::exception&) {
+        // The coordinator's host may still be coming back.
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));  // polling pace
+    }
+    return false;
+  }
+
   static std::string tail(const std::string& s) {
     return s.size() > 600 ? s.substr(s.size() - 600) : s;
   }
