@@ -70,6 +70,13 @@ void add_backend_verbs(CLI::App& app, verb_list& out) {
                      o->pre.min_free_bytes = parse_bytes(o->min_free);
                    } catch (const std::invalid_argument& e) {
                      std::fprintf(stderr, "error: --min-free: %s\n", e.what());
+                     if (o->pre_json)
+                       std::printf("%s\n", nlohmann::json{{"verb", "preflight"}, {"config", o->pre.config},
+                                                          {"mode", o->pre.mode}, {"ok", false},
+                                                          {"exit_code", exit_code::usage}, {"checks", nlohmann::json::array()},
+                                                          {"errors", {std::string("--min-free: ") + e.what()}}}
+                                              .dump(2)
+                                              .c_str());
                      return exit_code::usage;
                    }
                    auto lines = run_preflight(o->pre);
