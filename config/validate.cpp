@@ -3,10 +3,13 @@
 /// rules as one read from a file; paths are the JSON pointers the file would have.
 
 #include <cmath>
+#include <cstdint>
 #include <map>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include <arpa/inet.h>
 
 #include "config/json_reader.hpp"
 #include "config/schema.hpp"
@@ -108,11 +111,51 @@ void check_gpus_of_host(const host& h, const std::string& path) {
   }
 }
 
+bool is_ipv6_text(const std::string& s) {
+  in6_addr a{};
+  return ::inet_pton(AF_INET6, s.c_str(), &a) == 1;
+}
+
+bool all_digits(const std::string& s) {
+  return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
+}
+
+/// An address with a port glued on ("10.0.0.1:7601", "node-a:7601", "[::1]:7601") would be
+/// probed and bound as address:port:port: refused, naming the host, since the ports are
+/// fields of their own. A bare IPv6 address ("::1", "fe80::2") has colons and no port.
+void check_address(const host& h, const std::string& path) {
+  const std::string& a = h.address;
+  const std::string field = child(path, "address");
+  if (a.empty() || a.find_first_of(" \t\r\n/") != std::string::npos)
+    fail(field, "must be an IP address or DNS name, without scheme, path or spaces, got '" +
+                    a + "'");
+  auto port_glued = [&](const std::string& bare, const std::string& port) {
+    fail(field, "host '" + h.name + "' has address '" + a + "', which carries a port (" + port +
+                    "): give the address alone ('" + bare + "'); ports are configured "
+                    "separately, in port and bulk_port");
+  };
+  if (a.front() == '[') {
+    const auto close = a.find(']');
+    if (close == std::string::npos || !is_ipv6_text(a.substr(1, close - 1)))
+      fail(field, "host '" + h.name + "': '" + a + "' is not a bracketed IPv6 address");
+    if (close + 1 == a.size())
+      return;
+    if (a[close + 1] == ':' && all_digits(a.substr(close + 2)))
+      port_glued(a.substr(0, close + 1), a.substr(close + 2));
+    fail(field, "host '" + h.name + "': unexpected text after ']' in '" + a + "'");
+  }
+  const auto colon = a.find(':');
+  if (colon == std::string::npos || is_ipv6_text(a))
+    return;
+  if (a.find(':', colon + 1) == std::string::npos && all_digits(a.substr(colon + 1)))
+    port_glued(a.substr(0, colon), a.substr(colon + 1));
+  fail(field, "host '" + h.name + "': '" + a + "' is neither an IPv4 or IPv6 address nor a DNS "
+                  "name (a ':' belongs only in an IPv6 address)");
+}
+
 void check_host(const host& h, const std::string& path) {
   check_name(h.name, child(path, "name"));
-  if (h.address.empty() || h.address.find_first_of(" \t\r\n/") != std::string::npos)
-    fail(child(path, "address"), "must be an IP address or DNS name, without scheme, "
-                                 "path or spaces, got '" + h.address + "'");
+  check_address(h, path);
   if (h.port < detail::port_min || h.port > detail::port_max)
     fail(child(path, "port"), detail::range_message(detail::port_min, detail::port_max,
                                                     std::to_string(h.port)));

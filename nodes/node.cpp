@@ -5,6 +5,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
+#include <memory>
 #include <random>
 #include <thread>
 #include <unistd.h>
@@ -29,6 +30,7 @@
 #include "nodes/exit_codes.hpp"
 #include "nodes/journal_sqlite.hpp"
 #include "nodes/keygen.hpp"
+#include "nodes/node_lock.hpp"
 #include "nodes/node_log.hpp"
 #include "nodes/router.hpp"
 #include "nodes/systemd_notify.hpp"
@@ -190,6 +192,16 @@ int run_node(const config::cluster& c, const std::string& host_name) {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
+  const std::string digest = config::digest(c);
+  // The data directory is this node's for its whole life (nodes/node_lock.hpp): taken
+  // before anything in it is touched, so a second node on it changes nothing.
+  std::unique_ptr<node_lock> claim;
+  try {
+    claim = std::make_unique<node_lock>(h->data_dir, h->name, digest, c.source_path);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return exit_code::fatal;
+  }
   try {
     for (auto sub : {"latents", "outputs", "work", "conditioning", "journal", "logs"})
       files::make_dirs(h->data_dir + "/" + sub);
@@ -198,7 +210,6 @@ int run_node(const config::cluster& c, const std::string& host_name) {
     std::fprintf(stderr, "cannot prepare data directory %s: %s\n", h->data_dir.c_str(), e.what());
     return exit_code::fatal;
   }
-  const std::string digest = config::digest(c);
   // The first line of every node log: which build, from which config (its hello says the same).
   spdlog::info("vidline {} node {} starting, config {} sha256 {}", version_string, h->name,
                c.source_path.empty() ? "(embedded)" : c.source_path, digest);

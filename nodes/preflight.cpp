@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -24,6 +25,7 @@
 
 #include <httplib.h>
 
+#include "actors/planner/plan.hpp"
 #include "backends/comfyui/client.hpp"
 #include "backends/comfyui/comfyui_options.hpp"
 #include "backends/exec/child.hpp"
@@ -34,6 +36,8 @@
 #include "config/config.hpp"
 #include "messages/envelope.hpp"
 #include "nodes/client.hpp"
+#include "nodes/exit_codes.hpp"
+#include "nodes/keygen.hpp"
 #include "nodes/service.hpp"
 
 namespace vidline::nodes {
@@ -45,12 +49,13 @@ namespace fs = std::filesystem;
 
 struct report {
   std::vector<check_line> lines;
-  void ok(std::string name, std::string detail) { lines.push_back({lvl::ok, std::move(name), std::move(detail), ""}); }
+  std::string host;  ///< the host the checks being made are about ("" = the cluster)
+  void ok(std::string name, std::string detail) { lines.push_back({lvl::ok, std::move(name), std::move(detail), "", host}); }
   void warn(std::string name, std::string detail, std::string fix) {
-    lines.push_back({lvl::warn, std::move(name), std::move(detail), std::move(fix)});
+    lines.push_back({lvl::warn, std::move(name), std::move(detail), std::move(fix), host});
   }
   void fail(std::string name, std::string detail, std::string fix) {
-    lines.push_back({lvl::fail, std::move(name), std::move(detail), std::move(fix)});
+    lines.push_back({lvl::fail, std::move(name), std::move(detail), std::move(fix), host});
   }
 };
 
@@ -282,6 +287,24 @@ void check_node(report& r, const config::cluster& c, const config::host& h, std:
     r.fail(name, "nothing answers at " + at + " (" + std::strerror(e) + ")",
            "start it there (vidline start --config FILE --mode MODE), or fix /hosts/" +
              std::to_string(index) + "/address and " + port_field + "; check firewalls");
+}
+
+/// The host's keys, checked by the very function its node's bus loads them with (so a
+/// key `start` would refuse, such as a secret key file others may read, fails here).
+void check_keys(report& r, const config::cluster& c, const config::host& h, std::size_t index) {
+  std::string name = "keys " + h.name;
+  if (c.plaintext) {
+    r.ok(name, "plaintext links (every host on loopback): no keys to load");
+    return;
+  }
+  try {
+    (void)bus_security_for(c, h.name);
+    r.ok(name, h.secret_key_file + " is the secret half of host " + h.name + "'s public_key, readable by its owner only");
+  } catch (const std::exception& e) {
+    r.fail(name, e.what(),
+           "the node would refuse to start: fix the key file (chmod 600; its owner is the nodes' user; "
+           "vidline keygen), or /hosts/" + std::to_string(index) + "/secret_key_file and public_key");
+  }
 }
 
 void check_disk(report& r, const config::host& h, std::size_t index, const preflight_options& o) {
@@ -614,15 +637,14 @@ std::vector<check_line> run_preflight(const preflight_options& o) {
     r.fail("config", e.what(), "fix the file (the path names the field)");
     return r.lines;
   }
-  const config::mode* m = c.find_mode(o.mode);
-  if (m == nullptr) {
-    std::vector<std::string> known;
-    for (auto& x : c.modes)
-      known.push_back(x.name);
-    r.fail("mode", "no mode '" + o.mode + "' in the config", "use one of: " + join(known));
+  // As run and plan resolve it: "auto" is every pool and decoder.
+  const std::optional<config::mode> m = planner::resolve_mode(c, o.mode);
+  if (!m) {
+    r.fail("mode", "no mode '" + o.mode + "' in the config", "use one of: " + planner::known_modes(c));
     return r.lines;
   }
-  r.ok("mode", m->name + ": pools " + join(m->pools) + "; decoders " + join(m->decoders));
+  r.ok("mode", m->name + ": pools " + join(m->pools) + "; decoders " + join(m->decoders) +
+                 (c.find_mode(m->name) ? "" : " (every pool and decoder, policy auto)"));
   scope s = scope_of(c, *m);
 
   std::set<std::string> here;
@@ -639,16 +661,20 @@ std::vector<check_line> run_preflight(const preflight_options& o) {
     const auto& h = c.hosts[i];
     if (!s.hosts.count(h.name))
       continue;
+    r.host = h.name;
     check_node(r, c, h, i, here.count(h.name) > 0, o);
   }
   for (std::size_t i = 0; i < c.hosts.size(); ++i) {
     const auto& h = c.hosts[i];
     if (!here.count(h.name) || !s.hosts.count(h.name))
       continue;
+    r.host = h.name;
+    check_keys(r, c, h, i);
     check_disk(r, h, i, o);
     check_socket_paths(r, c, s, h);
     check_gpus(r, s, h.name);
   }
+  r.host.clear();
   std::vector<std::pair<std::string, double>> offsets;
   for (auto& [bname, hosts] : s.backend_hosts) {
     auto* b = c.find_backend(bname);
@@ -684,6 +710,32 @@ std::string format_report(const std::vector<check_line>& lines) {
   }
   out << "preflight: " << ok << " ok, " << warn << " warnings, " << fail << " failed\n";
   return out.str();
+}
+
+std::string format_report_json(const preflight_options& o, const std::vector<check_line>& lines) {
+  json checks = json::array(), hosts = json::object(), errors = json::array();
+  int ok = 0, warn = 0, fail = 0;
+  for (auto& l : lines) {
+    const char* tag = l.status == lvl::ok ? "ok" : l.status == lvl::warn ? "warn" : "fail";
+    (l.status == lvl::ok ? ok : l.status == lvl::warn ? warn : fail)++;
+    checks.push_back({{"status", tag}, {"name", l.name},
+                      {"host", l.host.empty() ? json(nullptr) : json(l.host)},
+                      {"detail", l.detail}, {"fix", l.fix.empty() ? json(nullptr) : json(l.fix)}});
+    if (!l.host.empty()) {
+      auto& h = hosts[l.host];
+      if (!h.contains("ok"))
+        h = {{"ok", true}, {"checks", json::array()}};
+      h["checks"].push_back(l.name);
+      if (l.status == lvl::fail)
+        h["ok"] = false;
+    }
+    if (l.status == lvl::fail)
+      errors.push_back(l.name + ": " + l.detail);
+  }
+  json j{{"verb", "preflight"}, {"config", o.config}, {"mode", o.mode}, {"ok", fail == 0},
+         {"exit_code", fail == 0 ? exit_code::ok : exit_code::job_failed}, {"checks", checks}, {"hosts", hosts},
+         {"summary", {{"ok", ok}, {"warn", warn}, {"fail", fail}}}, {"errors", errors}};
+  return j.dump(2) + "\n";
 }
 
 bool any_failed(const std::vector<check_line>& lines) {

@@ -20,6 +20,7 @@ struct check_line {
   std::string name;     ///< "config", "port alpha", "backend comfy", ...
   std::string detail;   ///< what was found
   std::string fix;      ///< how to fix it (fail and warn)
+  std::string host;     ///< the host it is about; "" for the cluster (config, mode, backends, clock)
 };
 
 struct preflight_options {
@@ -36,6 +37,11 @@ std::vector<check_line> run_preflight(const preflight_options& o);
 
 /// The report as text, one line per check plus a summary line.
 std::string format_report(const std::vector<check_line>& lines);
+
+/// The report as JSON: {"config", "mode", "ok", "checks": [{"status": "ok"|"warn"|"fail",
+/// "name", "host" (null for the cluster), "detail", "fix"}], "hosts": {host: {"ok",
+/// "checks": [names]}}, "summary": {"ok", "warn", "fail"}, "errors": ["name: detail"]}.
+std::string format_report_json(const preflight_options& o, const std::vector<check_line>& lines);
 
 /// Whether any line failed.
 bool any_failed(const std::vector<check_line>& lines);

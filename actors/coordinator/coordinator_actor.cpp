@@ -230,12 +230,8 @@ void adopt_in_flight(sched::state& s, double now, double mono) {
 }
 
 std::string check_submit(const config::cluster& c, const msg::submit_run& r) {
-  if (c.find_mode(r.mode) == nullptr && r.mode != planner::auto_mode) {
-    std::string known;
-    for (auto& m : c.modes)
-      known += m.name + ", ";
-    return "unknown mode '" + r.mode + "' (known: " + known + planner::auto_mode + ")";
-  }
+  if (!planner::resolve_mode(c, r.mode))
+    return "unknown mode '" + r.mode + "' (known: " + planner::known_modes(c) + ")";
   if (auto why = inbound::check_size(r.width, r.height, r.seconds); !why.empty())
     return why;
   if (r.count == 0)

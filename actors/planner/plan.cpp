@@ -110,6 +110,34 @@ std::shared_ptr<const profile_estimates> estimates_for(const config::cluster& c,
     c, from.empty() ? backends::sim::profile::reference() : backends::sim::profile::load(from));
 }
 
+// -- modes -----------------------------------------------------------------------------------
+
+std::optional<config::mode> resolve_mode(const config::cluster& c, const std::string& name) {
+  if (auto* m = c.find_mode(name))
+    return *m;
+  if (name != auto_mode)
+    return std::nullopt;
+  config::mode m;
+  m.name = auto_mode;
+  m.policy = "auto";
+  for (auto& p : c.pools)
+    m.pools.push_back(p.name);
+  for (auto& d : c.decoders)
+    m.decoders.push_back(d.name);
+  return m;
+}
+
+std::string known_modes(const config::cluster& c) {
+  std::string known;
+  for (auto& m : c.modes)
+    known += m.name + ", ";
+  if (c.find_mode(auto_mode) == nullptr)
+    known += auto_mode;
+  else if (!known.empty())
+    known.resize(known.size() - 2);
+  return known;
+}
+
 // -- configure -------------------------------------------------------------------------------
 
 void configure(sched::state& s, const config::cluster& c,
@@ -127,14 +155,9 @@ void configure(sched::state& s, const config::cluster& c,
         s.pools.at(p.name).decoders_sharing.insert(d.name);
       }
   if (c.find_mode(auto_mode) == nullptr) {
-    auto& pools = s.modes[auto_mode];
-    pools.clear();
-    for (auto& p : c.pools)
-      pools.push_back(p.name);
-    auto& decoders = s.mode_decoders[auto_mode];
-    decoders.clear();
-    for (auto& d : c.decoders)
-      decoders.push_back(d.name);
+    auto m = resolve_mode(c, auto_mode);
+    s.modes[auto_mode] = m->pools;
+    s.mode_decoders[auto_mode] = m->decoders;
   }
   s.mode_policy[auto_mode] = sched::make_policy("auto", est);
   for (auto& [mode, name] : policies) {

@@ -26,6 +26,15 @@ namespace vidline::planner {
 /// cluster, policy auto.
 inline constexpr const char* auto_mode = "auto";
 
+/// The mode `name` stands for, as every verb that takes a mode resolves it (`run` through
+/// the coordinator's submit check, `plan` through configure, `preflight`, `start`): the
+/// config's mode of that name, else for "auto" every pool and decoder of the cluster in
+/// config order with policy auto; nullopt for any other name.
+std::optional<config::mode> resolve_mode(const config::cluster& c, const std::string& name);
+
+/// The mode names resolve_mode accepts, the config's then auto, as "a, b, auto".
+std::string known_modes(const config::cluster& c);
+
 /// Expected stage times from a profile, for a cluster (encoders per host, decoder hosts).
 /// Lookups are cached: not for use from several threads at once.
 class profile_estimates : public sched::stage_estimates {

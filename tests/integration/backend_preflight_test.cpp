@@ -3,6 +3,8 @@
 // Also: a comfyui backend checked against the test server (reachable, node classes).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include <sys/mount.h>
 
 #include <netinet/in.h>
@@ -273,4 +275,69 @@ TEST_CASE("preflight: a broken config or an unknown mode is one failing line") {
             dir.path() + "/mode.out");
   CHECK(p.wait(30) == 1);
   CHECK(line_of(p.out(), "FAIL  mode").find("use one of: m") != std::string::npos);
+}
+
+TEST_CASE("preflight runs start's key checks: a secret key others may read fails both (issue 10)") {
+  temp_dir dir;
+  json cfg = base_config(dir.path());
+  auto config = write(dir.path() + "/cluster.json", cfg);
+  std::string key = cfg["hosts"][0]["secret_key_file"];
+  auto ok = preflight(dir, config, {"--before-start"});
+  INFO(ok.out);
+  CHECK(ok.code == 0);
+  CHECK(line_of(ok.out, "ok    keys alpha") != "");
+  std::filesystem::permissions(key, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write |
+                                      std::filesystem::perms::group_read | std::filesystem::perms::others_read);
+  auto r = preflight(dir, config, {"--before-start"});
+  INFO(r.out);
+  CHECK(r.code == 1);
+  const std::string why = key + ": mode 0644 lets others read or change the secret key; chmod 600 it";
+  CHECK(line_of(r.out, "FAIL  keys alpha").find(why) != std::string::npos);
+  CHECK(line_of(r.out, "ok    keys beta") != "");
+  // start refuses it with the same words, before any node is spawned.
+  ::setenv("VIDLINE_STATE_DIR", (dir.path() + "/state").c_str(), 1);
+  process s({VIDLINE_BINARY, "start", "--config", config, "--host", "alpha", "--timeout", "10"},
+            dir.path() + "/start.out");
+  CHECK(s.wait(60) == 4);
+  CHECK((s.out() + s.err()).find("alpha: not started: cannot authenticate its links: " + why) != std::string::npos);
+  CHECK(!std::filesystem::exists(dir.path() + "/alpha/run/node.pid"));
+}
+
+TEST_CASE("preflight --mode auto as run and plan take it, and --json (issue 10)") {
+  temp_dir dir;
+  auto config = write(dir.path() + "/cluster.json", base_config(dir.path()));
+  process p({VIDLINE_BINARY, "preflight", "--config", config, "--mode", "auto", "--before-start", "--json"},
+            dir.path() + "/auto.out");
+  int code = p.wait(60);
+  INFO(p.out() + p.err());
+  CHECK(code == 0);
+  json j = json::parse(p.out());
+  CHECK(j["ok"] == true);
+  CHECK(j["exit_code"] == 0);
+  CHECK(j["mode"] == "auto");
+  CHECK(j["summary"]["fail"] == 0);
+  CHECK(j["errors"].empty());
+  bool mode_line = false;
+  for (auto& c : j["checks"])
+    if (c["name"] == "mode") {
+      mode_line = true;
+      CHECK(c["status"] == "ok");
+      CHECK(c["host"].is_null());
+      CHECK(c["detail"].get<std::string>().find("auto: pools p; decoders d") == 0);
+    }
+  CHECK(mode_line);
+  CHECK(j["hosts"]["alpha"]["ok"] == true);
+  auto checks = j["hosts"]["alpha"]["checks"].get<std::vector<std::string>>();
+  CHECK(std::find(checks.begin(), checks.end(), "keys alpha") != checks.end());
+  CHECK(std::find(checks.begin(), checks.end(), "disk alpha") != checks.end());
+
+  // A failing check: ok false, exit 1, the error listed.
+  process bad({VIDLINE_BINARY, "preflight", "--config", config, "--mode", "nope", "--json"},
+              dir.path() + "/nope.out");
+  CHECK(bad.wait(60) == 1);
+  json b = json::parse(bad.out());
+  CHECK(b["ok"] == false);
+  CHECK(b["exit_code"] == 1);
+  REQUIRE(b["errors"].size() == 1);
+  CHECK(b["errors"][0] == "mode: no mode 'nope' in the config");
 }

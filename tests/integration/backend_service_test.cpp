@@ -7,9 +7,11 @@
 
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 
 #include "config/config.hpp"
 #include "nodes/commands.hpp"
+#include "nodes/node_lock.hpp"
 #include "nodes/service.hpp"
 #include "tests/support/processes.hpp"
 
@@ -22,7 +24,8 @@ namespace {
 
 struct result {
   int code;
-  std::string out;
+  std::string out;     ///< stdout then stderr
+  std::string stdout_; ///< stdout alone (the JSON, with --json)
 };
 
 result run(const temp_dir& dir, std::vector<std::string> args, double timeout = 60) {
@@ -30,7 +33,37 @@ result run(const temp_dir& dir, std::vector<std::string> args, double timeout = 
   args.insert(args.begin(), VIDLINE_BINARY);
   process p(args, dir.path() + "/cmd" + std::to_string(++n) + ".out");
   int code = p.wait(timeout);
-  return {code, p.out() + p.err()};
+  return {code, p.out() + p.err(), p.out()};
+}
+
+/// The JSON host entry of `host` in a start/stop --json result (null when absent).
+json host_entry(const json& j, const std::string& host) {
+  for (auto& h : j.at("hosts"))
+    if (h.at("host") == host)
+      return h;
+  return nullptr;
+}
+
+/// Waits up to `seconds` for `pred`.
+template <class Pred>
+bool within(double seconds, Pred pred) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > deadline)
+      return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
+}
+
+/// A pid that belonged to a process now gone.
+pid_t dead_pid() {
+  pid_t p = ::fork();
+  if (p == 0)
+    ::_exit(0);
+  int st = 0;
+  ::waitpid(p, &st, 0);
+  return p;
 }
 
 bool alive(pid_t pid) {
@@ -140,10 +173,123 @@ TEST_CASE("start reports a node that cannot come up, with its log; leaves a fore
   auto s = run(dir, {"start", "--config", config, "--host", "host_b", "--timeout", "10"});
   INFO(s.out);
   CHECK(s.code == 0);
-  CHECK(s.out.find("host_b: a vidline node not started by 'vidline start' already answers") != std::string::npos);
+  CHECK(s.out.find("host_b: a vidline node not started by 'vidline start' already runs on " + dir.path() +
+                   "/host_b (pid " + std::to_string(by_hand.pid()) + " holds") != std::string::npos);
   CHECK(by_hand.running());
   by_hand.signal(SIGTERM);
   CHECK(by_hand.wait(20) == 0);
+}
+
+TEST_CASE("stop with a copy of the config at another path stops the nodes (issue 10)") {
+  temp_dir dir;
+  auto config = reference_config(dir.path());
+  ::setenv("VIDLINE_STATE_DIR", (dir.path() + "/state").c_str(), 1);
+  auto s = run(dir, {"start", "--config", config, "--mode", "auto", "--json"});
+  INFO(s.out);
+  REQUIRE(s.code == 0);
+  json started = json::parse(s.stdout_);
+  CHECK(started["ok"] == true);
+  CHECK(started["exit_code"] == 0);
+  CHECK(host_entry(started, "host_a")["action"] == "started");
+  pid_t a = host_entry(started, "host_a")["pid"].get<pid_t>();
+  pid_t b = host_entry(started, "host_b")["pid"].get<pid_t>();
+  CHECK(host_entry(started, "host_b")["token"].get<std::string>().size() == 32);
+  // --mode auto as run takes it: every pool and decoder (issue 10).
+  CHECK(s.out.find("host_b: in mode auto it runs pool xtx, decoder rtx3080ti") != std::string::npos);
+  CHECK(alive(a));
+  CHECK(alive(b));
+
+  // An identical copy of the config at another path.
+  std::string copy = dir.path() + "/copy.json";
+  std::filesystem::copy_file(config, copy);
+  auto again = run(dir, {"start", "--config", copy});
+  INFO(again.out);
+  CHECK(again.code == 0);
+  CHECK(again.out.find("host_a: already running (pid " + std::to_string(a) + ")") != std::string::npos);
+
+  auto stop = run(dir, {"stop", "--config", copy, "--json"});
+  INFO(stop.out);
+  CHECK(stop.code == 0);
+  json stopped = json::parse(stop.stdout_);
+  CHECK(stopped["ok"] == true);
+  CHECK(host_entry(stopped, "host_a")["action"] == "stopped");
+  CHECK(host_entry(stopped, "host_a")["pid"] == a);
+  CHECK(host_entry(stopped, "host_b")["pid"] == b);
+  CHECK(stop.out.find("host_a: stopped (pid " + std::to_string(a) + ")") != std::string::npos);
+  CHECK(!alive(a));
+  CHECK(!alive(b));
+  CHECK(!std::filesystem::exists(dir.path() + "/host_a/run/node.pid"));
+  auto stop2 = run(dir, {"stop", "--config", config});
+  CHECK(stop2.code == 0);
+  CHECK(stop2.out.find("host_a: not running") != std::string::npos);
+}
+
+TEST_CASE("a stale pid file is cleaned with a message; a data directory another node holds is refused") {
+  temp_dir dir;
+  auto config = reference_config(dir.path());
+  ::setenv("VIDLINE_STATE_DIR", (dir.path() + "/state").c_str(), 1);
+  std::string pid_file = dir.path() + "/host_b/run/node.pid";
+  std::filesystem::create_directories(dir.path() + "/host_b/run");
+
+  // stop: a pid file whose node is gone (no lock holder).
+  pid_t gone = dead_pid();
+  std::ofstream(pid_file) << gone << "\n";
+  auto stop = run(dir, {"stop", "--config", config, "--host", "host_b"});
+  INFO(stop.out);
+  CHECK(stop.code == 0);
+  CHECK(stop.out.find("host_b: not running") != std::string::npos);
+  CHECK(stop.out.find("host_b: stale pid file " + pid_file + " removed (pid " + std::to_string(gone)) != std::string::npos);
+  CHECK(!std::filesystem::exists(pid_file));
+
+  // start: the same, then it starts.
+  std::ofstream(pid_file) << gone << "\n";
+  auto start = run(dir, {"start", "--config", config, "--host", "host_b", "--json"});
+  INFO(start.out);
+  CHECK(start.code == 0);
+  CHECK(start.out.find("host_b: stale pid file " + pid_file + " removed") != std::string::npos);
+  json j = json::parse(start.stdout_);
+  CHECK(host_entry(j, "host_b")["action"] == "started");
+  CHECK(host_entry(j, "host_b")["notes"].size() == 1);
+  pid_t b = pid_in(pid_file);
+  CHECK(b != gone);
+  REQUIRE(run(dir, {"stop", "--config", config, "--host", "host_b"}).code == 0);
+  CHECK(!alive(b));
+
+  // A node of another config (other ports: another digest) on host_b's data directory.
+  json other = json::parse(testing_support::read_file(config));
+  auto ports = testing_support::free_ports(2);
+  other["hosts"][0]["port"] = ports[0];
+  other["hosts"][1]["port"] = ports[1];
+  std::ofstream(dir.path() + "/other.json") << other.dump(2);
+  process foreign({VIDLINE_BINARY, "node", "--config", dir.path() + "/other.json", "--host", "host_b"},
+                  dir.path() + "/foreign.out");
+  REQUIRE(within(20, [&] {
+    auto h = nodes::node_lock_holder(dir.path() + "/host_b", 0);
+    return h && h->pid == foreign.pid();
+  }));
+  auto refused = run(dir, {"start", "--config", config, "--host", "host_b", "--json"});
+  INFO(refused.out);
+  CHECK(refused.code == 4);
+  CHECK(refused.out.find("host_b: not started: its data directory " + dir.path() +
+                         "/host_b is in use by another vidline node (pid " + std::to_string(foreign.pid())) !=
+        std::string::npos);
+  json rj = json::parse(refused.stdout_);
+  CHECK(rj["ok"] == false);
+  CHECK(rj["exit_code"] == 4);
+  CHECK(host_entry(rj, "host_b")["action"] == "refused");
+  CHECK(host_entry(rj, "host_b")["pid"] == foreign.pid());
+  CHECK(!std::filesystem::exists(pid_file));
+  // A second node on that data directory refuses itself too, naming the holder.
+  auto second = run(dir, {"node", "--config", config, "--host", "host_b"}, 30);
+  CHECK(second.code == 4);
+  CHECK(second.out.find("is in use by another vidline node (pid " + std::to_string(foreign.pid())) != std::string::npos);
+  CHECK(foreign.running());
+  // stop stops the lock's holder, whichever config started it.
+  auto s2 = run(dir, {"stop", "--config", config, "--host", "host_b"});
+  INFO(s2.out);
+  CHECK(s2.code == 0);
+  CHECK(s2.out.find("host_b: stopped (pid " + std::to_string(foreign.pid()) + ") (it was not started by 'vidline start')") != std::string::npos);
+  CHECK(foreign.wait(20) == 0);
 }
 
 TEST_CASE("config-adapt: the reference hardware gives the reference line") {

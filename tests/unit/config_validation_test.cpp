@@ -132,6 +132,16 @@ const std::vector<broken_case>& broken_cases() {
        "/hosts/1/data_dir", "same data_dir"},
       {"address with scheme", [](json& j) { set(j, "/hosts/0/address", "tcp://127.0.0.1"); },
        "/hosts/0/address", "without scheme"},
+      {"address with a port (issue 10: probed as 127.0.0.1:46011:46011)",
+       [](json& j) { set(j, "/hosts/0/address", "127.0.0.1:46011"); }, "/hosts/0/address",
+       "host 'host_a' has address '127.0.0.1:46011', which carries a port (46011): give the "
+       "address alone ('127.0.0.1'); ports are configured separately"},
+      {"DNS name with a port", [](json& j) { set(j, "/hosts/1/address", "node-b.lan:7602"); },
+       "/hosts/1/address", "host 'host_b' has address 'node-b.lan:7602', which carries a port"},
+      {"bracketed IPv6 with a port", [](json& j) { set(j, "/hosts/1/address", "[::1]:7602"); },
+       "/hosts/1/address", "carries a port (7602): give the address alone ('[::1]')"},
+      {"colon in a name", [](json& j) { set(j, "/hosts/1/address", "a:b"); }, "/hosts/1/address",
+       "a ':' belongs only in an IPv6 address"},
       {"unknown vendor", [](json& j) { set(j, "/hosts/0/gpus/0/vendor", "nvidea"); },
        "/hosts/0/gpus/0/vendor", "did you mean 'nvidia'"},
       {"zero memory", [](json& j) { set(j, "/hosts/1/gpus/0/memory_gib", 0); },
@@ -495,5 +505,26 @@ TEST_CASE("random damage to a config raises only config_error", "[config]") {
     } catch (const cfg::config_error& e) {
       CHECK((e.path().empty() || e.path().front() == '/'));
     }
+  }
+}
+
+TEST_CASE("a host address that carries a port is refused with keys too; bare IPv6 is not",
+          "[config]") {
+  // Issue 10: with CURVE keys (not plaintext) "127.0.0.1:46011" was accepted.
+  json j = example_json("reference.json");
+  j["plaintext"] = false;
+  set(j, "/hosts/0/public_key", "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7");
+  set(j, "/hosts/1/public_key", "Yne@$w-vo<fVvi]a<NY6T1ed:M$fCG*[IaLV{hID");
+  set(j, "/hosts/1/address", "10.0.0.2");
+  REQUIRE_NOTHROW(cfg::parse(j.dump(), "/tmp/vidline-config-test"));
+  set(j, "/hosts/1/address", "10.0.0.2:46011");
+  auto e = error_of(j.dump());
+  CHECK(e.path() == "/hosts/1/address");
+  CHECK_THAT(e.message(), Catch::Contains("host 'host_b'") &&
+                            Catch::Contains("ports are configured separately"));
+  for (const char* ok : {"::1", "fe80::2", "[::1]", "2001:db8::7601", "node-b.lan", "10.0.0.2"}) {
+    set(j, "/hosts/1/address", ok);
+    INFO(ok);
+    CHECK_NOTHROW(cfg::parse(j.dump(), "/tmp/vidline-config-test"));
   }
 }
