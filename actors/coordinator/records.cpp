@@ -335,8 +335,11 @@ json status_json(const sched::state& s, const sched::run& r, const clock_note& c
                     {"times", std::move(times)},
                     {"stages", std::move(stages)},
                     {"running", std::move(running)},
-                    {"failed_attempts", std::move(failed)},
-                    {"failed_attempts_total", j.failures_total}});
+                    {"failed_attempts", std::move(failed)}});
+    // Only the newest failures are kept (sched::max_failures_kept): the count of all, when
+    // some were left out.
+    if (j.failures_total > j.failures.size())
+      jobs.back()["failed_attempts_total"] = j.failures_total;
   }
   // Hosts down while the run ran (or still down).
   const double until = r.done && r.finished_at >= 0 ? r.finished_at : now;
