@@ -69,8 +69,14 @@ struct sample_result {
   double conditioning_s = 0;   ///< run-clock seconds spent conditioning (0 when cached)
   double sampling_s = 0;       ///< run-clock seconds from start to the sampler's success
   bool cold = false;           ///< the model had to be loaded for this attempt
+  // When the stages of this attempt ran, as the pool stamped them: unix seconds of its
+  // host's wall clock (0 = not reached, or a sender older than these fields).
+  double start_unix_s = 0;         ///< the pool took the order: conditioning began
+  double sampling_start_unix_s = 0;  ///< conditioning done: the sampler began
+  double end_unix_s = 0;           ///< the attempt ended (latent made, or the failure)
   MSGPACK_DEFINE_MAP(pool, host, attempt, run_id, index, outcome, error, latent_sha256,
-                     latent_bytes, conditioning_s, sampling_s, cold)
+                     latent_bytes, conditioning_s, sampling_s, cold, start_unix_s,
+                     sampling_start_unix_s, end_unix_s)
 };
 
 /// pool -> coordinator, every status interval and on every change. Level-triggered: the
@@ -148,8 +154,15 @@ struct decode_result {
   double handoff_s = 0;        ///< run-clock seconds to fetch and verify the latent
   double decode_s = 0;         ///< run-clock seconds from the latent's arrival to the file
   std::string stage;           ///< where it ended: "handoff" (fetching) or "decode"
+  // When the stages of this attempt ran, as the decoder stamped them: unix seconds of its
+  // host's wall clock (0 = not reached, or a sender older than these fields).
+  double start_unix_s = 0;         ///< the decoder took the order: the handoff (fetch) began
+  double fetched_unix_s = 0;       ///< the latent arrived and verified (pending from here)
+  double decode_start_unix_s = 0;  ///< decoding began (the one decode of this decoder)
+  double end_unix_s = 0;           ///< the attempt ended (video made, or the failure)
   MSGPACK_DEFINE_MAP(decoder, host, attempt, run_id, index, outcome, error, output,
-                     output_sha256, handoff_s, decode_s, stage)
+                     output_sha256, handoff_s, decode_s, stage, start_unix_s, fetched_unix_s,
+                     decode_start_unix_s, end_unix_s)
 };
 
 /// decoder -> coordinator, every status interval and on every change (level-triggered).

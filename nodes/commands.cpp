@@ -186,34 +186,77 @@ bool final_state(const std::string& s) { return s == "succeeded" || s == "failed
 
 planner::gantt_chart run_gantt(const json& st) {
   planner::gantt_chart c;
-  std::vector<std::pair<double, std::string>> pools, decoders;  // (first start, lane)
-  auto first_start = [](std::vector<std::pair<double, std::string>>& lanes,
-                        const std::string& lane, double t) {
-    for (auto& [start, name] : lanes)
-      if (name == lane) {
-        start = std::min(start, t);
-        return;
+  // Lanes: the pools, then the decoders, in the order the config lists them for the run's
+  // mode (the status's `lanes`); a status without them (an older coordinator): by name.
+  std::map<std::string, std::string> host_of;  // lane -> host
+  std::vector<std::string> pools, decoders;
+  if (st.contains("lanes") && st["lanes"].is_object()) {
+    for (auto [key, out] : {std::pair{"pools", &pools}, std::pair{"decoders", &decoders}})
+      for (auto& l : st["lanes"].value(key, json::array())) {
+        out->push_back(l.at("name").get<std::string>());
+        if (l.contains("host") && l["host"].is_string())
+          host_of[out->back()] = l["host"].get<std::string>();
       }
-    lanes.emplace_back(t, lane);
+  }
+  auto add = [](std::vector<std::string>& lanes, const json& name) {
+    if (!name.is_string())
+      return;
+    auto n = name.get<std::string>();
+    if (std::find(lanes.begin(), lanes.end(), n) == lanes.end())
+      lanes.push_back(n);
   };
+  const std::size_t listed_pools = pools.size(), listed_decoders = decoders.size();
   for (auto& j : st.at("jobs")) {
     auto index = j.at("index").get<uint32_t>();
-    for (const char* stage : {"conditioning", "sampling", "handoff", "decode"}) {
+    for (const char* stage :
+         {"conditioning", "sampling", "waiting", "handoff", "pending", "decode"}) {
+      if (!j.at("stages").contains(stage))
+        continue;  // an older coordinator's status: no waiting or pending
       auto& sp = j.at("stages").at(stage);
       if (sp.is_null())
         continue;
-      bool on_pool = stage[0] == 'c' || stage[0] == 's';
-      auto lane = j.at(on_pool ? "pool" : "decoder").get<std::string>();
-      double start = sp.at("start_s").get<double>();
-      first_start(on_pool ? pools : decoders, lane, start);
-      c.spans.push_back({lane, stage, index, start, sp.at("end_s").get<double>()});
+      const std::string st_name = stage;
+      bool on_pool = st_name == "conditioning" || st_name == "sampling" || st_name == "waiting";
+      auto& lane = j.at(on_pool ? "pool" : "decoder");
+      add(on_pool ? pools : decoders, lane);
+      c.spans.push_back({lane.get<std::string>(), stage, index, sp.at("start_s").get<double>(),
+                         sp.at("end_s").get<double>()});
     }
+    if (j.contains("running") && j["running"].is_object()) {
+      auto& r = j["running"];
+      auto stage = r.at("stage").get<std::string>();
+      add(stage == "decoding" ? decoders : pools, r.at("lane"));
+      double from = r.at("start_s").get<double>();
+      c.running.push_back({r.at("lane").get<std::string>(), stage, index, from, from});
+    }
+    if (j.contains("failed_attempts"))
+      for (auto& f : j["failed_attempts"]) {
+        auto stage = f.at("stage").get<std::string>();
+        add(stage == "sampling" ? pools : decoders, f.at("lane"));
+        c.failures.push_back({f.at("lane").get<std::string>(), index, stage,
+                              f.at("start_s").get<double>(), f.at("end_s").get<double>(),
+                              f.value("reason", "")});
+      }
   }
-  std::sort(pools.begin(), pools.end());
-  std::sort(decoders.begin(), decoders.end());
+  // Lanes the status did not list, by name after the listed ones: the same every time.
+  std::sort(pools.begin() + static_cast<std::ptrdiff_t>(listed_pools), pools.end());
+  std::sort(decoders.begin() + static_cast<std::ptrdiff_t>(listed_decoders), decoders.end());
   for (auto* lanes : {&pools, &decoders})
-    for (auto& [start, name] : *lanes)
+    for (auto& name : *lanes)
       c.lanes.push_back(name);
+  if (st.contains("outages"))
+    for (auto& o : st["outages"]) {
+      planner::gantt_chart::outage out;
+      out.host = o.at("host").get<std::string>();
+      out.from = o.at("from_s").get<double>();
+      out.to = o.at("to_s").is_null() ? -1 : o.at("to_s").get<double>();
+      for (auto& lane : c.lanes)
+        if (auto h = host_of.find(lane); h != host_of.end() && h->second == out.host)
+          out.lanes.push_back(lane);
+      c.outages.push_back(std::move(out));
+    }
+  if (st.value("state", "") == "running" && st.contains("now_s"))
+    c.now = st["now_s"].get<double>();
   char makespan[32];
   std::snprintf(makespan, sizeof(makespan), "%.1f",
                 st.at("summary").at("makespan_s").get<double>());

@@ -152,7 +152,7 @@ msg::status_reply status(shell& sh, const std::string& run_id) {
   if (r == nullptr)
     return {"", run_id.empty() ? "no runs yet" : "no run " + run_id, msg::reply_code::no_such_run};
   return status_or_too_large(sh, "run " + r->id + " (" + std::to_string(r->jobs.size()) + " jobs)",
-                             dump_text(status_json(*r, sh.clock)));
+                             dump_text(status_json(sh.st, *r, sh.clock, sh.ctx.run_now())));
 }
 
 } // namespace
@@ -162,6 +162,7 @@ sched::state initial_state(const config::cluster& c, double time_scale) {
   auto run_s = [&](double real_s) { return real_s / time_scale; };
   s.p.order_resend_s = run_s(c.knobs.order_resend_ms / 1000.0);
   s.p.lease_s = c.knobs.lease_ms / 1000.0;  // monotonic seconds, not the run clock
+  s.p.time_scale = time_scale;              // workers' unix stamps to the run clock
   s.p.max_attempts = static_cast<uint32_t>(c.knobs.max_attempts);
   s.p.handoff_retries = static_cast<uint32_t>(c.knobs.handoff_retries);
   s.p.latent_wait_s =

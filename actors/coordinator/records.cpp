@@ -1,5 +1,9 @@
 #include "actors/coordinator/records.hpp"
 
+#include <algorithm>
+#include <cmath>
+#include <iterator>
+#include <set>
 #include <stdexcept>
 
 namespace vidline::actors {
@@ -29,6 +33,41 @@ msg::job_spec spec_from(const json& r) {
 }
 
 json null_if_empty(const std::string& s) { return s.empty() ? json(nullptr) : json(s); }
+
+json clock_record(const sched::stage_clock& c) {
+  return json::array({c.pool_start, c.sampler_start, c.sampler_end, c.decode_ordered,
+                      c.fetch_start, c.fetched, c.decode_start, c.decode_end});
+}
+
+sched::stage_clock clock_from(const json& r) {
+  sched::stage_clock c;
+  if (!r.is_array())
+    return c;
+  double* f[] = {&c.pool_start, &c.sampler_start, &c.sampler_end, &c.decode_ordered,
+                 &c.fetch_start, &c.fetched, &c.decode_start, &c.decode_end};
+  for (std::size_t i = 0; i < std::size(f) && i < r.size(); ++i)
+    *f[i] = r[i].get<double>();
+  return c;
+}
+
+json failures_record(const std::vector<sched::failed_attempt>& fs) {
+  json out = json::array();
+  for (auto& f : fs)
+    out.push_back({{"stage", f.stage}, {"lane", f.lane}, {"start", f.start}, {"end", f.end},
+                   {"reason", f.reason}});
+  return out;
+}
+
+std::vector<sched::failed_attempt> failures_from(const json& r) {
+  std::vector<sched::failed_attempt> out;
+  if (!r.is_array())
+    return out;
+  for (auto& f : r)
+    out.push_back({f.at("stage").get<std::string>(), f.at("lane").get<std::string>(),
+                   f.at("start").get<double>(), f.at("end").get<double>(),
+                   f.at("reason").get<std::string>()});
+  return out;
+}
 
 } // namespace
 
@@ -66,7 +105,11 @@ json job_record(const sched::job& j) {
           {"latent_attempt", j.latent_attempt},
           {"duplicates", j.duplicates},
           {"fenced", j.fenced},
-          {"counted_attempts", j.counted_attempts}};
+          {"counted_attempts", j.counted_attempts},
+          {"attempt_at", j.attempt_at},
+          {"ran", clock_record(j.ran)},
+          {"failures", failures_record(j.failures)},
+          {"failures_total", j.failures_total}};
 }
 
 sched::job job_from_record(const json& r) {
@@ -108,6 +151,10 @@ sched::job job_from_record(const json& r) {
   j.duplicates = r.value("duplicates", 0u);
   j.fenced = r.value("fenced", 0u);
   j.counted_attempts = r.value("counted_attempts", std::set<uint64_t>{});
+  j.attempt_at = r.value("attempt_at", -1.0);
+  j.ran = clock_from(r.value("ran", json()));
+  j.failures = failures_from(r.value("failures", json()));
+  j.failures_total = r.value("failures_total", static_cast<uint32_t>(j.failures.size()));
   return j;
 }
 
@@ -153,26 +200,115 @@ std::string run_state(const sched::run& r) {
   return "succeeded";
 }
 
-json status_json(const sched::run& r, const clock_note& clock) {
+namespace {
+
+/// Milliseconds are what a status shows: rounded so it stays small and its numbers agree.
+double ms(double t) { return std::round(t * 1000) / 1000; }
+
+/// The lanes of a run's chart: the mode's pools (decoders) in the config's order, then any
+/// other one its jobs name, by name.
+json lanes_json(const sched::state& s, const sched::run& r) {
+  auto lanes = [&](const std::map<std::string, std::vector<std::string>>& by_mode,
+                   auto host_of, auto names_of_job) {
+    std::vector<std::string> names;
+    if (auto m = by_mode.find(r.mode); m != by_mode.end())
+      names = m->second;
+    std::set<std::string> extra;
+    for (auto& j : r.jobs)
+      for (auto& n : names_of_job(j))
+        if (!n.empty() && std::find(names.begin(), names.end(), n) == names.end())
+          extra.insert(n);
+    names.insert(names.end(), extra.begin(), extra.end());
+    json out = json::array();
+    for (auto& n : names)
+      out.push_back({{"name", n}, {"host", null_if_empty(host_of(n))}});
+    return out;
+  };
+  auto named = [](const sched::job& j, const std::string& current, const char* stage) {
+    std::vector<std::string> out{current};
+    for (auto& f : j.failures)
+      if (f.stage == stage)
+        out.push_back(f.lane);
+    return out;
+  };
+  auto pool_host = [&](const std::string& n) {
+    auto it = s.pools.find(n);
+    return it == s.pools.end() ? std::string() : it->second.host;
+  };
+  auto decoder_host = [&](const std::string& n) {
+    auto it = s.decoders.find(n);
+    return it == s.decoders.end() ? std::string() : it->second.host;
+  };
+  return {{"pools", lanes(s.modes, pool_host,
+                          [&](const sched::job& j) { return named(j, j.pool, "sampling"); })},
+          {"decoders", lanes(s.mode_decoders, decoder_host,
+                             [&](const sched::job& j) { return named(j, j.decoder, "decode"); })}};
+}
+
+} // namespace
+
+json status_json(const sched::state& s, const sched::run& r, const clock_note& clock,
+                 double now) {
+  const double scale = clock.time_scale;
+  auto rel = [&](double t) { return ms(t - r.submitted_at); };
+  auto unix_of = [&](double t) { return ms(t * scale); };
   json jobs = json::array();
   for (auto& j : r.jobs) {
-    auto rel = [&](double t) { return t < 0 ? json(nullptr) : json(t - r.submitted_at); };
-    // The last attempt's stages, back from when its result came in: conditioning then
-    // sampling on the pool, handoff then decode on the decoder (the plan's `stages`).
-    auto span = [&](double end, double seconds) -> json {
-      return {{"start_s", end - seconds - r.submitted_at}, {"end_s", end - r.submitted_at}};
+    const auto& c = j.ran;
+    // One record per stage, from the stamps of the attempts that made the latent and the
+    // video (sched::stage_clock); `times` is read off these, so the two always agree.
+    // Conditioning and pending are null when they took no time (cached; decoder idle).
+    auto span = [&](double a, double b, bool may_be_empty) -> json {
+      if (a < 0 || b < 0 || b < a || (may_be_empty && rel(b) - rel(a) <= 0))
+        return nullptr;
+      return {{"start_s", rel(a)}, {"end_s", rel(b)}, {"start_unix", unix_of(a)},
+              {"end_unix", unix_of(b)}};
     };
-    json stages = {{"conditioning", nullptr}, {"sampling", nullptr}, {"handoff", nullptr},
-                   {"decode", nullptr}};
-    if (j.sample_end >= 0) {
-      if (j.conditioning_s > 0)
-        stages["conditioning"] = span(j.sample_end - j.sampling_s, j.conditioning_s);
-      stages["sampling"] = span(j.sample_end, j.sampling_s);
-    }
-    if (j.decode_end >= 0) {
-      stages["handoff"] = span(j.decode_end - j.decode_s, j.handoff_s);
-      stages["decode"] = span(j.decode_end, j.decode_s);
-    }
+    const bool decoded = c.decode_end >= 0;
+    json stages = {{"conditioning", span(c.pool_start, c.sampler_start, true)},
+                   {"sampling", span(c.sampler_start, c.sampler_end, false)},
+                   {"waiting", j.state == sched::job_state::sampled
+                                 ? json(nullptr)
+                                 : span(c.sampler_end, c.decode_ordered, false)},
+                   {"handoff", decoded ? span(c.fetch_start, c.fetched, false) : json(nullptr)},
+                   {"pending", decoded ? span(c.fetched, c.decode_start, true) : json(nullptr)},
+                   {"decode", decoded ? span(c.decode_start, c.decode_end, false) : json(nullptr)}};
+    auto at = [&](const char* stage, const char* end) -> json {
+      auto& sp = stages[stage];
+      return sp.is_null() ? json(nullptr) : sp[end];
+    };
+    auto length = [&](const char* stage) {
+      auto& sp = stages[stage];
+      return sp.is_null() ? 0.0 : ms(sp["end_s"].get<double>() - sp["start_s"].get<double>());
+    };
+    // What runs now: the open stage, from when it began as far as the coordinator knows.
+    json running = nullptr;
+    auto open = [&](const char* stage, const std::string& lane, double from) {
+      if (from >= 0)
+        running = {{"stage", stage}, {"lane", lane}, {"start_s", rel(from)},
+                   {"start_unix", unix_of(from)}};
+    };
+    if (j.state == sched::job_state::sampling)
+      open("sampling", j.pool, j.attempt_at);
+    else if (j.state == sched::job_state::sampled)
+      open("waiting", j.pool, c.sampler_end >= 0 ? c.sampler_end : j.sample_end);
+    else if (j.state == sched::job_state::decoding)
+      open("decoding", j.decoder, j.attempt_at);
+    json failed = json::array();
+    for (auto& f : j.failures)
+      failed.push_back({{"stage", f.stage}, {"lane", f.lane}, {"start_s", rel(f.start)},
+                        {"end_s", rel(f.end)}, {"reason", f.reason}});
+    auto sample_start = at("conditioning", "start_s");
+    if (sample_start.is_null())
+      sample_start = at("sampling", "start_s");
+    json times = {{"sample_start_s", sample_start},
+                  {"sample_end_s", at("sampling", "end_s")},
+                  {"decode_start_s", at("decode", "start_s")},
+                  {"decode_end_s", at("decode", "end_s")},
+                  {"conditioning_s", length("conditioning")},
+                  {"sampling_s", length("sampling")},
+                  {"handoff_s", length("handoff")},
+                  {"decode_s", length("decode")}};
     jobs.push_back({{"index", j.spec.index},
                     {"seed", j.spec.seed},
                     {"width", j.spec.width},
@@ -197,15 +333,26 @@ json status_json(const sched::run& r, const clock_note& clock) {
                                    : json(nullptr)},
                     {"done_twice", j.duplicates},
                     {"fenced", j.fenced},
-                    {"times", {{"sample_start_s", rel(j.sample_start)},
-                               {"sample_end_s", rel(j.sample_end)},
-                               {"decode_start_s", rel(j.decode_start)},
-                               {"decode_end_s", rel(j.decode_end)},
-                               {"conditioning_s", j.conditioning_s},
-                               {"sampling_s", j.sampling_s},
-                               {"handoff_s", j.handoff_s},
-                               {"decode_s", j.decode_s}}},
-                    {"stages", std::move(stages)}});
+                    {"times", std::move(times)},
+                    {"stages", std::move(stages)},
+                    {"running", std::move(running)},
+                    {"failed_attempts", std::move(failed)}});
+    // Only the newest failures are kept (sched::max_failures_kept): the count of all, when
+    // some were left out.
+    if (j.failures_total > j.failures.size())
+      jobs.back()["failed_attempts_total"] = j.failures_total;
+  }
+  // Hosts down while the run ran (or still down).
+  const double until = r.done && r.finished_at >= 0 ? r.finished_at : now;
+  json outages = json::array();
+  for (auto& o : s.outages) {
+    const double to = o.to < 0 ? now : o.to;
+    if (to < r.submitted_at || o.from > until)
+      continue;
+    outages.push_back({{"host", o.host}, {"from_s", rel(o.from)},
+                       {"to_s", o.to < 0 ? json(nullptr) : json(rel(o.to))},
+                       {"from_unix", unix_of(o.from)},
+                       {"to_unix", o.to < 0 ? json(nullptr) : json(unix_of(o.to))}});
   }
   auto sum = sched::summarize(r);
   return {{"run_id", r.id},
@@ -213,9 +360,13 @@ json status_json(const sched::run& r, const clock_note& clock) {
           {"mode", r.mode},
           {"clock", {{"simulated", clock.simulated},
                      {"time_scale", clock.time_scale},
+                     {"submitted_unix", unix_of(r.submitted_at)},
                      {"note", clock.simulated
                                 ? "times are simulated seconds of the sim backend's scaled clock"
                                 : "times are real seconds"}}},
+          {"now_s", rel(now)},
+          {"lanes", lanes_json(s, r)},
+          {"outages", std::move(outages)},
           {"jobs", jobs},
           {"summary", {{"succeeded", sum.succeeded},
                        {"failed", sum.failed},

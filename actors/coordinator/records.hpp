@@ -31,7 +31,11 @@ std::string run_state(const sched::run& r);
 /// (`status_query` with run_id "@cluster").
 nlohmann::json cluster_json(const sched::state& s);
 
-/// `vidline status RUN_ID --json`, per docs/sim-contract.md.
-nlohmann::json status_json(const sched::run& r, const clock_note& clock);
+/// `vidline status RUN_ID --json`, per docs/sim-contract.md, at run-clock time `now`:
+/// per job one record per stage (docs/design.md, "Stage times in the status"), what runs
+/// now and the failed attempts; the run's lanes (from `s`: the mode's pools and decoders,
+/// in the config's order, with their hosts) and the outages of hosts while it ran.
+nlohmann::json status_json(const sched::state& s, const sched::run& r, const clock_note& clock,
+                           double now);
 
 } // namespace vidline::actors

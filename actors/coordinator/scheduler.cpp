@@ -502,6 +502,98 @@ struct stepper {
     return j.spec.run_id + "/" + std::to_string(j.spec.index);
   }
 
+  // -- stage times -------------------------------------------------------------------------
+
+  /// A worker's unix stamp on the run clock (-1 for 0: not stamped).
+  double run_of(double unix_s) const { return unix_s > 0 ? unix_s / s.p.time_scale : -1; }
+
+  /// Makes `t` (stamps in stage order, -1 = unknown) ordered and no later than now: each
+  /// known one no earlier than the known one before it, then none past the one after it.
+  void order_stamps(std::vector<double*> t) const {
+    double lo = -1;
+    for (double* v : t)
+      if (*v >= 0)
+        lo = *v = std::max(*v, lo);
+    double hi = now;
+    for (auto it = t.rbegin(); it != t.rend(); ++it)
+      if (**it >= 0)
+        hi = **it = std::min(**it, hi);
+  }
+
+  /// The sampling stages of the attempt that made `r`'s latent. A result without stamps
+  /// (an older pool) ends when it arrived and lasts its reported durations.
+  void record_sampling(job& j, const msg::sample_result& r) {
+    stage_clock c;
+    c.sampler_end = run_of(r.end_unix_s);
+    if (c.sampler_end < 0)
+      c.sampler_end = now;
+    c.sampler_start = run_of(r.sampling_start_unix_s);
+    if (c.sampler_start < 0)
+      c.sampler_start = c.sampler_end - r.sampling_s;
+    c.pool_start = run_of(r.start_unix_s);
+    if (c.pool_start < 0)
+      c.pool_start = c.sampler_start - r.conditioning_s;
+    order_stamps({&c.pool_start, &c.sampler_start, &c.sampler_end});
+    j.ran = c;
+  }
+
+  /// The decoder's stages of the attempt that made `r`'s video (as record_sampling).
+  void record_decoding(job& j, const msg::decode_result& r) {
+    auto& c = j.ran;
+    c.decode_end = run_of(r.end_unix_s);
+    if (c.decode_end < 0)
+      c.decode_end = now;
+    c.decode_start = run_of(r.decode_start_unix_s);
+    if (c.decode_start < 0)
+      c.decode_start = c.decode_end - r.decode_s;
+    c.fetched = run_of(r.fetched_unix_s);
+    if (c.fetched < 0)
+      c.fetched = c.decode_start;
+    c.fetch_start = run_of(r.start_unix_s);
+    if (c.fetch_start < 0)
+      c.fetch_start = c.fetched - r.handoff_s;
+    if (c.decode_ordered < 0 || c.decode_ordered > c.fetch_start)
+      c.decode_ordered = c.fetch_start;  // older records, or the decoder's clock behind
+    order_stamps({&c.sampler_end, &c.decode_ordered, &c.fetch_start, &c.fetched,
+                  &c.decode_start, &c.decode_end});
+  }
+
+  /// Stamps of a failed result (start, end), -1 where it has none.
+  std::pair<double, double> stamps_of(double start_unix, double end_unix) const {
+    double a = run_of(start_unix), b = run_of(end_unix);
+    if (b >= 0)
+      b = std::min(b, now);
+    if (a >= 0 && b >= 0)
+      a = std::min(a, b);
+    return {a, b};
+  }
+  /// The failed result being handled now, if any: its stamps for note_failure.
+  std::pair<double, double> failing_stamps{-1, -1};
+
+  /// The job's current attempt failed or was lost: kept for the status, if it was one
+  /// (the job was sampling or decoding).
+  void note_failure(job& j, const std::string& why) {
+    failed_attempt f;
+    if (j.state == job_state::sampling) {
+      f.stage = "sampling";
+      f.lane = j.pool;
+    } else if (j.state == job_state::decoding) {
+      f.stage = "decode";
+      f.lane = j.decoder;
+    } else {
+      return;
+    }
+    f.start = failing_stamps.first >= 0 ? failing_stamps.first : j.attempt_at;
+    f.end = failing_stamps.second >= 0 ? failing_stamps.second : now;
+    if (f.start < 0 || f.start > f.end)
+      f.start = f.end;
+    f.reason = why;
+    j.failures.push_back(std::move(f));
+    if (j.failures.size() > max_failures_kept)
+      j.failures.erase(j.failures.begin());
+    ++j.failures_total;
+  }
+
   // -- job transitions ---------------------------------------------------------------------
 
   void release_pool_of(const job& j) {
@@ -534,6 +626,8 @@ struct stepper {
   }
 
   void finish(job& j, job_state final_state, std::string error) {
+    if (final_state == job_state::failed)
+      note_failure(j, error);
     set_state(j, final_state);
     j.error = std::move(error);
     j.order_sent_at = -1;
@@ -555,7 +649,9 @@ struct stepper {
 
   /// Back to the queue for another sampling attempt, or failed when attempts are spent.
   void requeue_sampling(job& j, const std::string& why) {
+    note_failure(j, why);
     set_state(j, job_state::queued);
+    j.ran = stage_clock{};  // a new latent is to be made: its stages are to come
     j.order_sent_at = -1;
     j.error = why;
     j.latent_sha256.clear();
@@ -572,6 +668,7 @@ struct stepper {
 
   /// Back to waiting for a decoder, or failed when attempts are spent.
   void requeue_decoding(job& j, const std::string& why) {
+    note_failure(j, why);
     set_state(j, job_state::sampled);
     j.order_sent_at = -1;
     j.error = why;
@@ -645,9 +742,16 @@ struct stepper {
         touch(name);
     if (e.up) {
       s.host_down_since.erase(e.host);
+      for (auto& o : s.outages)
+        if (o.host == e.host && o.to < 0)
+          o.to = now;
       return;
     }
-    s.host_down_since.emplace(e.host, now);
+    if (s.host_down_since.emplace(e.host, now).second) {
+      s.outages.push_back(outage{e.host, now, -1});
+      if (s.outages.size() > max_outages_kept)
+        s.outages.pop_front();
+    }
     log(3, "host " + e.host + " is down");
     for (auto& [name, p] : s.pools)
       if (p.host == e.host)
@@ -947,6 +1051,7 @@ struct stepper {
     j->handoff_s = r.handoff_s;
     j->decode_s = r.decode_s;
     j->decode_end = now;
+    record_decoding(*j, r);
     finish(*j, job_state::succeeded, "");  // leaves the index under its old decoder
     j->attempt = r.attempt;
     j->decoder = r.decoder;
@@ -959,6 +1064,7 @@ struct stepper {
       return late_sample_result(j, r);  // late or duplicate: fenced
     release_pool_of(*j);
     j->order_sent_at = -1;
+    failing_stamps = stamps_of(r.start_unix_s, r.end_unix_s);
     if (r.outcome == msg::outcome::ok || r.outcome == msg::outcome::capacity)
       if (auto it = s.pools.find(r.pool); it != s.pools.end())
         it->second.warm = true;  // the model stayed loaded
@@ -968,6 +1074,7 @@ struct stepper {
       auto it = s.pools.find(r.pool);
       if (it != s.pools.end())
         j->capacity_failed.insert(it->second.kind);
+      note_failure(*j, "capacity on pool " + r.pool + ": " + r.error);
       set_state(*j, job_state::queued);
       j->error = "capacity on pool " + r.pool + ": " + r.error;
       persist(*j);
@@ -980,6 +1087,7 @@ struct stepper {
     } else {
       finish(*j, job_state::failed, "pool " + r.pool + ": " + r.error);
     }
+    failing_stamps = {-1, -1};
     ack(r.host, "pool:" + r.pool, r.attempt);
   }
 
@@ -997,6 +1105,7 @@ struct stepper {
       j.encoder_kind = p->second.encoder_kind;
     }
     j.sample_end = now;  // the decode order's key: set before entering `sampled`
+    record_sampling(j, r);
     set_state(j, job_state::sampled);
     j.error.clear();
     persist(j);
@@ -1010,6 +1119,7 @@ struct stepper {
     j->order_sent_at = -1;
     j->handoff_s = r.handoff_s;
     j->decode_s = r.decode_s;
+    failing_stamps = stamps_of(r.start_unix_s, r.end_unix_s);
     if (auto d = s.decoders.find(r.decoder); d != s.decoders.end()) {
       j->decoder_kind = d->second.kind;
       j->handoff_same_host = d->second.host == j->latent_host;
@@ -1018,6 +1128,7 @@ struct stepper {
       j->output = r.output;
       j->output_sha256 = r.output_sha256;
       j->decode_end = now;
+      record_decoding(*j, r);
       finish(*j, job_state::succeeded, "");
     } else if (r.outcome == msg::outcome::corrupt) {
       ++j->corrupt_handoffs;
@@ -1044,6 +1155,7 @@ struct stepper {
     } else {
       finish(*j, job_state::failed, "decoder " + r.decoder + ": " + r.error);
     }
+    failing_stamps = {-1, -1};
     ack(r.host, "decoder:" + r.decoder, r.attempt);
   }
 
@@ -1141,6 +1253,8 @@ struct stepper {
         j->latent_bytes = l.bytes;
         j->latent_host = h.host;
         j->sample_end = now;
+        j->ran = stage_clock{};
+        j->ran.sampler_end = now;  // made before: its sampling is not known, its wait is
         set_state(*j, job_state::sampled);
         j->error.clear();
         persist(*j);
@@ -1241,6 +1355,7 @@ struct stepper {
     j.pool = p.name;
     if (j.sample_start < 0)
       j.sample_start = now;
+    j.attempt_at = now;
     p.assigned = std::make_pair(r.id, j.spec.index);
     p.ordered_at = now;
     j.lease_until = mono + s.p.lease_s;  // the pool may hold it from now
@@ -1272,6 +1387,8 @@ struct stepper {
       ++j.decode_attempts;
       if (j.decode_start < 0)
         j.decode_start = now;
+      j.attempt_at = now;
+      j.ran.decode_ordered = now;  // its wait for a decoder ends here
       persist(j);
       send_decode(*d, j);
     }
@@ -1338,7 +1455,8 @@ summary summarize(const run& r) {
   for (auto& j : r.jobs) {
     if (j.state == job_state::succeeded) {
       ++out.succeeded;
-      double t = j.decode_end - r.submitted_at;
+      // When the video was made, as its decoder stamped it (else when the result came).
+      double t = (j.ran.decode_end >= 0 ? j.ran.decode_end : j.decode_end) - r.submitted_at;
       first = first < 0 ? t : std::min(first, t);
       last = std::max(last, t);
     } else if (j.state == job_state::failed) {

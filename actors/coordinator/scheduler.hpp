@@ -44,6 +44,35 @@ enum class job_state { queued, sampling, sampled, decoding, succeeded, failed };
 const char* to_string(job_state s);
 std::optional<job_state> job_state_from(const std::string& s);
 
+/// When the stages that made a job's latent and its video ran, from the stamps their
+/// workers put on the results (msg::sample_result, msg::decode_result), converted to the
+/// coordinator's run clock, plus when the coordinator ordered the decode (the end of the
+/// wait for a decoder). Run-clock seconds; -1 = not known (not reached yet). In order:
+///
+///   pool_start <= sampler_start <= sampler_end <= decode_ordered <= fetch_start
+///     <= fetched <= decode_start <= decode_end <= (when the result arrived)
+///
+/// conditioning = [pool_start, sampler_start], sampling = [sampler_start, sampler_end],
+/// waiting for a decoder = [sampler_end, decode_ordered], handoff = [fetch_start, fetched],
+/// pending at the decoder = [fetched, decode_start], decode = [decode_start, decode_end].
+struct stage_clock {
+  double pool_start = -1, sampler_start = -1, sampler_end = -1;
+  double decode_ordered = -1;
+  double fetch_start = -1, fetched = -1, decode_start = -1, decode_end = -1;
+};
+
+/// An attempt that failed or was lost (run clock), for the status and its Gantt chart.
+struct failed_attempt {
+  std::string stage;   ///< "sampling" (on a pool) or "decode" (on a decoder, handoff included)
+  std::string lane;    ///< the pool or decoder
+  double start = -1;   ///< when it began (the worker's stamp, else when it was ordered)
+  double end = -1;     ///< when it ended (the worker's stamp, else when it was given up)
+  std::string reason;
+};
+
+/// Failed attempts kept per job (the newest; job::failures_total counts them all).
+inline constexpr std::size_t max_failures_kept = 8;
+
 /// Everything the coordinator knows about one job. Times are run-clock seconds (-1 = not yet).
 struct job {
   msg::job_spec spec;
@@ -83,6 +112,10 @@ struct job {
                                    ///< after the job had its own
   uint32_t fenced = 0;             ///< products removed unpublished: their lease had ended
   std::set<uint64_t> counted_attempts;  ///< late attempts counted in duplicates or fenced
+  double attempt_at = -1;          ///< when the current attempt was ordered
+  stage_clock ran;                 ///< when the stages of its latent and video ran
+  std::vector<failed_attempt> failures;  ///< the newest max_failures_kept, oldest first
+  uint32_t failures_total = 0;
 };
 
 /// One batch submitted together.
@@ -159,7 +192,19 @@ struct params {
   double home_wait_s = 10;         ///< in_turn: a job waits this long after submission for
                                    ///< a home pool that never reported, then goes elsewhere
   double lease_s = 3;              ///< a stage order's lease, monotonic seconds (knob lease_ms)
+  /// Real seconds per run-clock second: a worker's unix stamp / time_scale is run clock.
+  double time_scale = 1;
 };
+
+/// A host down, as peer events said (run clock; to = -1 while it is still down).
+struct outage {
+  std::string host;
+  double from = -1;
+  double to = -1;
+};
+
+/// Outages kept (the newest).
+inline constexpr std::size_t max_outages_kept = 256;
 
 /// A job a policy sends to a pool now.
 struct assignment {
@@ -271,6 +316,7 @@ struct state {
   std::map<std::string, decoder_view> decoders;
   std::map<std::string, bool> hosts_up;                   ///< from peer events
   std::map<std::string, double> host_down_since;
+  std::deque<outage> outages;                             ///< oldest first (not journaled)
   std::deque<run> runs;                                   ///< oldest first
   uint64_t next_attempt = 1;
   state_index idx;

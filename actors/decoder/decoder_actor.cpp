@@ -209,6 +209,7 @@ caf::behavior decoder_actor(caf::event_based_actor* self, context ctx, config::d
   sh->dec = std::move(dec);
   sh->st.decoder = sh->dec.name;
   sh->st.host = sh->ctx.host;
+  sh->st.time_scale = sh->ctx.time_scale;  // the unix stamps of its results
   sh->st.epoch = sh->ctx.random64();
   if (auto* h = sh->ctx.cluster->find_host(sh->ctx.host))
     for (auto& g : h->gpus)

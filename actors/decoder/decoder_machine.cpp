@@ -31,7 +31,10 @@ void remember_done(state& s, uint64_t attempt) {
     s.recent_done.pop_front();
 }
 
-msg::decode_result result_of(const state& s, const held& h) {
+double unix_of(const state& s, double run_s) { return run_s < 0 ? 0 : run_s * s.time_scale; }
+
+/// The result of `h`, ending at run-clock `now`, stamped with when its stages ran.
+msg::decode_result result_of(const state& s, const held& h, double now) {
   msg::decode_result r;
   r.decoder = s.decoder;
   r.host = s.host;
@@ -39,6 +42,10 @@ msg::decode_result result_of(const state& s, const held& h) {
   r.run_id = h.order.job.run_id;
   r.index = h.order.job.index;
   r.handoff_s = h.handoff_s;
+  r.start_unix_s = unix_of(s, h.ordered_at);
+  r.fetched_unix_s = unix_of(s, h.fetched_at);
+  r.decode_start_unix_s = unix_of(s, h.decode_started_at);
+  r.end_unix_s = unix_of(s, now);
   return r;
 }
 
@@ -51,13 +58,14 @@ void finish(state& s, uint64_t attempt, msg::decode_result r) {
 }
 
 /// Starts decoding the oldest fetched latent when nothing is decoding.
-void maybe_start(state& s, std::vector<effect>& fx) {
+void maybe_start(state& s, std::vector<effect>& fx, double now) {
   for (auto& h : s.holding)
     if (h.at == phase::decoding)
       return;
   for (auto& h : s.holding)
     if (h.at == phase::ready) {
       h.at = phase::decoding;
+      h.decode_started_at = now;
       fx.push_back(fx_decode{h.order});
       return;
     }
@@ -160,7 +168,7 @@ std::vector<effect> step(state& s, const event& e, double now) {
       fx.push_back(fx_report{});
       return fx;
     }
-    s.holding.push_back(held{o->order, phase::fetching, now, -1, 0, -1, false, {}, ""});
+    s.holding.push_back(held{o->order, phase::fetching, now, -1, 0, -1, false, {}, "", -1});
     fx.push_back(fx_fetch{o->order});
     fx.push_back(fx_report{});
   } else if (auto* f = std::get_if<ev_fetched>(&e)) {
@@ -169,7 +177,7 @@ std::vector<effect> step(state& s, const event& e, double now) {
       return fx;
     if (h->ended) {
       drop(s, f->attempt, fx);
-      maybe_start(s, fx);
+      maybe_start(s, fx, now);
       fx.push_back(fx_report{});
       return fx;
     }
@@ -177,9 +185,9 @@ std::vector<effect> step(state& s, const event& e, double now) {
     h->handoff_s = now - h->ordered_at;
     if (f->outcome == msg::outcome::ok) {
       h->at = phase::ready;
-      maybe_start(s, fx);
+      maybe_start(s, fx, now);
     } else {
-      auto r = result_of(s, *h);
+      auto r = result_of(s, *h, now);
       r.outcome = f->outcome;
       r.error = f->error;
       r.stage = "handoff";
@@ -190,7 +198,7 @@ std::vector<effect> step(state& s, const event& e, double now) {
     auto* h = find(s, d->attempt);
     if (h == nullptr || h->at != phase::decoding)
       return fx;
-    auto r = result_of(s, *h);
+    auto r = result_of(s, *h, now);
     r.outcome = d->outcome;
     r.error = d->error;
     r.stage = "decode";
@@ -215,7 +223,7 @@ std::vector<effect> step(state& s, const event& e, double now) {
                                    "before publishing"});
       }
     }
-    maybe_start(s, fx);
+    maybe_start(s, fx, now);
     fx.push_back(fx_report{});
   } else if (auto* a = std::get_if<ev_ack>(&e)) {
     for (auto& r : s.unacked)
@@ -272,7 +280,7 @@ std::vector<effect> step(state& s, const event& e, double now) {
       }
     }
     if (changed) {
-      maybe_start(s, fx);
+      maybe_start(s, fx, now);
       fx.push_back(fx_report{});
     }
   }

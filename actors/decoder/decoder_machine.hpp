@@ -51,6 +51,7 @@ struct held {
   bool ended = false;        ///< the coordinator gave this attempt up
   msg::decode_result made;   ///< confirming: the result waiting for the coordinator's word
   std::string staged;        ///< confirming: where the product lies, not yet published
+  double decode_started_at = -1;  ///< run clock: its decode began (-1 not yet)
 };
 
 /// The share of a lease a worker keeps for the commit itself and for clock rates.
@@ -78,6 +79,9 @@ struct state {
   sent_reports reports;
   uint64_t fenced = 0;                     ///< products removed: their lease had ended
   uint64_t dropped = 0;                    ///< ended attempts dropped before a product
+  /// Real seconds per run-clock second: the `now` of step() times this is the unix time
+  /// the results are stamped with (the run clock is unix time / time_scale, nodes/node.cpp).
+  double time_scale = 1.0;
 
   /// Credits it grants now.
   uint32_t credits() const;

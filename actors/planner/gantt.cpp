@@ -16,9 +16,13 @@ struct stage_style {
 constexpr stage_style styles[] = {
   {"conditioning", "#9e9e9e"},
   {"sampling", "#3b7dd8"},
+  {"waiting", "#c9b458"},
   {"handoff", "#f0a030"},
+  {"pending", "#a77bca"},
   {"decode", "#3aa655"},
 };
+constexpr const char* failed_colour = "#d03030";
+constexpr const char* outage_colour = "#e04040";
 
 const char* colour_of(const std::string& stage) {
   for (auto& s : styles)
@@ -65,9 +69,17 @@ std::string gantt_svg(const std::vector<gantt_chart>& charts) {
   const double plot_w = width - left - right;
 
   double t_end = 0;
-  for (auto& c : charts)
+  for (auto& c : charts) {
     for (auto& s : c.spans)
       t_end = std::max(t_end, s.end);
+    for (auto& s : c.running)
+      t_end = std::max({t_end, s.end, s.start});
+    for (auto& f : c.failures)
+      t_end = std::max(t_end, f.end);
+    for (auto& o : c.outages)
+      t_end = std::max({t_end, o.from, o.to});
+    t_end = std::max(t_end, c.now);
+  }
   if (t_end <= 0)
     t_end = 1;
   const double step = tick_step(t_end, 10);
@@ -84,9 +96,16 @@ std::string gantt_svg(const std::vector<gantt_chart>& charts) {
   double height = legend_h;
   for (std::size_t i = 0; i < charts.size(); ++i) {
     lanes[i] = charts[i].lanes;
+    auto add = [&](const std::string& lane) {
+      if (std::find(lanes[i].begin(), lanes[i].end(), lane) == lanes[i].end())
+        lanes[i].push_back(lane);
+    };
     for (auto& s : charts[i].spans)
-      if (std::find(lanes[i].begin(), lanes[i].end(), s.lane) == lanes[i].end())
-        lanes[i].push_back(s.lane);
+      add(s.lane);
+    for (auto& s : charts[i].running)
+      add(s.lane);
+    for (auto& f : charts[i].failures)
+      add(f.lane);
     height += title_h + lanes[i].size() * lane_h + axis_h + gap;
   }
 
@@ -98,13 +117,20 @@ std::string gantt_svg(const std::vector<gantt_chart>& charts) {
   svg += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
 
   // Legend.
-  double lx = left;
+  double lx = left - 100;
   for (auto& s : styles) {
     svg += "<rect x=\"" + num(lx) + "\" y=\"10\" width=\"14\" height=\"14\" fill=\""
            + s.colour + "\"/>";
     svg += "<text x=\"" + num(lx + 20) + "\" y=\"22\">" + s.stage + "</text>\n";
-    lx += 130;
+    lx += 112;
   }
+  svg += "<rect x=\"" + num(lx) + "\" y=\"10\" width=\"14\" height=\"14\" fill=\""
+         + failed_colour + "\" fill-opacity=\"0.4\" stroke=\"" + failed_colour
+         + "\"/><text x=\"" + num(lx + 20) + "\" y=\"22\">failed attempt</text>\n";
+  lx += 112;
+  svg += "<rect x=\"" + num(lx) + "\" y=\"10\" width=\"14\" height=\"14\" fill=\""
+         + outage_colour + "\" fill-opacity=\"0.15\"/><text x=\"" + num(lx + 20)
+         + "\" y=\"22\">host down</text>\n";
 
   double y = legend_h;
   for (std::size_t c = 0; c < charts.size(); ++c) {
@@ -119,8 +145,9 @@ std::string gantt_svg(const std::vector<gantt_chart>& charts) {
       if (i % 2 == 0)
         svg += "<rect x=\"" + num(left) + "\" y=\"" + num(ly) + "\" width=\"" + num(plot_w)
                + "\" height=\"" + num(lane_h) + "\" fill=\"#f4f4f4\"/>";
-      svg += "<text x=\"" + num(left - 8) + "\" y=\"" + num(ly + lane_h / 2 + 4)
-             + "\" text-anchor=\"end\">" + escape(lanes[c][i]) + "</text>\n";
+      svg += "<text class=\"lane\" x=\"" + num(left - 8) + "\" y=\""
+             + num(ly + lane_h / 2 + 4) + "\" text-anchor=\"end\">" + escape(lanes[c][i])
+             + "</text>\n";
     }
     const double plot_bottom = y + lanes[c].size() * lane_h;
     // Grid and axis.
@@ -140,11 +167,18 @@ std::string gantt_svg(const std::vector<gantt_chart>& charts) {
         continue;
       double x0 = x_of(s.start), x1 = x_of(std::max(s.end, s.start));
       double w = std::max(x1 - x0, 1.0);
-      // A handoff (the next latent fetched while the decoder decodes) as a low, thin bar.
-      bool thin = s.stage == "handoff";
-      double bh = thin ? bar_h / 3 : bar_h;
-      double by = ly->second + (lane_h - bar_h) / 2 + (thin ? bar_h - bh : 0);
-      svg += "<rect x=\"" + num(x0) + "\" y=\"" + num(by) + "\" width=\"" + num(w)
+      // A handoff (the next latent fetched while the decoder decodes) as a low, thin bar;
+      // waiting (for a decoder, the latent on the pool's host) and pending (fetched, behind
+      // the decoder's current decode) as thin bars at the top of the lane.
+      bool low = s.stage == "handoff";
+      bool high = s.stage == "waiting" || s.stage == "pending";
+      double bh = low || high ? bar_h / 3 : bar_h;
+      double by = high ? ly->second + 1
+                       : ly->second + (lane_h - bar_h) / 2 + (low ? bar_h - bh : 0);
+      if (high || low)
+        w = std::max(x1 - x0, 0.5);
+      svg += "<rect class=\"bar " + escape(s.stage) + "\" x=\"" + num(x0) + "\" y=\"" + num(by)
+             + "\" width=\"" + num(w)
              + "\" height=\"" + num(bh) + "\" fill=\"" + colour_of(s.stage)
              + "\" stroke=\"white\" stroke-width=\"0.5\"><title>job " + std::to_string(s.job)
              + " " + escape(s.stage) + " " + num(s.start) + "-" + num(s.end) + " s</title></rect>";
@@ -153,6 +187,73 @@ std::string gantt_svg(const std::vector<gantt_chart>& charts) {
                + "\" text-anchor=\"middle\" fill=\"white\" font-size=\"10\">"
                + std::to_string(s.job) + "</text>";
       svg += "\n";
+    }
+    // Stages running now: faded, dashed, up to now.
+    for (auto& s : chart.running) {
+      auto ly = lane_y.find(s.lane);
+      if (ly == lane_y.end())
+        continue;
+      const double to = std::max(chart.now >= 0 ? chart.now : s.end, s.start);
+      double x0 = x_of(s.start), w = std::max(x_of(to) - x0, 1.0);
+      bool thin = s.stage == "waiting";
+      double bh = thin ? bar_h / 3 : bar_h;
+      double by = thin ? ly->second + 1 : ly->second + (lane_h - bar_h) / 2;
+      svg += "<rect class=\"running " + escape(s.stage) + "\" x=\"" + num(x0) + "\" y=\""
+             + num(by) + "\" width=\"" + num(w) + "\" height=\"" + num(bh) + "\" fill=\""
+             + colour_of(s.stage == "decoding" ? "decode" : s.stage)
+             + "\" fill-opacity=\"0.45\" stroke=\"#404040\" stroke-dasharray=\"3,2\""
+             + " stroke-width=\"0.8\"><title>job " + std::to_string(s.job) + " running "
+             + escape(s.stage) + " since " + num(s.start) + " s</title></rect>\n";
+    }
+    // Failed attempts: red, crossed.
+    for (auto& f : chart.failures) {
+      auto ly = lane_y.find(f.lane);
+      if (ly == lane_y.end())
+        continue;
+      double x0 = x_of(f.start), w = std::max(x_of(std::max(f.end, f.start)) - x0, 3.0);
+      double by = ly->second + (lane_h - bar_h) / 2;
+      svg += std::string("<g class=\"failed\"><rect x=\"") + num(x0) + "\" y=\"" + num(by)
+             + "\" width=\"" + num(w) + "\" height=\"" + num(bar_h) + "\" fill=\""
+             + failed_colour + "\" fill-opacity=\"0.35\" stroke=\"" + failed_colour
+             + "\" stroke-width=\"1\"><title>job " + std::to_string(f.job) + " failed "
+             + escape(f.stage) + " attempt " + num(f.start) + "-" + num(f.end) + " s: "
+             + escape(f.reason) + "</title></rect><line x1=\"" + num(x0) + "\" y1=\"" + num(by)
+             + "\" x2=\"" + num(x0 + w) + "\" y2=\"" + num(by + bar_h) + "\" stroke=\""
+             + failed_colour + "\" stroke-width=\"1\"/><line x1=\"" + num(x0) + "\" y1=\""
+             + num(by + bar_h) + "\" x2=\"" + num(x0 + w) + "\" y2=\"" + num(by)
+             + "\" stroke=\"" + failed_colour + "\" stroke-width=\"1\"/></g>\n";
+    }
+    // Host outages: a band over each lane of the host.
+    for (auto& o : chart.outages) {
+      const double to = o.to >= 0 ? o.to : std::max(chart.now, o.from);
+      double x0 = x_of(o.from), w = std::max(x_of(to) - x0, 2.0);
+      bool labelled = false;
+      for (auto& lane : o.lanes) {
+        auto ly = lane_y.find(lane);
+        if (ly == lane_y.end())
+          continue;
+        svg += "<rect class=\"outage\" x=\"" + num(x0) + "\" y=\"" + num(ly->second)
+               + "\" width=\"" + num(w) + "\" height=\"" + num(lane_h) + "\" fill=\""
+               + outage_colour + "\" fill-opacity=\"0.15\" stroke=\"" + outage_colour
+               + "\" stroke-width=\"0.5\"><title>host " + escape(o.host) + " down "
+               + num(o.from) + "-" + (o.to >= 0 ? num(o.to) + " s" : std::string("now"))
+               + "</title></rect>";
+        if (!labelled) {
+          svg += "<text x=\"" + num(x0 + 2) + "\" y=\"" + num(ly->second + 9)
+                 + "\" fill=\"" + outage_colour + "\" font-size=\"9\">" + escape(o.host)
+                 + " down</text>";
+          labelled = true;
+        }
+        svg += "\n";
+      }
+    }
+    if (chart.now >= 0) {
+      const double x = x_of(chart.now);
+      svg += "<line class=\"now\" x1=\"" + num(x) + "\" y1=\"" + num(y - 4) + "\" x2=\""
+             + num(x) + "\" y2=\"" + num(plot_bottom + 4)
+             + "\" stroke=\"#c00000\" stroke-width=\"1.5\"/><text x=\"" + num(x + 3)
+             + "\" y=\"" + num(y + 6) + "\" fill=\"#c00000\" font-size=\"10\">now "
+             + num(chart.now) + " s</text>\n";
     }
     y = plot_bottom + axis_h + gap;
   }

@@ -216,6 +216,7 @@ caf::behavior pool_actor(caf::event_based_actor* self, context ctx, config::pool
   sh->pool = std::move(pool);
   sh->st.pool = sh->pool.name;
   sh->st.host = sh->ctx.host;
+  sh->st.time_scale = sh->ctx.time_scale;  // the unix stamps of its results
   sh->st.epoch = sh->ctx.random64();
   sh->coordinator_host = sh->ctx.cluster->coordinator;
   if (auto* h = sh->ctx.cluster->find_host(sh->ctx.host))

@@ -16,6 +16,8 @@ bool known(const state& s, uint64_t attempt) {
   return std::find(s.recent_done.begin(), s.recent_done.end(), attempt) != s.recent_done.end();
 }
 
+double unix_of(const state& s, double run_s) { return run_s < 0 ? 0 : run_s * s.time_scale; }
+
 msg::sample_result result_of(const state& s) {
   msg::sample_result r;
   r.pool = s.pool;
@@ -24,6 +26,14 @@ msg::sample_result result_of(const state& s) {
   r.run_id = s.current->job.run_id;
   r.index = s.current->job.index;
   r.conditioning_s = s.conditioning_s;
+  r.start_unix_s = unix_of(s, s.started_at);
+  r.sampling_start_unix_s = unix_of(s, s.sampling_started_at);
+  return r;
+}
+
+/// The result `r` ends now: its end stamp.
+msg::sample_result ended(const state& s, msg::sample_result r, double now) {
+  r.end_unix_s = unix_of(s, now);
   return r;
 }
 
@@ -38,6 +48,7 @@ void finish(state& s, msg::sample_result r) {
   s.lease_until = -1;
   s.ended = false;
   s.staged.clear();
+  s.started_at = s.sampling_started_at = -1;
 }
 
 bool has(const std::vector<uint64_t>& v, uint64_t a) {
@@ -91,7 +102,7 @@ msg::pool_status state::status(double mono_s) {
   return st;
 }
 
-std::vector<effect> step(state& s, const event& e, double) {
+std::vector<effect> step(state& s, const event& e, double now) {
   std::vector<effect> fx;
   if (auto* o = std::get_if<ev_order>(&e)) {
     if (known(s, o->order.attempt))
@@ -105,18 +116,20 @@ std::vector<effect> step(state& s, const event& e, double) {
     }
     s.current = o->order;
     s.at = phase::conditioning;
+    s.started_at = now;
+    s.sampling_started_at = -1;
     fx.push_back(fx_condition{o->order});
     fx.push_back(fx_report{});
   } else if (auto* c = std::get_if<ev_conditioned>(&e)) {
     if (!s.current || s.current->attempt != c->attempt || s.at != phase::conditioning)
       return fx;
     if (s.ended) {
-      finish(s, fenced_result(s));
+      finish(s, ended(s, fenced_result(s), now));
       fx.push_back(fx_report{});
       return fx;
     }
     if (!c->ok) {
-      auto r = result_of(s);
+      auto r = ended(s, result_of(s), now);
       r.outcome = msg::outcome::transient;
       r.error = "conditioning failed: " + c->error;
       finish(s, std::move(r));
@@ -125,11 +138,12 @@ std::vector<effect> step(state& s, const event& e, double) {
     }
     s.conditioning_s = c->encode_s;
     s.at = phase::sampling;
+    s.sampling_started_at = now;
     fx.push_back(fx_sample{*s.current, c->path});
   } else if (auto* d = std::get_if<ev_sampled>(&e)) {
     if (!s.current || s.current->attempt != d->attempt || s.at != phase::sampling)
       return fx;
-    auto r = result_of(s);
+    auto r = ended(s, result_of(s), now);
     r.outcome = d->outcome;
     r.error = d->error;
     r.latent_sha256 = d->sha256;

@@ -51,6 +51,11 @@ struct state {
   std::string staged;                 ///< confirming: the latent, not yet in the store
   sent_reports reports;
   uint64_t fenced = 0;                ///< latents removed: their lease had ended
+  /// Real seconds per run-clock second: the `now` of step() times this is the unix time
+  /// the results are stamped with (the run clock is unix time / time_scale, nodes/node.cpp).
+  double time_scale = 1.0;
+  double started_at = -1;             ///< run clock: the current order was taken
+  double sampling_started_at = -1;    ///< run clock: its sampler began
 
   /// The next status report (each one numbered, so the coordinator can drop stale ones),
   /// sent at monotonic `mono_s` (negative: renews no lease).

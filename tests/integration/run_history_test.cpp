@@ -5,7 +5,9 @@
 // plan on the reference cannot pass for one on the learned profile.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "backends/sim/profile.hpp"
 #include "nodes/plan_cmd.hpp"
@@ -93,15 +95,49 @@ TEST_CASE("a finished run: its Gantt chart, and a profile learned from it plans 
   std::size_t stages = 0;
   for (auto& j : st["jobs"]) {
     auto i = std::to_string(j["index"].get<int>());
-    for (auto* stage : {"sampling", "handoff", "decode"})
+    for (auto* stage : {"sampling", "waiting", "handoff", "decode"})
       CHECK(count(svg, "<title>job " + i + " " + stage + " ") == 1);
-    stages += 3;
+    stages += 4;
     if (j["times"]["conditioning_s"].get<double>() > 0) {
       CHECK(count(svg, "<title>job " + i + " conditioning ") == 1);
       ++stages;
     }
+    if (j["stages"]["pending"].is_object()) {
+      CHECK(count(svg, "<title>job " + i + " pending ") == 1);
+      ++stages;
+    }
   }
   CHECK(count(svg, "<title>job ") == stages);
+  CHECK(count(svg, "class=\"now\"") == 0);  // a finished run: no now line
+
+  // Stage times are the stages' own stamps (issue 10): a decoder decodes one latent at a
+  // time, so its decode spans never overlap; `times` agrees with `stages`; the stages of
+  // a job follow each other.
+  std::map<std::string, std::vector<std::pair<double, double>>> decodes;
+  for (auto& j : st["jobs"]) {
+    INFO("job " << j["index"]);
+    auto& sg = j["stages"];
+    auto& tm = j["times"];
+    for (auto* stage : {"sampling", "waiting", "handoff", "decode"})
+      REQUIRE(sg[stage].is_object());
+    CHECK(tm["decode_start_s"] == sg["decode"]["start_s"]);
+    CHECK(tm["decode_end_s"] == sg["decode"]["end_s"]);
+    CHECK(tm["sample_end_s"] == sg["sampling"]["end_s"]);
+    CHECK(sg["waiting"]["start_s"] == sg["sampling"]["end_s"]);
+    CHECK(sg["handoff"]["start_s"].get<double>() >= sg["waiting"]["end_s"].get<double>());
+    CHECK(sg["decode"]["start_s"].get<double>() >= sg["handoff"]["end_s"].get<double>());
+    CHECK(sg["decode"]["end_unix"].get<double>() > 1.6e9);  // wall-clock unix seconds
+    decodes[j["decoder"].get<std::string>()].emplace_back(sg["decode"]["start_s"].get<double>(),
+                                                          sg["decode"]["end_s"].get<double>());
+  }
+  for (auto& [decoder, spans] : decodes) {
+    std::sort(spans.begin(), spans.end());
+    for (std::size_t k = 1; k < spans.size(); ++k) {
+      INFO("decoder " << decoder << ": a decode from " << spans[k].first
+                      << " s while the one before ran to " << spans[k - 1].second << " s");
+      CHECK(spans[k].first >= spans[k - 1].second);
+    }
+  }
 
   a->signal(SIGTERM);
   b->signal(SIGTERM);
