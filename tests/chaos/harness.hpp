@@ -255,6 +255,11 @@ private:
     std::map<std::string, std::pair<uint64_t, uint64_t>> at_heal;  // decoder: epoch, seq
     while (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()
            < deadline_s) {
+      // The service manager goes on: a node still down after its fault (a kill whose
+      // downtime outlasted the run, a crash point) comes back.
+      for (auto& h : hosts_)
+        if (!procs_[h] || !procs_[h]->running())
+          start(h);
       try {
         if (auto c = cl.status("@cluster", 500)) {
           bool settled = true;
