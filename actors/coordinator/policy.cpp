@@ -273,7 +273,8 @@ std::optional<assignment> auto_policy::next(const dispatch_view& v) const {
       if (k < 0 || !c.fits[k] || idx.unavailable_flag[id] || !pool_may_take(v.pool(id), head))
         continue;
       const auto& p = v.pool(id);
-      double f = cond_ready(k, v.now) + (p.warm ? c.warm_s[k] : c.cold_s[k]) + c.tail_s[k];
+      double f = cond_ready(k, v.now)
+                 + (p.warm ? c.warm_s[k] : c.cold_s[k]) * p.speed_factor + c.tail_s[k];
       if (f < best_f || (f == best_f && static_cast<std::size_t>(k) < best)) {
         best_f = f;
         best = static_cast<std::size_t>(k);
@@ -281,7 +282,18 @@ std::optional<assignment> auto_policy::next(const dispatch_view& v) const {
     }
     if (best_f == never)
       return std::nullopt;
-    double at_most_before = (best_f - v.now) * c.warm_rate + static_cast<double>(c.fitting);
+    // The pools' warm rate as observed (their speed factors; the constant when all are 1).
+    double warm_rate = 0;
+    bool observed = false;
+    for (std::size_t k = 0; k < n; ++k)
+      if (c.fits[k]) {
+        double f = v.pool(ids[k]).speed_factor;
+        observed = observed || f != 1;
+        warm_rate += 1 / std::max(c.warm_s[k] * f, 1e-6);
+      }
+    if (!observed)
+      warm_rate = c.warm_rate;
+    double at_most_before = (best_f - v.now) * warm_rate + static_cast<double>(c.fitting);
     if (static_cast<double>(Q) > at_most_before)
       return assignment{*q.queued.begin(), ids[best]};
   }
@@ -295,8 +307,9 @@ std::optional<assignment> auto_policy::next(const dispatch_view& v) const {
     l.usable = c.fits[k] && !idx.unavailable_flag[ids[k]] && pool_may_take(*l.p, head);
     if (!l.usable)
       continue;
-    l.cold_s = c.cold_s[k];
-    l.warm_s = c.warm_s[k];
+    // Sampling as this pool was observed to run it (pool_view::speed_factor).
+    l.cold_s = c.cold_s[k] * l.p->speed_factor;
+    l.warm_s = std::max(c.warm_s[k] * l.p->speed_factor, 1e-6);
     l.tail_s = c.tail_s[k];
     l.free = idx.free_flag[ids[k]] != 0;
     if (l.p->assigned) {
@@ -308,7 +321,7 @@ std::optional<assignment> auto_policy::next(const dispatch_view& v) const {
       } else if (const run* r = v.s.find_run(l.p->assigned->first);
                  r != nullptr && l.p->assigned->second < r->jobs.size()) {
         if (auto s = est_->sampling(l.p->kind, r->jobs[l.p->assigned->second].spec, was_cold))
-          end = l.p->ordered_at + *s;
+          end = l.p->ordered_at + *s * l.p->speed_factor;
       }
       l.busy_end = std::max(end, v.now);
     } else if (l.p->reported_busy != 0) {
@@ -572,7 +585,7 @@ decoder_view* auto_policy::pick_decoder(const state& s, const run& r, const job&
     double start = p.ordered_at;
     if (auto f = q->first_order_on_host.find(p.host); f != q->first_order_on_host.end())
       start = std::max(start, f->second + est_->conditioning(p.host));
-    return std::max(now, start + (sm ? *sm : 0));
+    return std::max(now, start + (sm ? *sm * p.speed_factor : 0));
   };
   if (look) {
     for (uint32_t id : s.idx.mode_ids.at(r.mode)) {

@@ -74,6 +74,10 @@ public:
   decoder_view* pick_decoder(const state& s, const run& r, const job& j,
                              const std::vector<decoder_view*>& decoders,
                              double now) const override;
+  std::optional<double> expected_sampling(const std::string& kind, const msg::job_spec& j,
+                                          bool cold) const override {
+    return est_->sampling(kind, j, cold);
+  }
 
 private:
   struct mode_consts;

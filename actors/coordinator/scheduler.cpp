@@ -887,8 +887,11 @@ struct stepper {
       return;
     if (kind == report::restarted && had_epoch)
       pool_lost(p, "pool restarted");
-    if (kind == report::restarted)
+    if (kind == report::restarted) {
       p.warm = false;
+      p.speed_factor = 1;  // a restarted worker is observed afresh
+      p.speed_observed = 0;
+    }
     p.alive = host_up(p.host);
     p.accepting = e.s.accepting;
     p.reported_busy = e.s.busy_attempt;
@@ -1069,6 +1072,7 @@ struct stepper {
       if (auto it = s.pools.find(r.pool); it != s.pools.end())
         it->second.warm = true;  // the model stayed loaded
     if (r.outcome == msg::outcome::ok) {
+      observe_speed(*j, r);
       adopt_latent(*j, r);
     } else if (r.outcome == msg::outcome::capacity) {
       auto it = s.pools.find(r.pool);
@@ -1089,6 +1093,28 @@ struct stepper {
     }
     failing_stamps = {-1, -1};
     ack(r.host, "pool:" + r.pool, r.attempt);
+  }
+
+  /// Folds an ok result's sampling time into its pool's speed_factor: the seconds between
+  /// its sampler's start and end stamps over what the run's policy expected of the job on
+  /// that pool's kind (cold or warm, as the result says). A result without both stamps, or
+  /// whose policy has no estimate, tells nothing.
+  void observe_speed(const job& j, const msg::sample_result& r) {
+    auto p = s.pools.find(r.pool);
+    const run* rr = s.find_run(r.run_id);
+    if (p == s.pools.end() || rr == nullptr || r.sampling_start_unix_s <= 0
+        || r.end_unix_s < r.sampling_start_unix_s)
+      return;
+    auto expected = s.policy_of(rr->mode).expected_sampling(p->second.kind, j.spec, r.cold);
+    if (!expected || !(*expected > 0))
+      return;
+    double observed = (r.end_unix_s - r.sampling_start_unix_s) / s.p.time_scale;
+    double ratio = std::clamp(observed / *expected, speed_min, speed_max);
+    auto& v = p->second;
+    // From 1 (the estimate) on: one odd result moves the factor at most half way.
+    v.speed_factor = std::clamp(speed_weight * ratio + (1 - speed_weight) * v.speed_factor,
+                                speed_min, speed_max);
+    ++v.speed_observed;
   }
 
   void adopt_latent(job& j, const msg::sample_result& r) {

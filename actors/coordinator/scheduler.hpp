@@ -154,7 +154,23 @@ struct pool_view {
   /// Decoders on one of its GPUs: it does not sample while one of them has a latent, and a
   /// decode there unloads its model (planner::configure fills it from the config).
   std::set<std::string> decoders_sharing;
+  /// How much slower than its estimate it samples, as observed this epoch: an exponentially
+  /// weighted mean of (sampling seconds its ok results' stamps show) / (the policy's
+  /// estimate for that job, cold or warm alike), weight speed_weight, clamped to
+  /// [speed_min, speed_max]. 1 = as estimated (and before any observation, after a
+  /// restart, and under a policy that keeps no estimates; each observation starts from the
+  /// factor before it, the first from 1). The auto policy multiplies its
+  /// sampling estimates for this pool by it. Not journaled: a live view only.
+  double speed_factor = 1;
+  uint32_t speed_observed = 0;     ///< results folded into speed_factor this epoch
 };
+
+/// The weight of the newest observation in pool_view::speed_factor: a hot GPU's slowdown
+/// shows after two or three results, one odd result moves the factor at most half way.
+inline constexpr double speed_weight = 0.5;
+/// The range pool_view::speed_factor is kept in (a bad stamp cannot starve or flood a pool).
+inline constexpr double speed_min = 0.2;
+inline constexpr double speed_max = 5.0;
 
 /// The coordinator's view of one decoder.
 struct decoder_view {
@@ -241,6 +257,14 @@ public:
   virtual decoder_view* pick_decoder(const state& s, const run& r, const job& j,
                                      const std::vector<decoder_view*>& decoders,
                                      double now) const;
+  /// The sampling seconds the policy expects of `j` on a pool of `kind` (cold: model load
+  /// first), against which a pool's observed speed is measured (pool_view::speed_factor);
+  /// nullopt = no estimate (the default: the factor stays 1).
+  virtual std::optional<double> expected_sampling(const std::string& kind,
+                                                  const msg::job_spec& j, bool cold) const {
+    (void)kind, (void)j, (void)cold;
+    return std::nullopt;
+  }
 };
 
 /// Strict round robin, as the reference line dispatched: job i belongs to the pool
