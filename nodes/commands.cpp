@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -356,13 +357,25 @@ std::string progress_line(const json& st, const std::vector<double>& planned) {
       << " sampling, " << n["sampled"] << " sampled, " << n["decoding"] << " decoding, "
       << n["queued"] << " queued";
   if (!planned.empty() && planned.size() == total && done < total) {
-    // Where the plan would be once `done` jobs are finished, and what it has left from there.
+    // Where the plan would be once `done` jobs are finished, and what it has left from there,
+    // at the pace the real GPUs have kept so far (run clock now against the plan's time for
+    // the jobs done): a line running twice as slow as planned shows twice the time left.
     double at = done == 0 ? 0 : planned[done - 1];
     double left = planned.back() - at;
+    const double now_s = st.value("now_s", 0.0);
+    double pace = 1;
+    if (done > 0 && at > 0 && now_s > 0)
+      pace = std::clamp(now_s / at, 0.2, 5.0);
+    left *= pace;
     const auto& clock = st["clock"];
     if (clock.value("simulated", false))
       left *= clock.value("time_scale", 1.0);
     out << "; ETA " << duration_text(left) << " by the plan";
+    if (std::abs(pace - 1) >= 0.05) {
+      char buf[64];
+      std::snprintf(buf, sizeof(buf), " at the observed pace (x%.2f)", pace);
+      out << buf;
+    }
   }
   return out.str();
 }
