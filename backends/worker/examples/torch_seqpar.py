@@ -36,7 +36,8 @@ that exits makes rank 0 exit too (the node restarts the worker, cold).
 Knobs (environment): VIDLINE_EXAMPLE_HIDDEN (64), VIDLINE_EXAMPLE_HEADS (8),
 VIDLINE_EXAMPLE_STEPS (4), VIDLINE_EXAMPLE_RANKS, VIDLINE_EXAMPLE_TRACE (a file: one JSON
 line per sample, with its pid, the ranks' pids, the world size and whether it was cold),
-VIDLINE_EXAMPLE_KEEP (a directory: rank 0 also saves each latent there as seed-<seed>.pt).
+VIDLINE_EXAMPLE_KEEP (a directory: rank 0 also saves each latent there as seed-<seed>.pt,
+and its text conditioning as seed-<seed>.cond.pt, for `once ... conditioning=` to redo).
 """
 
 import ctypes
@@ -349,6 +350,7 @@ class SeqPar(vw.Worker):
         keep = os.environ.get("VIDLINE_EXAMPLE_KEEP")
         if keep:
             torch.save(x, os.path.join(keep, "seed-%d.pt" % int(job["seed"])))
+            torch.save(cond, os.path.join(keep, "seed-%d.cond.pt" % int(job["seed"])))
         trace(stage="sample", seed=job["seed"], world=g.world, ranks=g.pids, cold=cold,
               start=start, end=time.time())
 
