@@ -273,7 +273,7 @@ TEST_CASE("config/examples: every cluster file loads; one_host_eight_gpus passes
 
   const std::string path = dir + "/one_host_eight_gpus.json";
   auto c = config::load(path);
-  REQUIRE(c.hosts.size() == 1);
+  REQUIRE(c.hosts.size() == 2);  // the GPU host, and a decoding host as in the reference
   CHECK(c.hosts[0].gpus.size() == 8);
   std::map<std::string, std::size_t> pool_gpus;
   for (auto& p : c.pools)
