@@ -255,7 +255,7 @@ TEST_CASE("seqpar line: a pool of 2 GPUs samples as 2 gloo ranks, cold once, not
   CHECK(processes_with(marker).empty());
 }
 
-TEST_CASE("config/examples: every cluster file loads; one_host_eight_gpus passes preflight") {
+TEST_CASE("config/examples: every cluster file loads and one_host_eight_gpus passes preflight") {
   const std::string dir = std::string(VIDLINE_SOURCE_DIR) + "/config/examples";
   int clusters = 0;
   for (auto& e : std::filesystem::directory_iterator(dir)) {
