@@ -45,6 +45,7 @@ import json
 import math
 import os
 import signal
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -247,11 +248,18 @@ def child_env():
 class Group:
     """Rank 0's side: starts ranks 1..N-1, joins them, broadcasts each command."""
 
-    def __init__(self, world):
+    def __init__(self, world, store_dir=None):
         self.world = world
         self.procs = []
         os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
-        self.dir = tempfile.mkdtemp(prefix="vidline-seqpar-")
+        # The rendezvous file store: in the worker's directory (its log directory, one per
+        # owner), the previous life's removed first; else a temporary directory.
+        if store_dir is not None:
+            shutil.rmtree(store_dir, ignore_errors=True)
+            os.makedirs(store_dir)
+            self.dir = store_dir
+        else:
+            self.dir = tempfile.mkdtemp(prefix="vidline-seqpar-")
         store = os.path.join(self.dir, "store")
         for r in range(1, world):
             self.procs.append(subprocess.Popen(
@@ -335,7 +343,7 @@ class SeqPar(vw.Worker):
         self.warm = False
 
     def load(self, stage):
-        self.group = Group(world_size())
+        self.group = Group(world_size(), os.path.join(os.getcwd(), "seqpar-store"))
 
     def sample(self, req, progress):
         cold, self.warm = not self.warm, True
@@ -376,6 +384,7 @@ def main(argv):
             g.command({"op": "exit"})
             for p in g.procs:
                 p.wait()
+        shutil.rmtree(g.dir, ignore_errors=True)
         os._exit(0)
     sys.stderr.write(__doc__)
     return 2
