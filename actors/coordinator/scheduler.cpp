@@ -1,7 +1,6 @@
 #include "actors/coordinator/scheduler.hpp"
 
 #include <algorithm>
-#include <cstdio>
 #include <type_traits>
 #include <unordered_map>
 
