@@ -322,11 +322,14 @@ inline constexpr const char* no_such_run = "no_such_run";  ///< the coordinator 
 inline constexpr const char* too_large = "too_large";      ///< the answer would exceed max_frame_bytes
 } // namespace reply_code
 
-/// CLI -> coordinator: the status of a run ("" = the latest run).
+/// CLI -> coordinator: the status of a run ("" = the latest run): its jobs from index
+/// `offset`, at most `limit` of them (0 = all the rest; a query without them asks for all).
 struct status_query {
   static constexpr const char* wire_name = "status_query";
   std::string run_id;
-  MSGPACK_DEFINE_MAP(run_id)
+  uint32_t offset = 0;
+  uint32_t limit = 0;
+  MSGPACK_DEFINE_MAP(run_id, offset, limit)
 };
 
 /// coordinator -> CLI: the status contract's JSON, as text.

@@ -136,9 +136,60 @@ msg::resume_reply coordinator_client::resume(const std::string& run_id, int time
   return r;
 }
 
+uint32_t coordinator_client::page_jobs() const {
+  // A job's record is ~1.3 KB, more with failed attempts (up to 8 kept): 4 KiB each is safe.
+  const std::size_t room = knobs_.max_frame_bytes > (64u << 10) ? knobs_.max_frame_bytes - (64u << 10) : 0;
+  return static_cast<uint32_t>(std::max<std::size_t>(16, room / 4096));
+}
+
 std::optional<json> coordinator_client::status(const std::string& run_id, int timeout_ms) {
+  if (run_id == "@cluster")
+    return status_page(run_id, 0, 0, timeout_ms);
+  uint32_t limit = page_jobs();
+  // A page answered too_large (records larger than assumed) is asked again, halved.
+  auto fetch = [&](const std::string& id, uint32_t offset) -> std::optional<json> {
+    for (;;) {
+      try {
+        return status_page(id, offset, limit, timeout_ms);
+      } catch (const coordinator_error& e) {
+        if (e.exit_code() != exit_code::too_large || limit == 1)
+          throw;
+        limit = std::max<uint32_t>(1, limit / 2);
+      }
+    }
+  };
+  auto st = fetch(run_id, 0);
+  if (!st || !st->contains("page"))
+    return st;  // unreachable, or a coordinator that answers whole
+  // The run by its id from here on: "" (the latest) could change between pages.
+  const std::string id = (*st)["run_id"].get<std::string>();
+  const std::size_t total = (*st)["page"]["jobs_total"].get<std::size_t>();
+  auto& jobs = (*st)["jobs"];
+  while (jobs.size() < total) {
+    auto more = fetch(id, static_cast<uint32_t>(jobs.size()));
+    if (!more)
+      return std::nullopt;  // the coordinator went away mid-read
+    if ((*more)["jobs"].empty())
+      break;  // runs do not shrink; never loop on an empty page
+    for (auto& j : (*more)["jobs"])
+      jobs.push_back(std::move(j));
+    // The run-wide fields of the newest page are the freshest.
+    for (const char* k : {"state", "now_s", "states", "summary", "outages"})
+      if (more->contains(k))
+        (*st)[k] = (*more)[k];
+  }
+  (*st)["page"] = {{"offset", 0}, {"jobs", jobs.size()}, {"jobs_total", total}};
+  return st;
+}
+
+std::optional<json> coordinator_client::status_page(const std::string& run_id, uint32_t offset,
+                                                    uint32_t limit, int timeout_ms) {
   client cl(endpoint_, knobs_, security_);
-  auto reply = cl.request("coordinator", msg::status_query{run_id}, timeout_ms);
+  msg::status_query q;
+  q.run_id = run_id;
+  q.offset = offset;
+  q.limit = limit;
+  auto reply = cl.request("coordinator", q, timeout_ms);
   if (!reply)
     return std::nullopt;
   msg::status_reply r;
@@ -347,9 +398,15 @@ std::string duration_text(double s) {
 
 std::string progress_line(const json& st, const std::vector<double>& planned) {
   std::map<std::string, std::size_t> n;
-  for (auto& j : st["jobs"])
-    ++n[j["state"].get<std::string>()];
-  const std::size_t total = st["jobs"].size();
+  std::size_t total = st["jobs"].size();
+  if (st.contains("states") && st.contains("page")) {  // every job counted, whatever the page
+    for (auto& [state, count] : st["states"].items())
+      n[state] = count.get<std::size_t>();
+    total = st["page"]["jobs_total"].get<std::size_t>();
+  } else {
+    for (auto& j : st["jobs"])
+      ++n[j["state"].get<std::string>()];
+  }
   const std::size_t done = n["succeeded"] + n["failed"];
   std::ostringstream out;
   out << "run " << st["run_id"].get<std::string>() << ": " << done << "/" << total << " done ("
@@ -396,6 +453,10 @@ int wait_for_run(coordinator_client& cl, const std::string& run_id, const wait_o
   bool planned_tried = false;
   std::string last_progress;
   bool progress_shown = false;  // on a tty: the cursor is at the end of a progress line
+  // A run above wait_line_max_jobs is followed from one small page (its `states`), with no
+  // line per job; its jobs are read whole once, at the end, where --json asks for them.
+  std::size_t jobs_total = 0;
+  bool big_note_shown = false;
   auto clear_progress = [&] {
     if (tty && progress_shown) {
       std::fprintf(out, "\r\033[K");
@@ -405,7 +466,16 @@ int wait_for_run(coordinator_client& cl, const std::string& run_id, const wait_o
   for (;;) {
     std::optional<json> st;
     try {
-      st = cl.status(run_id, 2000);
+      // Until the run's size is known, one job's page tells it; a small run is then read
+      // whole (every poll), a big one stays on the one-job page.
+      const bool one_page = jobs_total == 0 || jobs_total > wait_line_max_jobs;
+      if (one_page) {
+        st = cl.status_page(run_id, 0, 1, 2000);
+        if (st && st->contains("page"))
+          jobs_total = (*st)["page"]["jobs_total"].get<std::size_t>();
+      }
+      if (!one_page || (st && (!st->contains("page") || jobs_total <= wait_line_max_jobs)))
+        st = cl.status(run_id, 2000);
     } catch (const coordinator_error& e) {
       clear_progress();
       std::fprintf(stderr, "error: %s\n", e.what());
@@ -419,11 +489,23 @@ int wait_for_run(coordinator_client& cl, const std::string& run_id, const wait_o
     if (st) {
       answered = true;
       last_answer = clock::now();
-      if (!planned_tried && o.cluster != nullptr && !o.quiet) {
+      jobs_total = st->contains("page") ? (*st)["page"]["jobs_total"].get<std::size_t>()
+                                        : (*st)["jobs"].size();
+      const bool big = jobs_total > wait_line_max_jobs;
+      if (!planned_tried && o.cluster != nullptr && !o.quiet && !big) {
         planned_tried = true;
         planned = planned_finishes(*o.cluster, *st);
       }
-      for (auto& j : (*st)["jobs"]) {
+      if (big && !big_note_shown && !o.quiet) {
+        big_note_shown = true;
+        clear_progress();
+        std::fprintf(out, "run %s has %zu jobs: progress only, no line per job (vidline status "
+                          "%s lists them)\n",
+                     run_id.c_str(), jobs_total, run_id.c_str());
+      }
+      static const json no_jobs = json::array();
+      const json& listed = big ? no_jobs : (*st)["jobs"];
+      for (auto& j : listed) {
         int idx = j["index"].get<int>();
         if (final_state(j["state"].get<std::string>()) && reported.insert(idx).second
             && !o.quiet) {
@@ -460,13 +542,24 @@ int wait_for_run(coordinator_client& cl, const std::string& run_id, const wait_o
           std::fprintf(out, "\n");
           progress_shown = false;
         }
+        if (o.json && big) {
+          // The jobs, read whole once: the run is over, they no longer change.
+          try {
+            if (auto whole = cl.status((*st)["run_id"].get<std::string>(), 10000))
+              st = std::move(whole);
+          } catch (const std::exception& e) {
+            std::fprintf(stderr, "error: the jobs of run %s could not be read: %s\n",
+                         run_id.c_str(), e.what());
+            return exit_code::refused;
+          }
+        }
         if (o.json) {
           std::printf("%s\n", st->dump(2).c_str());
         } else {
           auto& s = (*st)["summary"];
           std::printf("\n%-26s %6s %10s %10s %11s\n", "", "ok", "first", "makespan", "clips/hour");
           std::printf("%-26s %3d/%-2zu %10.3f %10.3f %11.2f\n", "vidline",
-                      s["succeeded"].get<int>(), (*st)["jobs"].size(),
+                      s["succeeded"].get<int>(), jobs_total,
                       s["first_finish_s"].get<double>(), s["makespan_s"].get<double>(),
                       s["clips_per_hour"].get<double>());
           if (o.reference_row != nullptr)

@@ -48,7 +48,17 @@ public:
   /// A run's status JSON ("" = the latest run); nullopt when the coordinator does not answer
   /// within `timeout_ms`; throws coordinator_error with the coordinator's error otherwise
   /// (no_such_run, too_large, refused).
+  /// The whole status, read in pages of `page_jobs()` jobs (each page is the coordinator's
+  /// view at its own moment; a run of any size is read whole this way).
   std::optional<nlohmann::json> status(const std::string& run_id, int timeout_ms = 5000);
+
+  /// One page: the jobs from index `offset`, at most `limit` (0 = all the rest), with the
+  /// run's `page`, `states` and `summary`; same answers and errors as status().
+  std::optional<nlohmann::json> status_page(const std::string& run_id, uint32_t offset,
+                                            uint32_t limit, int timeout_ms = 5000);
+
+  /// Jobs per page: as many as surely fit max_frame_bytes.
+  uint32_t page_jobs() const;
 
   /// Asks the coordinator to finish a run's failed jobs; throws coordinator_error with the
   /// coordinator's reason (no_such_run, refused) or "no answer" (unreachable).
@@ -64,6 +74,10 @@ private:
 
 /// Runs above this many jobs get no ETA in `wait` (planning them would hold the wait up).
 inline constexpr std::size_t wait_plan_max_jobs = 20000;
+
+/// Runs above this many jobs are followed by `wait` from their state counts alone (one small
+/// status page per poll), with no line per job.
+inline constexpr std::size_t wait_line_max_jobs = 5000;
 
 /// Options of `wait`.
 struct wait_options {

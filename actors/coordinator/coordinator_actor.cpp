@@ -139,7 +139,7 @@ msg::status_reply status_or_too_large(shell& sh, const std::string& what, std::s
           msg::reply_code::too_large};
 }
 
-msg::status_reply status(shell& sh, const std::string& run_id) {
+msg::status_reply status(shell& sh, const std::string& run_id, status_page page) {
   if (run_id == "@cluster")
     return status_or_too_large(sh, "the cluster", dump_text(cluster_json(sh.st)));
   const sched::run* r = nullptr;
@@ -152,7 +152,7 @@ msg::status_reply status(shell& sh, const std::string& run_id) {
   if (r == nullptr)
     return {"", run_id.empty() ? "no runs yet" : "no run " + run_id, msg::reply_code::no_such_run};
   return status_or_too_large(sh, "run " + r->id + " (" + std::to_string(r->jobs.size()) + " jobs)",
-                             dump_text(status_json(sh.st, *r, sh.clock, sh.ctx.run_now())));
+                             dump_text(status_json(sh.st, *r, sh.clock, sh.ctx.run_now(), page)));
 }
 
 } // namespace
@@ -347,7 +347,8 @@ caf::behavior coordinator_actor(caf::event_based_actor* self, context ctx,
       sh->ctx.out->reply(c.reply_to, c.correlation, reply);
     },
     [sh](msg::client_call<msg::status_query>& c) {
-      sh->ctx.out->reply(c.reply_to, c.correlation, status(*sh, c.body.run_id));
+      sh->ctx.out->reply(c.reply_to, c.correlation,
+                         status(*sh, c.body.run_id, status_page{c.body.offset, c.body.limit}));
     },
     [self, sh, interval](msg::tick_atom) {
       handle(*sh, sched::ev_tick{});

@@ -249,12 +249,19 @@ json lanes_json(const sched::state& s, const sched::run& r) {
 } // namespace
 
 json status_json(const sched::state& s, const sched::run& r, const clock_note& clock,
-                 double now) {
+                 double now, status_page page) {
   const double scale = clock.time_scale;
   auto rel = [&](double t) { return ms(t - r.submitted_at); };
   auto unix_of = [&](double t) { return ms(t * scale); };
   json jobs = json::array();
-  for (auto& j : r.jobs) {
+  const std::size_t first = std::min(page.offset, r.jobs.size());
+  const std::size_t last =
+    page.limit == 0 ? r.jobs.size() : std::min(r.jobs.size(), first + page.limit);
+  std::map<std::string, std::size_t> states;
+  for (auto& j : r.jobs)
+    ++states[std::string(sched::to_string(j.state))];
+  for (std::size_t ix = first; ix < last; ++ix) {
+    const auto& j = r.jobs[ix];
     const auto& c = j.ran;
     // One record per stage, from the stamps of the attempts that made the latent and the
     // video (sched::stage_clock); `times` is read off these, so the two always agree.
@@ -369,6 +376,8 @@ json status_json(const sched::state& s, const sched::run& r, const clock_note& c
           {"lanes", lanes_json(s, r)},
           {"outages", std::move(outages)},
           {"jobs", jobs},
+          {"page", {{"offset", first}, {"jobs", last - first}, {"jobs_total", r.jobs.size()}}},
+          {"states", states},
           {"summary", {{"succeeded", sum.succeeded},
                        {"failed", sum.failed},
                        {"done_twice", sum.done_twice},

@@ -35,7 +35,14 @@ nlohmann::json cluster_json(const sched::state& s);
 /// per job one record per stage (docs/design.md, "Stage times in the status"), what runs
 /// now and the failed attempts; the run's lanes (from `s`: the mode's pools and decoders,
 /// in the config's order, with their hosts) and the outages of hosts while it ran.
+/// A page of it: the jobs from index `offset`, at most `limit` of them (0 = all the rest);
+/// `page` says which and how many there are, and `states` counts every job by state, so a
+/// client follows a run of any size from small answers (docs/design.md, "Status pages").
+struct status_page {
+  std::size_t offset = 0;
+  std::size_t limit = 0;
+};
 nlohmann::json status_json(const sched::state& s, const sched::run& r, const clock_note& clock,
-                           double now);
+                           double now, status_page page = {});
 
 } // namespace vidline::actors
