@@ -39,8 +39,11 @@ struct job_spec {
   std::string prompt;          ///< the prompt text (bounded by limits::max_prompt_bytes)
   std::string prompt_sha256;   ///< conditioning cache key
   std::string reference;       ///< optional reference image contents' path on the coordinator host
+  /// The output file's stem (a shot's `name`, "-take-N" added with takes); "" = the
+  /// decoder's own job-<index>-<seed>. A safe name (files::is_safe_name, at most 80).
+  std::string name;
   MSGPACK_DEFINE_MAP(run_id, index, seed, width, height, seconds, prompt, prompt_sha256,
-                     reference)
+                     reference, name)
 };
 
 // -- coordinator <-> pool ----------------------------------------------------------------
@@ -291,7 +294,23 @@ struct latent_chunk {
 
 // -- client (CLI) <-> coordinator --------------------------------------------------------
 
-/// CLI -> coordinator: start a run.
+/// One shot of a shot list (`vidline run --jobs FILE`): `takes` jobs of one prompt and size,
+/// seeds seed, seed+1, ...; `priority`: higher is dispatched first among the run's queued jobs.
+struct shot {
+  std::string prompt;
+  uint32_t width = 0;
+  uint32_t height = 0;
+  uint32_t seconds = 0;
+  uint64_t seed = 0;
+  uint32_t takes = 1;
+  std::string name;        ///< output stem ("" = job-<index>-<seed>)
+  int32_t priority = 0;
+  MSGPACK_DEFINE_MAP(prompt, width, height, seconds, seed, takes, name, priority)
+};
+
+/// CLI -> coordinator: start a run. Either uniform (prompt, size, count seeds from seed) or
+/// a shot list (`shots` not empty; then prompt, width, height, seconds, count and seed must
+/// be empty/0: a coordinator older than `shots` refuses such a submit for its count 0).
 struct submit_run {
   static constexpr const char* wire_name = "submit_run";
   std::string mode;
@@ -304,8 +323,9 @@ struct submit_run {
   uint64_t seed = 0;
   std::string request_id;  ///< idempotency key chosen by the client: a retried submit
                            ///< returns the run it already made
+  std::vector<shot> shots;  ///< a shot list (see above); empty = the uniform form
   MSGPACK_DEFINE_MAP(mode, prompt, reference, width, height, seconds, count, seed,
-                     request_id)
+                     request_id, shots)
 };
 
 /// coordinator -> CLI.

@@ -37,9 +37,12 @@ std::string latent_path(const shell& sh, const std::string& sha) {
   return latent_dir(sh.ctx) + "/" + sha + ".latent";
 }
 
-/// The video file's path: <outputs>/<run>/job-<index>-<seed>.<ext>. Run ids and numbers
-/// only, so nothing from a message can steer it out of the output directory.
+/// The video file's path: <outputs>/<run>/job-<index>-<seed>.<ext>, or <outputs>/<run>/
+/// <name>.<ext> for a shot's named take. Run ids, numbers and safe names only (checked by
+/// inbound::check_order), so nothing from a message can steer it out of the output directory.
 std::string output_path(const shell& sh, const msg::job_spec& j) {
+  if (!j.name.empty())
+    return output_dir(sh.ctx) + "/" + j.run_id + "/" + j.name + "." + sh.extension;
   return output_dir(sh.ctx) + "/" + j.run_id + "/job-" + std::to_string(j.index) + "-"
          + std::to_string(j.seed) + "." + sh.extension;
 }
