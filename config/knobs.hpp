@@ -1,7 +1,8 @@
 #pragma once
 /// Every timing constant, retry limit and restart intensity of vidline, in one place, each
 /// with its unit and advice. The config's "knobs" object overrides any of them by name;
-/// tests randomise them. Times marked "run clock" are in the backend's (possibly
+/// test clusters shorten the timings (tests/support/cluster.hpp, tests/chaos/harness.hpp)
+/// but do not randomise them. Times marked "run clock" are in the backend's (possibly
 /// simulated) seconds; the rest are real time.
 
 #include <cstdint>
