@@ -42,8 +42,11 @@ struct job_spec {
   /// The output file's stem (a shot's `name`, "-take-N" added with takes); "" = the
   /// decoder's own job-<index>-<seed>. A safe name (files::is_safe_name, at most 80).
   std::string name;
+  /// SHA-256 (hex) of the reference image's contents as `vidline run` read them ("" = no
+  /// reference, or a client older than it): part of the job's record and its index line.
+  std::string reference_sha256;
   MSGPACK_DEFINE_MAP(run_id, index, seed, width, height, seconds, prompt, prompt_sha256,
-                     reference, name)
+                     reference, name, reference_sha256)
 };
 
 // -- coordinator <-> pool ----------------------------------------------------------------
@@ -139,7 +142,13 @@ struct decode_order {
   std::string latent_sha256;
   uint64_t latent_bytes = 0;
   std::string source_host;
-  MSGPACK_DEFINE_MAP(decoder, attempt, job, latent_sha256, latent_bytes, source_host)
+  /// How the latent was made, for the run's index file (docs/shots.md): the pool that
+  /// sampled it and its conditioning and sampling run-clock seconds.
+  std::string pool;
+  double conditioning_s = 0;
+  double sampling_s = 0;
+  MSGPACK_DEFINE_MAP(decoder, attempt, job, latent_sha256, latent_bytes, source_host, pool,
+                     conditioning_s, sampling_s)
 };
 
 /// decoder -> coordinator: how one decoding attempt ended.
@@ -305,7 +314,10 @@ struct shot {
   uint32_t takes = 1;
   std::string name;        ///< output stem ("" = job-<index>-<seed>)
   int32_t priority = 0;
-  MSGPACK_DEFINE_MAP(prompt, width, height, seconds, seed, takes, name, priority)
+  std::string reference;         ///< reference image's absolute path ("" = none)
+  std::string reference_sha256;  ///< its contents' SHA-256 (hex), given with `reference`
+  MSGPACK_DEFINE_MAP(prompt, width, height, seconds, seed, takes, name, priority, reference,
+                     reference_sha256)
 };
 
 /// CLI -> coordinator: start a run. Either uniform (prompt, size, count seeds from seed) or
@@ -324,8 +336,9 @@ struct submit_run {
   std::string request_id;  ///< idempotency key chosen by the client: a retried submit
                            ///< returns the run it already made
   std::vector<shot> shots;  ///< a shot list (see above); empty = the uniform form
+  std::string reference_sha256;  ///< the uniform form's reference contents' SHA-256 ("" = none)
   MSGPACK_DEFINE_MAP(mode, prompt, reference, width, height, seconds, count, seed,
-                     request_id, shots)
+                     request_id, shots, reference_sha256)
 };
 
 /// coordinator -> CLI.

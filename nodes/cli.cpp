@@ -7,6 +7,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "actors/coordinator/coordinator_actor.hpp"
 #include "common/files.hpp"
 #include "common/sha256.hpp"
 #include "config/config.hpp"
@@ -72,8 +73,16 @@ int do_run(const run_args& a) {
   if (!a.jobs.empty()) {
     shot_list list;
     why = read_shot_file(a.jobs, cluster.knobs, run_max_jobs, list);
+    if (why.empty()) {
+      // Capacity as the coordinator will judge it, named by line (the coordinator checks
+      // again, by shot number: its word is final).
+      auto s = actors::initial_state(cluster, 1.0);
+      actors::configure_dispatch(s, cluster);
+      if (s.modes.count(a.mode))
+        why = shot_file_capacity(a.jobs, list, s, a.mode);
+    }
     if (!why.empty()) {
-      std::fprintf(stderr, "error: --jobs: %s\n", why.c_str());
+      std::fprintf(stderr, "error: --jobs: %s\nnothing was submitted\n", why.c_str());
       return exit_code::usage;
     }
     req.shots = std::move(list.shots);
@@ -85,12 +94,11 @@ int do_run(const run_args& a) {
     return exit_code::usage;
   }
   if (!a.reference_file.empty()) {
-    if (!std::filesystem::is_regular_file(a.reference_file)) {
-      std::fprintf(stderr, "error: --reference-file: %s is not a readable file\n",
-                   a.reference_file.c_str());
+    if (auto w = read_reference(a.reference_file, req.reference, req.reference_sha256);
+        !w.empty()) {
+      std::fprintf(stderr, "error: --reference-file: %s\n", w.c_str());
       return exit_code::usage;
     }
-    req.reference = std::filesystem::absolute(a.reference_file).string();
   }
   if (req.shots.empty()) {
     req.width = a.width;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/coordinator/scheduler.hpp"
 #include "config/knobs.hpp"
 #include "messages/messages.hpp"
 
@@ -19,7 +20,10 @@ inline constexpr uint32_t run_max_jobs = 1000000;
 
 /// The fields a shot line may have.
 inline constexpr const char* shot_fields =
-  "prompt, prompt_file, width, height, seconds, seed, takes, name, priority";
+  "prompt, prompt_file, reference, width, height, seconds, seed, takes, name, priority";
+
+/// The largest reference image a shot may name (bytes).
+inline constexpr uint64_t max_reference_image_bytes = 64ull << 20;
 
 /// A shot list as read.
 struct shot_list {
@@ -28,10 +32,13 @@ struct shot_list {
   uint64_t jobs = 0;               ///< takes summed
 };
 
-/// Reads and checks a shot file: every line a JSON object of shot_fields only, exactly one
+/// Reads and checks a shot file: JSON Lines (a file whose name ends in .csv: CSV with a
+/// header line naming the columns), every line a JSON object of shot_fields only, exactly one
 /// of prompt and prompt_file (relative to the file's folder), width, height, seconds and
-/// seed given, each shot acceptable (planner::shot_problem), names and output stems unique,
-/// takes summed at most `max_jobs`. Returns "" and fills `out`, or the error (nothing else
+/// seed given, `reference` (relative to the file's folder) an existing regular file of at
+/// most max_reference_image_bytes (its SHA-256 is recorded), each shot acceptable
+/// (planner::shot_problem), names and output stems unique, takes summed at most `max_jobs`.
+/// Returns "" and fills `out`, or the error "FILE:LINE: FIELD: what is wrong" (nothing else
 /// of the file is kept).
 std::string read_shot_file(const std::string& path, const config::knobs& k, uint64_t max_jobs,
                            shot_list& out);
@@ -39,6 +46,15 @@ std::string read_shot_file(const std::string& path, const config::knobs& k, uint
 /// A prompt file's text, or "" with `why` set: a file (not a directory), not empty, and
 /// within knobs.max_prompt_bytes.
 std::string read_prompt_file(const std::string& path, const config::knobs& k, std::string& why);
+
+/// A reference image for `run`: "" and `abs_path`, `sha256` set, or why not (missing, not a
+/// regular file, over max_reference_image_bytes, unreadable, path not acceptable on the bus).
+std::string read_reference(const std::string& path, std::string& abs_path, std::string& sha256);
+
+/// The first shot of `list` (read from `path`) no pool of `mode` can hold, as
+/// "FILE:LINE: size: <planner::capacity_refusal>", else "".
+std::string shot_file_capacity(const std::string& path, const shot_list& list,
+                               const sched::state& s, const std::string& mode);
 
 /// `--jobs` with options it excludes: the error for the first such option given, else "".
 std::string jobs_exclusive_error(const std::vector<std::string>& given);

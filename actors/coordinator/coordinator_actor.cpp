@@ -109,7 +109,7 @@ msg::submit_reply submit(shell& sh, const msg::submit_run& req) {
   r.request_id = req.request_id;
   if (!req.shots.empty()) {
     std::map<std::string, std::string> sha_of;  // prompt -> its SHA-256 (the cache key)
-    for (auto& spec : planner::shot_jobs(req.shots, r.id, req.reference)) {
+    for (auto& spec : planner::shot_jobs(req.shots, r.id, req.reference, req.reference_sha256)) {
       sched::job j;
       j.spec = std::move(spec);
       auto it = sha_of.find(j.spec.prompt);
@@ -124,6 +124,7 @@ msg::submit_reply submit(shell& sh, const msg::submit_run& req) {
     sched::job j;
     j.spec = msg::job_spec{r.id, i, req.seed + i, req.width, req.height, req.seconds,
                            req.prompt, prompt_sha, req.reference};
+    j.spec.reference_sha256 = req.reference_sha256;
     r.jobs.push_back(std::move(j));
   }
   auto id = r.id;
@@ -271,6 +272,8 @@ std::string check_submit(const config::cluster& c, const msg::submit_run& r) {
     return "request_id holds control characters or invalid UTF-8";
   if (auto why = inbound::check_reference(r.reference); !why.empty())
     return why;
+  if (!r.reference_sha256.empty() && (r.reference.empty() || !is_sha256_hex(r.reference_sha256)))
+    return "reference_sha256 must be 64 lowercase hex digits, given with a reference";
   return "";
 }
 

@@ -7,6 +7,7 @@
 
 #include "actors/inbound.hpp"
 #include "common/files.hpp"
+#include "common/sha256.hpp"
 #include "common/text.hpp"
 
 namespace vidline::planner {
@@ -232,6 +233,12 @@ std::string shot_problem(const msg::shot& s, const config::knobs& k) {
            + std::to_string(k.max_prompt_bytes) + ")";
   if (!text::is_valid_utf8(s.prompt))
     return "prompt: is not valid UTF-8";
+  if (auto why = actors::inbound::check_reference(s.reference); !why.empty())
+    return "reference: " + why;
+  if (!s.reference_sha256.empty() && !is_sha256_hex(s.reference_sha256))
+    return "reference_sha256: is not 64 lowercase hex digits";
+  if (s.reference.empty() && !s.reference_sha256.empty())
+    return "reference_sha256: given without a reference";
   if (!s.name.empty()) {
     if (!files::is_safe_name(s.name, max_shot_name))
       return "name: is not a safe file stem (1-64 of A-Z a-z 0-9 _ . -, not starting with . or -)";
@@ -268,7 +275,8 @@ std::string shots_problem(const std::vector<msg::shot>& shots, const config::kno
 }
 
 std::vector<msg::job_spec> shot_jobs(const std::vector<msg::shot>& shots,
-                                     const std::string& run_id, const std::string& reference) {
+                                     const std::string& run_id, const std::string& reference,
+                                     const std::string& reference_sha256) {
   std::vector<std::size_t> order(shots.size());
   for (std::size_t i = 0; i < order.size(); ++i)
     order[i] = i;
@@ -287,7 +295,8 @@ std::vector<msg::job_spec> shot_jobs(const std::vector<msg::shot>& shots,
       j.height = s.height;
       j.seconds = s.seconds;
       j.prompt = s.prompt;
-      j.reference = reference;
+      j.reference = s.reference.empty() ? reference : s.reference;
+      j.reference_sha256 = s.reference.empty() ? reference_sha256 : s.reference_sha256;
       j.name = shot_stem(s, t);
       out.push_back(std::move(j));
     }
@@ -346,7 +355,7 @@ plan_result plan(const sched::state& s0, const profile_estimates& est, const req
   if (!req.shots.empty()) {
     // Each prompt its own conditioning key, as the coordinator's SHA-256 of it would be.
     std::map<std::string, std::string> keys;
-    for (auto& spec : shot_jobs(req.shots, r.id, "")) {
+    for (auto& spec : shot_jobs(req.shots, r.id, "", "")) {
       sched::job j;
       j.spec = std::move(spec);
       auto k = keys.emplace(j.spec.prompt, "plan-prompt-" + std::to_string(keys.size()));

@@ -104,7 +104,8 @@ std::string shot_stem(const msg::shot& s, uint32_t take);
 /// "" when a shot is acceptable on its own, else "FIELD: what is wrong": size (as `run`),
 /// takes 1..max_takes, seed + takes - 1 within 2^64-1, prompt not empty, within
 /// max_prompt_bytes, valid UTF-8, name empty or a safe name (files::is_safe_name) of at most
-/// max_shot_name characters not starting with "job-" (the unnamed outputs' stem).
+/// max_shot_name characters not starting with "job-" (the unnamed outputs' stem), reference
+/// empty or acceptable (inbound::check_reference) with its SHA-256 empty or 64 hex digits.
 std::string shot_problem(const msg::shot& s, const config::knobs& k);
 
 /// "" when a whole list is acceptable: not empty, every shot (shot_problem, reported as
@@ -116,9 +117,11 @@ std::string shots_problem(const std::vector<msg::shot>& shots, const config::kno
 /// The jobs of a shot list: one per take, with the shot's own size, prompt and seed + take;
 /// ordered by priority (higher first, list order among equals), indexed 0.. in that order,
 /// so the scheduler, which takes a run's lowest queued index first, honours priority within
-/// the run. prompt_sha256 is left empty for the caller.
+/// the run. A shot without a reference gets `reference` (the run's, "" none) and its
+/// digest. prompt_sha256 is left empty for the caller.
 std::vector<msg::job_spec> shot_jobs(const std::vector<msg::shot>& shots,
-                                     const std::string& run_id, const std::string& reference);
+                                     const std::string& run_id, const std::string& reference,
+                                     const std::string& reference_sha256);
 
 /// capacity_refusal for each shot of a list: the first shot no pool of `mode` can hold, as
 /// "shot N (name): <capacity_refusal>"; "" when every shot fits some pool of the mode.
