@@ -274,3 +274,36 @@ TEST_CASE("the run index: one line per video, appended, never rewritten, a torn 
   CHECK(actors::output_index::read_keys(path).size() == 2);
   CHECK(text.back() == '\n');
 }
+
+TEST_CASE("plan --jobs: plans the list on every mode; a bad list or extra options are refused") {
+  testing_support::temp_dir d("vl-shots");
+  nodes::shot_list l;
+  REQUIRE(parse(d.path(), std::string(good) + "\n"
+                  + R"({"prompt": "b", "width": 736, "height": 1280, "seconds": 10, "seed": 2, "name": "big", "takes": 2})"
+                  + "\n", l).empty());
+  nodes::plan_options o;
+  o.jobs = d.path() + "/shots.jsonl";
+  o.mode = "all";
+  CHECK(nodes::run_plan(o) == 0);
+  o.mode = planner::auto_mode;
+  o.json = true;
+  CHECK(nodes::run_plan(o) == 0);
+  o.mode = "four_four_plus_one";  // cannot hold line 2
+  CHECK(nodes::run_plan(o) == 2);
+  o.mode = "all";
+  o.given = {"--width"};
+  CHECK(nodes::run_plan(o) == 2);
+  o.given.clear();
+  write(d.path() + "/shots.jsonl", std::string(good) + "\n{\"prompt\": \"x\"}\n");
+  CHECK(nodes::run_plan(o) == 2);
+  // The uniform form still needs its options.
+  nodes::plan_options u;
+  u.mode = "all";
+  CHECK(nodes::run_plan(u) == 2);
+  u.given = {"--width", "--height", "--seconds", "--count"};
+  u.width = 416;
+  u.height = 736;
+  u.seconds = 5;
+  u.count = 2;
+  CHECK(nodes::run_plan(u) == 0);
+}
