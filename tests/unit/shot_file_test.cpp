@@ -307,3 +307,38 @@ TEST_CASE("plan --jobs: plans the list on every mode; a bad list or extra option
   u.count = 2;
   CHECK(nodes::run_plan(u) == 0);
 }
+
+TEST_CASE("auto: free pools that cannot hold the lowest queued shot take the ones they hold") {
+  // Mode four_four_xtx_plus_one under auto: 736x1280x10 fits only the XTX. With three such
+  // shots first, the 4 x T10 pools must not idle until the XTX has taken all three.
+  auto s = nodes::load_plan_setup("", "", "auto");
+  std::vector<msg::shot> shots;
+  for (uint32_t i = 0; i < 9; ++i) {
+    msg::shot sh;
+    sh.prompt = "p" + std::to_string(i);
+    const bool big = i < 3;
+    sh.width = big ? 736 : 416;
+    sh.height = big ? 1280 : 736;
+    sh.seconds = big ? 10 : 5;
+    sh.seed = i;
+    shots.push_back(sh);
+  }
+  planner::request req;
+  req.mode = "four_four_xtx_plus_one";
+  req.shots = shots;
+  auto p = planner::plan(s.state, *s.est, req);
+  REQUIRE(p.policy == std::string("auto"));
+  REQUIRE(p.finished);
+  REQUIRE(p.summary.succeeded == 9);
+  double first_small = 1e300, first_big_end = 1e300;
+  for (auto& j : p.jobs) {
+    REQUIRE(j.sampling);
+    if (j.seconds == 10) {
+      CHECK(j.pool == "xtx");
+      first_big_end = std::min(first_big_end, j.sampling->end);
+    } else {
+      first_small = std::min(first_small, j.sampling->start);
+    }
+  }
+  CHECK(first_small < first_big_end);
+}
