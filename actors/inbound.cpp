@@ -72,6 +72,11 @@ std::string check_job(const msg::job_spec& j, const config::knobs& k) {
     return "prompt is not valid UTF-8";
   if (!is_sha256_hex(j.prompt_sha256))
     return "prompt_sha256 is not 64 lowercase hex digits";
+  // The output file's stem: a shot's name with "-take-N" (at most 64 + 10 characters).
+  if (!j.name.empty() && !files::is_safe_name(j.name, 80))
+    return "name is not a safe file stem";
+  if (!j.reference_sha256.empty() && !is_sha256_hex(j.reference_sha256))
+    return "reference_sha256 is not 64 lowercase hex digits";
   return check_reference(j.reference);
 }
 

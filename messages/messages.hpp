@@ -39,8 +39,14 @@ struct job_spec {
   std::string prompt;          ///< the prompt text (bounded by limits::max_prompt_bytes)
   std::string prompt_sha256;   ///< conditioning cache key
   std::string reference;       ///< optional reference image contents' path on the coordinator host
+  /// The output file's stem (a shot's `name`, "-take-N" added with takes); "" = the
+  /// decoder's own job-<index>-<seed>. A safe name (files::is_safe_name, at most 80).
+  std::string name;
+  /// SHA-256 (hex) of the reference image's contents as `vidline run` read them ("" = no
+  /// reference, or a client older than it): part of the job's record and its index line.
+  std::string reference_sha256;
   MSGPACK_DEFINE_MAP(run_id, index, seed, width, height, seconds, prompt, prompt_sha256,
-                     reference)
+                     reference, name, reference_sha256)
 };
 
 // -- coordinator <-> pool ----------------------------------------------------------------
@@ -136,7 +142,13 @@ struct decode_order {
   std::string latent_sha256;
   uint64_t latent_bytes = 0;
   std::string source_host;
-  MSGPACK_DEFINE_MAP(decoder, attempt, job, latent_sha256, latent_bytes, source_host)
+  /// How the latent was made, for the run's index file (docs/shots.md): the pool that
+  /// sampled it and its conditioning and sampling run-clock seconds.
+  std::string pool;
+  double conditioning_s = 0;
+  double sampling_s = 0;
+  MSGPACK_DEFINE_MAP(decoder, attempt, job, latent_sha256, latent_bytes, source_host, pool,
+                     conditioning_s, sampling_s)
 };
 
 /// decoder -> coordinator: how one decoding attempt ended.
@@ -291,7 +303,26 @@ struct latent_chunk {
 
 // -- client (CLI) <-> coordinator --------------------------------------------------------
 
-/// CLI -> coordinator: start a run.
+/// One shot of a shot list (`vidline run --jobs FILE`): `takes` jobs of one prompt and size,
+/// seeds seed, seed+1, ...; `priority`: higher is dispatched first among the run's queued jobs.
+struct shot {
+  std::string prompt;
+  uint32_t width = 0;
+  uint32_t height = 0;
+  uint32_t seconds = 0;
+  uint64_t seed = 0;
+  uint32_t takes = 1;
+  std::string name;        ///< output stem ("" = job-<index>-<seed>)
+  int32_t priority = 0;
+  std::string reference;         ///< reference image's absolute path ("" = none)
+  std::string reference_sha256;  ///< its contents' SHA-256 (hex), given with `reference`
+  MSGPACK_DEFINE_MAP(prompt, width, height, seconds, seed, takes, name, priority, reference,
+                     reference_sha256)
+};
+
+/// CLI -> coordinator: start a run. Either uniform (prompt, size, count seeds from seed) or
+/// a shot list (`shots` not empty; then prompt, width, height, seconds, count and seed must
+/// be empty/0: a coordinator older than `shots` refuses such a submit for its count 0).
 struct submit_run {
   static constexpr const char* wire_name = "submit_run";
   std::string mode;
@@ -304,8 +335,10 @@ struct submit_run {
   uint64_t seed = 0;
   std::string request_id;  ///< idempotency key chosen by the client: a retried submit
                            ///< returns the run it already made
+  std::vector<shot> shots;  ///< a shot list (see above); empty = the uniform form
+  std::string reference_sha256;  ///< the uniform form's reference contents' SHA-256 ("" = none)
   MSGPACK_DEFINE_MAP(mode, prompt, reference, width, height, seconds, count, seed,
-                     request_id)
+                     request_id, shots, reference_sha256)
 };
 
 /// coordinator -> CLI.

@@ -7,6 +7,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "actors/coordinator/coordinator_actor.hpp"
 #include "common/files.hpp"
 #include "common/sha256.hpp"
 #include "config/config.hpp"
@@ -14,6 +15,7 @@
 #include "nodes/commands.hpp"
 #include "nodes/exit_codes.hpp"
 #include "nodes/node.hpp"
+#include "nodes/shot_file.hpp"
 #include "nodes/verbs.hpp"
 #include "vidline/version.hpp"
 
@@ -43,46 +45,23 @@ struct run_args {
   uint64_t seed = 0;
   bool background = false;
   bool json = false;
+  std::string jobs;                  ///< --jobs FILE: a shot list
+  std::vector<std::string> given;    ///< the uniform form's options given (for --jobs)
+  std::vector<std::string> missing;  ///< the uniform form's options missing
 };
 
-/// The prompt of `run`, or "" with `why` set: a file (not a directory), not empty, and
-/// within the config's max_prompt_bytes (a larger one could not cross the bus).
-std::string read_prompt(const std::string& path, const config::knobs& k, std::string& why) {
-  std::error_code ec;
-  auto st = std::filesystem::status(path, ec);
-  if (ec || !std::filesystem::exists(st)) {
-    why = path + " does not exist";
-    return "";
-  }
-  if (std::filesystem::is_directory(st)) {
-    why = path + " is a directory, not a file";
-    return "";
-  }
-  if (std::filesystem::is_regular_file(st)) {
-    auto size = std::filesystem::file_size(path, ec);
-    if (!ec && size > k.max_prompt_bytes) {
-      why = path + " is " + std::to_string(size) + " bytes, over knobs.max_prompt_bytes ("
-            + std::to_string(k.max_prompt_bytes) + ", the most a prompt may have on the bus)";
-      return "";
-    }
-  }
-  std::string text;
-  try {
-    text = files::read_all(path);
-  } catch (const std::exception& e) {
-    why = e.what();
-    return "";
-  }
-  if (text.size() > k.max_prompt_bytes)  // a pipe or a device: its size was not known
-    why = path + " gave " + std::to_string(text.size()) + " bytes, over knobs.max_prompt_bytes ("
-          + std::to_string(k.max_prompt_bytes) + ")";
-  else if (text.empty())
-    why = path + " is empty";
-  return why.empty() ? text : "";
-}
-
 int do_run(const run_args& a) {
-  if (auto why = cli_checks::seed_range_error(a.seed, a.count); !why.empty()) {
+  if (!a.jobs.empty()) {
+    if (auto why = jobs_exclusive_error(a.given); !why.empty()) {
+      std::fprintf(stderr, "error: %s\n", why.c_str());
+      return exit_code::usage;
+    }
+  } else if (!a.missing.empty()) {
+    std::fprintf(stderr, "error: %s is required (or --jobs FILE, a shot list)\n",
+                 a.missing.front().c_str());
+    return exit_code::usage;
+  }
+  if (auto why = cli_checks::seed_range_error(a.seed, a.count); a.jobs.empty() && !why.empty()) {
     std::fprintf(stderr, "error: %s\n", why.c_str());
     return exit_code::usage;
   }
@@ -91,24 +70,43 @@ int do_run(const run_args& a) {
   msg::submit_run req;
   req.mode = a.mode;
   std::string why;
-  req.prompt = read_prompt(a.prompt_file, cluster.knobs, why);
+  if (!a.jobs.empty()) {
+    shot_list list;
+    why = read_shot_file(a.jobs, cluster.knobs, run_max_jobs, list);
+    if (why.empty()) {
+      // Capacity as the coordinator will judge it, named by line (the coordinator checks
+      // again, by shot number: its word is final).
+      auto s = actors::initial_state(cluster, 1.0);
+      actors::configure_dispatch(s, cluster);
+      if (s.modes.count(a.mode))
+        why = shot_file_capacity(a.jobs, list, s, a.mode);
+    }
+    if (!why.empty()) {
+      std::fprintf(stderr, "error: --jobs: %s\nnothing was submitted\n", why.c_str());
+      return exit_code::usage;
+    }
+    req.shots = std::move(list.shots);
+  } else {
+    req.prompt = read_prompt_file(a.prompt_file, cluster.knobs, why);
+  }
   if (!why.empty()) {
     std::fprintf(stderr, "error: --prompt-file: %s\n", why.c_str());
     return exit_code::usage;
   }
   if (!a.reference_file.empty()) {
-    if (!std::filesystem::is_regular_file(a.reference_file)) {
-      std::fprintf(stderr, "error: --reference-file: %s is not a readable file\n",
-                   a.reference_file.c_str());
+    if (auto w = read_reference(a.reference_file, req.reference, req.reference_sha256);
+        !w.empty()) {
+      std::fprintf(stderr, "error: --reference-file: %s\n", w.c_str());
       return exit_code::usage;
     }
-    req.reference = std::filesystem::absolute(a.reference_file).string();
   }
-  req.width = a.width;
-  req.height = a.height;
-  req.seconds = a.seconds;
-  req.count = a.count;
-  req.seed = a.seed;
+  if (req.shots.empty()) {
+    req.width = a.width;
+    req.height = a.height;
+    req.seconds = a.seconds;
+    req.count = a.count;
+    req.seed = a.seed;
+  }
   req.request_id = random_request_id();
   coordinator_client cl(cluster);
   std::string run_id;
@@ -202,19 +200,32 @@ void add_line_verbs(CLI::App& app, verb_list& out) {
   auto* run = app.add_subcommand("run", "Submit a batch and follow it (or --background)");
   run->add_option("--config", ra.config, "Cluster config (JSON)")->required();
   run->add_option("--mode", ra.mode, "Mode: which pools and decoders are active")->required();
-  run->add_option("--prompt-file", ra.prompt_file,
-                  "File holding the prompt text (at most knobs.max_prompt_bytes)")->required();
+  // The uniform form's options are required unless --jobs names a shot list, which
+  // excludes them (checked in do_run, naming the option).
+  std::vector<CLI::Option*> uniform = {
+    run->add_option("--prompt-file", ra.prompt_file,
+                    "File holding the prompt text (at most knobs.max_prompt_bytes)"),
+    run->add_option("--width", ra.width, "Width in pixels")->check(whole_number(8, 8192)),
+    run->add_option("--height", ra.height, "Height in pixels")->check(whole_number(8, 8192)),
+    run->add_option("--seconds", ra.seconds, "Clip length in seconds")->check(whole_number(1, 3600)),
+    run->add_option("--count", ra.count, "Jobs in the batch")->check(whole_number(1, run_max_jobs)),
+    run->add_option("--seed", ra.seed, "Seed of job 0 (job i gets seed + i; the last at most 2^64-1)")
+      ->check(whole_number(0, UINT64_MAX))};
+  run->add_option("--jobs", ra.jobs,
+                  "A shot list (JSON Lines, docs/shots.md) instead of --prompt-file, --width, "
+                  "--height, --seconds, --count and --seed");
   run->add_option("--reference-file", ra.reference_file, "Reference image for the jobs");
-  run->add_option("--width", ra.width, "Width in pixels")->required()->check(whole_number(8, 8192));
-  run->add_option("--height", ra.height, "Height in pixels")->required()->check(whole_number(8, 8192));
-  run->add_option("--seconds", ra.seconds, "Clip length in seconds")->required()->check(whole_number(1, 3600));
-  run->add_option("--count", ra.count, "Jobs in the batch")->required()->check(whole_number(1, 1000000));
-  run->add_option("--seed", ra.seed, "Seed of job 0 (job i gets seed + i; the last at most 2^64-1)")
-    ->required()
-    ->check(whole_number(0, UINT64_MAX));
   run->add_flag("--background", ra.background, "Print the run id and return at once");
   run->add_flag("--json", ra.json, "Print JSON (the final status, or the run id)");
-  out.push_back({run, [o] { return do_run(o->ra); }});
+  out.push_back({run, [o, uniform] {
+                   for (auto* opt : uniform) {
+                     if (opt->count() > 0)
+                       o->ra.given.push_back(opt->get_name());
+                     else if (opt->get_name() != "--count")  // --count defaults to 1
+                       o->ra.missing.push_back(opt->get_name());
+                   }
+                   return do_run(o->ra);
+                 }});
 
   auto* wait = app.add_subcommand(
     "wait", "Follow a run until it ends, with its progress (exit codes: docs/exit-codes.md)");

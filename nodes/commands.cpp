@@ -367,6 +367,21 @@ std::vector<double> planned_finishes(const config::cluster& c, const json& st) {
     req.seconds = jobs[0]["seconds"].get<uint32_t>();
     req.count = static_cast<uint32_t>(jobs.size());
     req.seed = jobs[0]["seed"].get<uint64_t>();
+    // A shot list (jobs of several sizes): each job planned as a shot of its own size.
+    bool mixed = false;
+    for (auto& j : jobs)
+      mixed = mixed || j["width"] != jobs[0]["width"] || j["height"] != jobs[0]["height"]
+              || j["seconds"] != jobs[0]["seconds"];
+    if (mixed)
+      for (auto& j : jobs) {
+        msg::shot sh;
+        sh.prompt = "job " + std::to_string(j["index"].get<uint32_t>());
+        sh.width = j["width"].get<uint32_t>();
+        sh.height = j["height"].get<uint32_t>();
+        sh.seconds = j["seconds"].get<uint32_t>();
+        sh.seed = j["seed"].get<uint64_t>();
+        req.shots.push_back(std::move(sh));
+      }
     auto p = planner::plan(s, *est, req);
     if (!p.refused.empty() || !p.finished)
       return {};

@@ -13,6 +13,7 @@
 #include "common/files.hpp"
 #include "nodes/cli_checks.hpp"
 #include "nodes/exit_codes.hpp"
+#include "nodes/shot_file.hpp"
 #include "nodes/verbs.hpp"
 
 namespace vidline::nodes {
@@ -66,6 +67,8 @@ std::string join(const std::vector<std::string>& v, const char* sep = ", ") {
 }
 
 std::string size_text(const planner::request& r) {
+  if (!r.shots.empty())
+    return "a shot list of " + std::to_string(r.shots.size()) + " shots";
   return std::to_string(r.width) + "x" + std::to_string(r.height) + ", "
          + std::to_string(r.seconds) + " s";
 }
@@ -102,21 +105,29 @@ planner::gantt_chart chart_of(const planner::plan_result& p, const planner::requ
 
 void print_plan(const planner::plan_result& p, const planner::request& req,
                 const std::string& profile) {
-  std::printf("plan: %u x %s on mode %s (policy %s)\n", req.count, size_text(req).c_str(),
-              p.mode.c_str(), p.policy.c_str());
+  if (req.shots.empty())
+    std::printf("plan: %u x %s on mode %s (policy %s)\n", req.count, size_text(req).c_str(),
+                p.mode.c_str(), p.policy.c_str());
+  else
+    std::printf("plan: %s (%u jobs) on mode %s (policy %s)\n", size_text(req).c_str(),
+                req.count, p.mode.c_str(), p.policy.c_str());
   std::printf("pools: %s; decoders: %s; profile: %s\n", join(p.pools).c_str(),
               join(p.decoders).c_str(), profile.c_str());
   std::printf("times in seconds from submission (the run clock)\n\n");
   if (p.detailed) {
     std::printf("%5s  %-20s  %-10s %-4s  %-15s %-15s %-15s %-15s %9s\n", "job", "seed", "pool",
                 "cold", "conditioning", "sampling", "handoff", "decode", "done");
-    for (auto& j : p.jobs)
+    for (auto& j : p.jobs) {
+      if (!req.shots.empty())
+        std::printf("%5s  %s, %ux%u, %u s\n", "", j.name.empty() ? "(unnamed)" : j.name.c_str(),
+                    j.width, j.height, j.seconds);
       std::printf("%5u  %-20llu  %-10s %-4s  %-15s %-15s %-15s %-15s %9s\n", j.index,
                   static_cast<unsigned long long>(j.seed), j.pool.c_str(), j.cold ? "yes" : "no",
                   span_text(j.conditioning).c_str(), span_text(j.sampling).c_str(),
                   span_text(j.handoff).c_str(), span_text(j.decode).c_str(),
                   j.state == "succeeded" && j.decode ? fmt("%.1f", j.decode->end).c_str()
                                                      : j.state.c_str());
+    }
   } else {
     std::printf("(%u jobs: more than %u, so the plan keeps only its summary, no row per job)\n",
                 req.count, plan_detail_max_jobs);
@@ -128,7 +139,7 @@ void print_plan(const planner::plan_result& p, const planner::request& req,
 
 /// The reference line's measurement of this batch, when the embedded cluster is planned.
 const planner::reference_row* measured(const plan_options& o, const std::string& mode) {
-  if (!o.config.empty() || !o.profile.empty())
+  if (!o.config.empty() || !o.profile.empty() || !o.jobs.empty())
     return nullptr;
   return planner::find_reference_row(mode, o.width, o.height, o.seconds, o.count);
 }
@@ -152,9 +163,18 @@ json plan_json(const planner::plan_result& p, const planner::request& req) {
   if (!p.detailed)
     out["summary_only"] = "more than " + std::to_string(plan_detail_max_jobs)
                           + " jobs: no row per job";
+  if (!req.shots.empty()) {
+    out["shots"] = req.shots.size();
+    for (const char* k : {"width", "height", "seconds", "seed"})
+      out[k] = nullptr;  // each job has its own
+  }
   json jobs = json::array();
   for (auto& j : p.jobs)
     jobs.push_back({{"index", j.index},
+                    {"name", j.name.empty() ? json(nullptr) : json(j.name)},
+                    {"width", j.width},
+                    {"height", j.height},
+                    {"seconds", j.seconds},
                     {"seed", j.seed},
                     {"state", j.state},
                     {"pool", j.pool.empty() ? json(nullptr) : json(j.pool)},
@@ -176,7 +196,31 @@ json plan_json(const planner::plan_result& p, const planner::request& req) {
   return out;
 }
 
-int run_plan(const plan_options& o) {
+int run_plan(const plan_options& o_in) {
+  plan_options o = o_in;
+  shot_list list;
+  if (!o.jobs.empty()) {
+    if (auto why = jobs_exclusive_error(o.given); !why.empty()) {
+      std::fprintf(stderr, "error: %s\n", why.c_str());
+      return exit_code::usage;
+    }
+    // The knobs of the config planned on (the reference's when none is given).
+    auto c = o.config.empty() ? config::parse(embedded::reference_config, "")
+                              : config::load(o.config);
+    if (auto why = read_shot_file(o.jobs, c.knobs, plan_max_jobs, list); !why.empty()) {
+      std::fprintf(stderr, "error: --jobs: %s\n", why.c_str());
+      return exit_code::usage;
+    }
+    o.count = static_cast<uint32_t>(list.jobs);
+    o.width = o.height = o.seconds = 0;
+    o.seed = 0;
+  } else {
+    for (const char* need : {"--width", "--height", "--seconds", "--count"})
+      if (std::find(o.given.begin(), o.given.end(), need) == o.given.end()) {
+        std::fprintf(stderr, "error: %s is required (or --jobs FILE, a shot list)\n", need);
+        return exit_code::usage;
+      }
+  }
   // Refused before anything is planned: each would only show after minutes, or never.
   if (o.count > plan_max_jobs) {
     std::fprintf(stderr, "error: --count %u: a plan holds at most %u jobs (the planner keeps "
@@ -202,6 +246,12 @@ int run_plan(const plan_options& o) {
   req.seconds = o.seconds;
   req.count = o.count;
   req.seed = o.seed;
+  req.shots = list.shots;
+  if (!req.shots.empty() && o.mode != "all" && setup.state.modes.count(o.mode))
+    if (auto why = shot_file_capacity(o.jobs, list, setup.state, o.mode); !why.empty()) {
+      std::fprintf(stderr, "error: plan refused: %s\n", why.c_str());
+      return exit_code::usage;
+    }
 
   std::vector<std::string> modes;
   const bool all = o.mode == "all";
@@ -273,12 +323,16 @@ int run_plan(const plan_options& o) {
                            {"clips_per_hour", m->clips_per_hour}};
         arr.push_back(std::move(j));
       }
-      std::printf("%s\n", json{{"width", o.width}, {"height", o.height}, {"seconds", o.seconds},
-                               {"count", o.count}, {"seed", o.seed},
-                               {"profile", setup.profile_source}, {"modes", arr},
-                               {"best", best < 0 ? json(nullptr) : json(plans[best].mode)}}
-                            .dump(2)
-                            .c_str());
+      json all_j{{"width", o.width}, {"height", o.height}, {"seconds", o.seconds},
+                 {"count", o.count}, {"seed", o.seed},
+                 {"profile", setup.profile_source}, {"modes", arr},
+                 {"best", best < 0 ? json(nullptr) : json(plans[best].mode)}};
+      if (!req.shots.empty()) {
+        all_j["shots"] = req.shots.size();
+        for (const char* k : {"width", "height", "seconds", "seed"})
+          all_j[k] = nullptr;
+      }
+      std::printf("%s\n", all_j.dump(2).c_str());
     }
   } else if (!all) {
     req.mode = plans[0].mode;
@@ -290,8 +344,12 @@ int run_plan(const plan_options& o) {
                   100 * (plans[0].summary.makespan_s / m->makespan_s - 1));
   } else {
     req.mode = "all";
-    std::printf("plan: %u x %s, every mode; profile: %s; seconds from submission\n\n",
-                o.count, size_text(req).c_str(), setup.profile_source.c_str());
+    if (req.shots.empty())
+      std::printf("plan: %u x %s, every mode; profile: %s; seconds from submission\n\n",
+                  o.count, size_text(req).c_str(), setup.profile_source.c_str());
+    else
+      std::printf("plan: %s (%u jobs), every mode; profile: %s; seconds from submission\n\n",
+                  size_text(req).c_str(), o.count, setup.profile_source.c_str());
     bool any_measured = false;
     for (auto& p : plans)
       any_measured = any_measured || measured(o, p.mode) != nullptr;
@@ -339,16 +397,21 @@ void add_plan_verbs(CLI::App& app, verb_list& out) {
   plan->add_option("--mode", o->mode, "Mode to plan, 'auto', or 'all' to compare every mode")
     ->required();
   using cli_checks::whole_number;
-  plan->add_option("--width", o->width, "Width in pixels")->required()->check(whole_number(8, 8192));
-  plan->add_option("--height", o->height, "Height in pixels")->required()->check(whole_number(8, 8192));
-  plan->add_option("--seconds", o->seconds, "Clip length in seconds")->required()->check(whole_number(1, 3600));
-  plan->add_option("--count", o->count,
-                   "Jobs in the batch (at most " + std::to_string(plan_max_jobs) + "; above "
-                     + std::to_string(plan_detail_max_jobs) + " only the summary is shown)")
-    ->required()
-    ->check(whole_number(1, UINT32_MAX));
-  plan->add_option("--seed", o->seed, "Seed of job 0 (job i gets seed + i; the last at most 2^64-1)")
-    ->check(whole_number(0, UINT64_MAX));
+  // The uniform batch's options: required unless --jobs names a shot list, which excludes
+  // them (checked in run_plan, naming the option).
+  std::vector<CLI::Option*> uniform = {
+    plan->add_option("--width", o->width, "Width in pixels")->check(whole_number(8, 8192)),
+    plan->add_option("--height", o->height, "Height in pixels")->check(whole_number(8, 8192)),
+    plan->add_option("--seconds", o->seconds, "Clip length in seconds")->check(whole_number(1, 3600)),
+    plan->add_option("--count", o->count,
+                     "Jobs in the batch (at most " + std::to_string(plan_max_jobs) + "; above "
+                       + std::to_string(plan_detail_max_jobs) + " only the summary is shown)")
+      ->check(whole_number(1, UINT32_MAX)),
+    plan->add_option("--seed", o->seed, "Seed of job 0 (job i gets seed + i; the last at most 2^64-1)")
+      ->check(whole_number(0, UINT64_MAX))};
+  plan->add_option("--jobs", o->jobs,
+                   "A shot list (JSON Lines or CSV, docs/shots.md) instead of --width, --height, "
+                   "--seconds, --count and --seed");
   plan->add_option("--config", o->config, "Cluster config (default: the embedded reference cluster)");
   plan->add_option("--profile", o->profile,
                    "Timing profile (default: the config's sim profile, else the embedded reference)");
@@ -358,7 +421,13 @@ void add_plan_verbs(CLI::App& app, verb_list& out) {
     ->check(CLI::IsMember({"in_turn", "first_free", "auto"}));
   plan->add_flag("--json", o->json, "Print JSON (the status contract's field names)");
   plan->add_option("--gantt", o->gantt, "Write a Gantt chart (SVG) to this file");
-  out.push_back({plan, [o] {
+  out.push_back({plan, [o, uniform] {
+                   o->given.clear();
+                   for (auto* opt : uniform)
+                     if (opt->count() > 0 && opt->get_name() != "--seed")
+                       o->given.push_back(opt->get_name());
+                   if (!o->jobs.empty() && uniform.back()->count() > 0)
+                     o->given.push_back("--seed");
                    try {
                      return run_plan(*o);
                    } catch (const backends::sim::profile_error& e) {

@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -48,6 +49,8 @@ struct plan_options {
   uint32_t width = 0, height = 0, seconds = 0, count = 1;
   uint64_t seed = 0;
   bool json = false;
+  std::string jobs;                ///< --jobs FILE: a shot list (nodes/shot_file.hpp)
+  std::vector<std::string> given;  ///< the uniform options given (refused with --jobs)
 };
 
 /// Runs `vidline plan`; returns the exit code.

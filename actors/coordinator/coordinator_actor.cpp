@@ -92,7 +92,9 @@ std::string new_run_id(const context& ctx) {
 msg::submit_reply submit(shell& sh, const msg::submit_run& req) {
   if (auto why = check_submit(*sh.ctx.cluster, req); !why.empty())
     return {"", why};
-  if (auto why = planner::capacity_refusal(sh.st, req.mode, req.width, req.height, req.seconds);
+  if (auto why = req.shots.empty()
+                   ? planner::capacity_refusal(sh.st, req.mode, req.width, req.height, req.seconds)
+                   : planner::shots_capacity_refusal(sh.st, req.mode, req.shots);
       !why.empty())
     return {"", why};
   if (!req.request_id.empty())
@@ -105,11 +107,24 @@ msg::submit_reply submit(shell& sh, const msg::submit_run& req) {
   r.id = new_run_id(sh.ctx);
   r.mode = req.mode;
   r.request_id = req.request_id;
-  auto prompt_sha = to_hex(sha256_of(req.prompt));
-  for (uint32_t i = 0; i < req.count; ++i) {
+  if (!req.shots.empty()) {
+    std::map<std::string, std::string> sha_of;  // prompt -> its SHA-256 (the cache key)
+    for (auto& spec : planner::shot_jobs(req.shots, r.id, req.reference, req.reference_sha256)) {
+      sched::job j;
+      j.spec = std::move(spec);
+      auto it = sha_of.find(j.spec.prompt);
+      if (it == sha_of.end())
+        it = sha_of.emplace(j.spec.prompt, to_hex(sha256_of(j.spec.prompt))).first;
+      j.spec.prompt_sha256 = it->second;
+      r.jobs.push_back(std::move(j));
+    }
+  }
+  auto prompt_sha = req.shots.empty() ? to_hex(sha256_of(req.prompt)) : std::string();
+  for (uint32_t i = 0; req.shots.empty() && i < req.count; ++i) {
     sched::job j;
     j.spec = msg::job_spec{r.id, i, req.seed + i, req.width, req.height, req.seconds,
                            req.prompt, prompt_sha, req.reference};
+    j.spec.reference_sha256 = req.reference_sha256;
     r.jobs.push_back(std::move(j));
   }
   auto id = r.id;
@@ -230,11 +245,42 @@ void adopt_in_flight(sched::state& s, double now, double mono) {
     }
 }
 
+namespace {
+std::string check_uniform(const config::cluster& c, const msg::submit_run& r);
+} // namespace
+
 std::string check_submit(const config::cluster& c, const msg::submit_run& r) {
   if (!planner::resolve_mode(c, r.mode))
     return "unknown mode '" + r.mode + "' (known: " + planner::known_modes(c) + ")";
-  if (auto why = inbound::check_size(r.width, r.height, r.seconds); !why.empty())
+  if (!r.shots.empty()) {
+    if (!r.prompt.empty() || r.width != 0 || r.height != 0 || r.seconds != 0 || r.count != 0
+        || r.seed != 0)
+      return "a shot list comes without prompt, width, height, seconds, count or seed";
+    if (r.shots.size() > c.knobs.max_jobs_per_run)
+      return "the shot list has " + std::to_string(r.shots.size())
+             + " shots, over max_jobs_per_run (" + std::to_string(c.knobs.max_jobs_per_run) + ")";
+    if (auto why = planner::shots_problem(r.shots, c.knobs, c.knobs.max_jobs_per_run);
+        !why.empty())
+      return why;
+  } else if (auto why = inbound::check_size(r.width, r.height, r.seconds); !why.empty())
     return why;
+  else if (auto why = check_uniform(c, r); !why.empty())
+    return why;
+  if (r.request_id.size() > 128)
+    return "request_id is too long";
+  if (!text::is_valid_utf8(r.request_id) || !text::is_single_line(r.request_id))
+    return "request_id holds control characters or invalid UTF-8";
+  if (auto why = inbound::check_reference(r.reference); !why.empty())
+    return why;
+  if (!r.reference_sha256.empty() && (r.reference.empty() || !is_sha256_hex(r.reference_sha256)))
+    return "reference_sha256 must be 64 lowercase hex digits, given with a reference";
+  return "";
+}
+
+namespace {
+
+/// The uniform form's own checks (count, seed range, prompt).
+std::string check_uniform(const config::cluster& c, const msg::submit_run& r) {
   if (r.count == 0)
     return "count must be at least 1";
   if (r.count > c.knobs.max_jobs_per_run)
@@ -251,14 +297,10 @@ std::string check_submit(const config::cluster& c, const msg::submit_run& r) {
   // The prompt goes into the journal's JSON and into every job's order: text only.
   if (!text::is_valid_utf8(r.prompt))
     return "the prompt is not valid UTF-8";
-  if (r.request_id.size() > 128)
-    return "request_id is too long";
-  if (!text::is_valid_utf8(r.request_id) || !text::is_single_line(r.request_id))
-    return "request_id holds control characters or invalid UTF-8";
-  if (auto why = inbound::check_reference(r.reference); !why.empty())
-    return why;
   return "";
 }
+
+} // namespace
 
 std::string check_queue(const sched::state& s, const config::knobs& k, const msg::submit_run& r) {
   uint64_t unfinished = 0, queued = 0;
@@ -266,16 +308,18 @@ std::string check_queue(const sched::state& s, const config::knobs& k, const msg
     if (run.done)
       continue;
     ++unfinished;
-    // The jobs of a run carry copies of one prompt.
-    if (!run.jobs.empty())
-      queued += run.jobs.size() * uint64_t{run.jobs.front().spec.prompt.size()};
+    // Each job carries its prompt (a shot list's jobs differ in theirs).
+    for (const auto& j : run.jobs)
+      queued += j.spec.prompt.size();
   }
   if (unfinished >= k.max_runs)
     return "too many unfinished runs (knob max_runs)";
-  const uint64_t adding = uint64_t{r.count} * r.prompt.size();
+  uint64_t adding = uint64_t{r.count} * r.prompt.size();
+  for (const auto& sh : r.shots)
+    adding += uint64_t{sh.takes} * sh.prompt.size();
   if (queued + adding > k.max_queued_prompt_bytes)
-    return "the run's prompt text (" + std::to_string(r.count) + " jobs x " +
-           std::to_string(r.prompt.size()) + " bytes) does not fit beside the " +
+    return "the run's prompt text (" + std::to_string(adding) + " bytes over its jobs) does not"
+           " fit beside the " +
            std::to_string(queued) + " bytes held for unfinished runs (knob "
            "max_queued_prompt_bytes: " + std::to_string(k.max_queued_prompt_bytes) + ")";
   return "";

@@ -249,8 +249,33 @@ std::optional<assignment> auto_policy::next(const dispatch_view& v) const {
   const auto& q = v.queue;
   if (q.queued.empty() || !v.s.idx.mode_ids.count(v.r.mode))
     return std::nullopt;
-  const std::size_t Q = q.queued.size();
-  const job& head = v.r.jobs[*q.queued.begin()];
+  if (q.restricted.empty())
+    return next_of(v, *q.queued.begin(), q.queued.size(), nullptr);
+  // Jobs of several sizes (a shot list), or some that ran out of memory somewhere: each size
+  // is a batch of alike jobs of its own, asked in the order of its lowest queued job (the
+  // run's priority order); the first that gives a free pool a job wins. A pool that cannot
+  // hold the lowest job is still asked for the others.
+  std::map<std::tuple<uint32_t, uint32_t, uint32_t>, std::size_t> class_of;
+  std::vector<std::vector<uint32_t>> classes;
+  for (uint32_t i : q.queued) {
+    const auto& sp = v.r.jobs[i].spec;
+    auto [it, fresh] = class_of.emplace(std::make_tuple(sp.width, sp.height, sp.seconds),
+                                        classes.size());
+    if (fresh)
+      classes.emplace_back();
+    classes[it->second].push_back(i);
+  }
+  for (const auto& members : classes)
+    if (auto a = next_of(v, members.front(), members.size(), &members))
+      return a;
+  return std::nullopt;
+}
+
+std::optional<assignment> auto_policy::next_of(const dispatch_view& v, uint32_t head_index,
+                                               std::size_t Q,
+                                               const std::vector<uint32_t>* members) const {
+  const auto& q = v.queue;
+  const job& head = v.r.jobs[head_index];
   const mode_consts& c = consts(v.s, v.r.mode, head.spec);
   const auto& ids = c.ids;
   const std::size_t n = ids.size();
@@ -295,7 +320,7 @@ std::optional<assignment> auto_policy::next(const dispatch_view& v) const {
       warm_rate = c.warm_rate;
     double at_most_before = (best_f - v.now) * warm_rate + static_cast<double>(c.fitting);
     if (static_cast<double>(Q) > at_most_before)
-      return assignment{*q.queued.begin(), ids[best]};
+      return assignment{head_index, ids[best]};
   }
 
   // Every pool of the mode: usable now, free, busy until when.
@@ -522,9 +547,15 @@ std::optional<assignment> auto_policy::next(const dispatch_view& v) const {
         earlier += count_before(chosen[k], f, cand);
     if (earlier >= static_cast<double>(Q))
       return std::nullopt;
-    for (uint32_t i : q.queued)
-      if (pool_may_take(*lines[cand].p, v.r.jobs[i]))
-        return assignment{i, ids[cand]};
+    if (members != nullptr) {
+      for (uint32_t i : *members)
+        if (pool_may_take(*lines[cand].p, v.r.jobs[i]))
+          return assignment{i, ids[cand]};
+    } else {
+      for (uint32_t i : q.queued)
+        if (pool_may_take(*lines[cand].p, v.r.jobs[i]))
+          return assignment{i, ids[cand]};
+    }
   }
   return std::nullopt;
 }

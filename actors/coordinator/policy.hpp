@@ -80,6 +80,10 @@ public:
   }
 
 private:
+  /// next() for a batch of `Q` alike queued jobs led by `head_index`: `members` (in index
+  /// order), or every queued job of the run when nullptr.
+  std::optional<assignment> next_of(const dispatch_view& v, uint32_t head_index, std::size_t Q,
+                                    const std::vector<uint32_t>* members) const;
   struct mode_consts;
   /// Per pool of a mode, what does not change while a run of one size is dispatched.
   const mode_consts& consts(const state& s, const std::string& mode,

@@ -15,7 +15,8 @@ namespace {
 json spec_record(const msg::job_spec& s) {
   return {{"run_id", s.run_id}, {"index", s.index}, {"seed", s.seed}, {"width", s.width},
           {"height", s.height}, {"seconds", s.seconds}, {"prompt", s.prompt},
-          {"prompt_sha256", s.prompt_sha256}, {"reference", s.reference}};
+          {"prompt_sha256", s.prompt_sha256}, {"reference", s.reference}, {"name", s.name},
+          {"reference_sha256", s.reference_sha256}};
 }
 
 msg::job_spec spec_from(const json& r) {
@@ -29,6 +30,8 @@ msg::job_spec spec_from(const json& r) {
   s.prompt = r.at("prompt").get<std::string>();
   s.prompt_sha256 = r.at("prompt_sha256").get<std::string>();
   s.reference = r.value("reference", "");
+  s.name = r.value("name", "");  // a journal older than shot lists: unnamed
+  s.reference_sha256 = r.value("reference_sha256", "");
   return s;
 }
 
@@ -322,6 +325,8 @@ json status_json(const sched::state& s, const sched::run& r, const clock_note& c
                     {"width", j.spec.width},
                     {"height", j.spec.height},
                     {"seconds", j.spec.seconds},
+                    {"name", null_if_empty(j.spec.name)},
+                    {"reference_sha256", null_if_empty(j.spec.reference_sha256)},
                     {"state", sched::to_string(j.state)},
                     {"pool", null_if_empty(j.pool)},
                     {"decoder", null_if_empty(j.decoder)},

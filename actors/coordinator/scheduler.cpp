@@ -1320,7 +1320,7 @@ struct stepper {
     d.sent[j.attempt] = now;
     fx.push_back(fx_send_decode{
       d.host, msg::decode_order{d.name, j.attempt, j.spec, j.latent_sha256, j.latent_bytes,
-                                j.latent_host}});
+                                j.latent_host, j.pool, j.conditioning_s, j.sampling_s}});
   }
 
   bool host_up(const std::string& host) const { return s.host_up(host); }

@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/decoder/decoder_machine.hpp"
+#include "actors/decoder/output_index.hpp"
 #include "actors/inbound.hpp"
 #include "actors/worker.hpp"
 #include "backends/backend.hpp"
@@ -31,15 +32,19 @@ struct shell {
   std::string vendor;
   std::string extension;
   uint64_t refused = 0;  ///< orders refused by inbound::check_order
+  output_index::cache indexed;  ///< the run index files it appends to
 };
 
 std::string latent_path(const shell& sh, const std::string& sha) {
   return latent_dir(sh.ctx) + "/" + sha + ".latent";
 }
 
-/// The video file's path: <outputs>/<run>/job-<index>-<seed>.<ext>. Run ids and numbers
-/// only, so nothing from a message can steer it out of the output directory.
+/// The video file's path: <outputs>/<run>/job-<index>-<seed>.<ext>, or <outputs>/<run>/
+/// <name>.<ext> for a shot's named take. Run ids, numbers and safe names only (checked by
+/// inbound::check_order), so nothing from a message can steer it out of the output directory.
 std::string output_path(const shell& sh, const msg::job_spec& j) {
+  if (!j.name.empty())
+    return output_dir(sh.ctx) + "/" + j.run_id + "/" + j.name + "." + sh.extension;
   return output_dir(sh.ctx) + "/" + j.run_id + "/job-" + std::to_string(j.index) + "-"
          + std::to_string(j.seed) + "." + sh.extension;
 }
@@ -151,10 +156,32 @@ void report(shell& sh) {
   sh.ctx.out->send(sh.ctx.cluster->coordinator, "coordinator", sh.st.status(sh.ctx.mono_now()));
 }
 
-/// Publishes a video within its lease: renamed into place, receipt, ledger line.
+/// The run's index line of a published video (output_index.hpp). A failure is logged, not
+/// fatal: the video and its receipt stand; the line is added when the video is reused.
+void index_video(shell& sh, const decoding::fx_commit& c) {
+  output_index::entry e;
+  e.order = c.order;
+  e.output = c.output;
+  e.output_sha256 = c.sha256;
+  e.handoff_s = c.handoff_s;
+  e.decode_s = c.decode_s;
+  std::error_code ec;
+  e.bytes = static_cast<uint64_t>(std::filesystem::file_size(c.output, ec));
+  try {
+    output_index::append(sh.indexed, files::parent_of(c.output) + "/" + output_index::file_name,
+                         e);
+  } catch (const std::exception& x) {
+    spdlog::error("decoder {}: {}/{}: the run's index line was not written: {}", sh.dec.name,
+                  c.order.job.run_id, c.order.job.index, x.what());
+  }
+}
+
+/// Publishes a video within its lease: renamed into place, receipt, ledger line, index line.
 void commit_video(shell& sh, const decoding::fx_commit& c) {
-  if (c.staged == c.output)
-    return;  // reused: published by an earlier attempt
+  if (c.staged == c.output) {
+    index_video(sh, c);  // reused: published by an earlier attempt (its line, if missing)
+    return;
+  }
   const auto& job = c.order.job;
   files::rename_durable(c.staged, c.output);
   uint64_t bytes = 0;
@@ -165,6 +192,7 @@ void commit_video(shell& sh, const decoding::fx_commit& c) {
     {c.output, c.sha256, bytes, c.order.latent_sha256});
   records::ledger_append(sh.ctx.data_dir,
                          {"decoded", job.run_id, job.index, c.order.attempt, c.sha256});
+  index_video(sh, c);
 }
 
 /// Removes a video that lost the race; the ledger says so (and the machine counts it).

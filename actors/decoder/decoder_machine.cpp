@@ -88,7 +88,8 @@ void drop(state& s, uint64_t attempt, std::vector<effect>& fx) {
 
 /// Publishes a confirmed product.
 void commit(state& s, held& h, std::vector<effect>& fx) {
-  fx.push_back(fx_commit{h.order, h.staged, h.made.output, h.made.output_sha256});
+  fx.push_back(fx_commit{h.order, h.staged, h.made.output, h.made.output_sha256,
+                               h.made.handoff_s, h.made.decode_s});
   const uint64_t attempt = h.order.attempt;
   finish(s, attempt, h.made);
 }

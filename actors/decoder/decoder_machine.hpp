@@ -110,9 +110,10 @@ struct fx_fetch { msg::decode_order order; };         ///< pull the latent, veri
 struct fx_decode { msg::decode_order order; };        ///< run the backend on it
 struct fx_report {};                                  ///< send status() to the coordinator
 struct fx_log { int level = 2; std::string text; };
-/// Publish the product: rename `staged` to `output`, write its receipt and ledger line.
+/// Publish the product: rename `staged` to `output`, write its receipt and ledger line and
+/// the run's index line (with the stage seconds it took).
 struct fx_commit { msg::decode_order order; std::string staged; std::string output;
-                   std::string sha256; };
+                   std::string sha256; double handoff_s = 0; double decode_s = 0; };
 /// Remove a product that lost the race (staged, or published: `published`), log and
 /// count it in the ledger.
 struct fx_discard { std::string run_id; uint32_t index = 0; uint64_t attempt = 0;

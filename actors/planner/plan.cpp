@@ -5,6 +5,11 @@
 #include <set>
 #include <stdexcept>
 
+#include "actors/inbound.hpp"
+#include "common/files.hpp"
+#include "common/sha256.hpp"
+#include "common/text.hpp"
+
 namespace vidline::planner {
 
 using backends::sim::job_size;
@@ -198,6 +203,116 @@ std::string capacity_refusal(const sched::state& s, const std::string& mode, uin
          + (limits.empty() ? "the mode has no pools" : limits);
 }
 
+std::string shot_label(std::size_t i, const msg::shot& s) {
+  return "shot " + std::to_string(i + 1) + (s.name.empty() ? "" : " (" + s.name + ")");
+}
+
+std::string shot_stem(const msg::shot& s, uint32_t take) {
+  if (s.name.empty())
+    return "";
+  return s.takes <= 1 ? s.name : s.name + "-take-" + std::to_string(take + 1);
+}
+
+std::string shot_problem(const msg::shot& s, const config::knobs& k) {
+  if (s.width == 0 || s.width > 8192 || s.width % 8 != 0)
+    return "width: must be a multiple of 8 from 8 to 8192, got " + std::to_string(s.width);
+  if (s.height == 0 || s.height > 8192 || s.height % 8 != 0)
+    return "height: must be a multiple of 8 from 8 to 8192, got " + std::to_string(s.height);
+  if (s.seconds == 0 || s.seconds > 3600)
+    return "seconds: must be from 1 to 3600, got " + std::to_string(s.seconds);
+  if (s.takes == 0 || s.takes > max_takes)
+    return "takes: must be from 1 to " + std::to_string(max_takes) + ", got "
+           + std::to_string(s.takes);
+  if (s.seed > UINT64_MAX - (s.takes - 1))
+    return "seed: " + std::to_string(s.seed) + " with " + std::to_string(s.takes)
+           + " takes: the last take's seed would pass 2^64-1";
+  if (s.prompt.empty())
+    return "prompt: is empty";
+  if (s.prompt.size() > k.max_prompt_bytes)
+    return "prompt: is " + std::to_string(s.prompt.size()) + " bytes, over knobs.max_prompt_bytes ("
+           + std::to_string(k.max_prompt_bytes) + ")";
+  if (!text::is_valid_utf8(s.prompt))
+    return "prompt: is not valid UTF-8";
+  if (auto why = actors::inbound::check_reference(s.reference); !why.empty())
+    return "reference: " + why;
+  if (!s.reference_sha256.empty() && !is_sha256_hex(s.reference_sha256))
+    return "reference_sha256: is not 64 lowercase hex digits";
+  if (s.reference.empty() && !s.reference_sha256.empty())
+    return "reference_sha256: given without a reference";
+  if (!s.name.empty()) {
+    if (!files::is_safe_name(s.name, max_shot_name))
+      return "name: is not a safe file stem (1-64 of A-Z a-z 0-9 _ . -, not starting with . or -)";
+    if (s.name.compare(0, 4, "job-") == 0)  // safe: its characters were checked
+      return "name: '" + s.name + "' starts with \"job-\", kept for unnamed outputs";
+  }
+  return "";
+}
+
+std::string shots_problem(const std::vector<msg::shot>& shots, const config::knobs& k,
+                          uint64_t max_jobs) {
+  if (shots.empty())
+    return "the shot list is empty";
+  uint64_t total = 0;
+  std::set<std::string> names, stems;
+  for (std::size_t i = 0; i < shots.size(); ++i) {
+    const auto& s = shots[i];
+    if (auto why = shot_problem(s, k); !why.empty())
+      return shot_label(i, s) + ": " + why;
+    total += s.takes;
+    if (total > max_jobs)
+      return shot_label(i, s) + ": takes: the list's takes add up to more than "
+             + std::to_string(max_jobs) + " jobs";
+    if (s.name.empty())
+      continue;
+    if (!names.insert(s.name).second)
+      return shot_label(i, s) + ": name: '" + s.name + "' is used by an earlier shot";
+    for (uint32_t t = 0; t < s.takes; ++t)
+      if (!stems.insert(shot_stem(s, t)).second)
+        return shot_label(i, s) + ": name: output '" + shot_stem(s, t)
+               + "' is also another shot's output";
+  }
+  return "";
+}
+
+std::vector<msg::job_spec> shot_jobs(const std::vector<msg::shot>& shots,
+                                     const std::string& run_id, const std::string& reference,
+                                     const std::string& reference_sha256) {
+  std::vector<std::size_t> order(shots.size());
+  for (std::size_t i = 0; i < order.size(); ++i)
+    order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return shots[a].priority > shots[b].priority;
+  });
+  std::vector<msg::job_spec> out;
+  for (std::size_t i : order) {
+    const auto& s = shots[i];
+    for (uint32_t t = 0; t < s.takes; ++t) {
+      msg::job_spec j;
+      j.run_id = run_id;
+      j.index = static_cast<uint32_t>(out.size());
+      j.seed = s.seed + t;
+      j.width = s.width;
+      j.height = s.height;
+      j.seconds = s.seconds;
+      j.prompt = s.prompt;
+      j.reference = s.reference.empty() ? reference : s.reference;
+      j.reference_sha256 = s.reference.empty() ? reference_sha256 : s.reference_sha256;
+      j.name = shot_stem(s, t);
+      out.push_back(std::move(j));
+    }
+  }
+  return out;
+}
+
+std::string shots_capacity_refusal(const sched::state& s, const std::string& mode,
+                                   const std::vector<msg::shot>& shots) {
+  for (std::size_t i = 0; i < shots.size(); ++i)
+    if (auto why = capacity_refusal(s, mode, shots[i].width, shots[i].height, shots[i].seconds);
+        !why.empty())
+      return shot_label(i, shots[i]) + ": " + why;
+  return "";
+}
+
 plan_result plan(const sched::state& s0, const profile_estimates& est, const request& req,
                  const sim_options& o) {
   plan_result out;
@@ -226,8 +341,10 @@ plan_result plan(const sched::state& s0, const profile_estimates& est, const req
   if (out.refused.empty() && out.decoders.empty())
     out.refused = "mode " + req.mode + " has no decoder";
   if (out.refused.empty())
-    out.refused = capacity_refusal(s0, req.mode, req.width, req.height, req.seconds);
-  if (out.refused.empty() && req.count == 0)
+    out.refused = req.shots.empty()
+                    ? capacity_refusal(s0, req.mode, req.width, req.height, req.seconds)
+                    : shots_capacity_refusal(s0, req.mode, req.shots);
+  if (out.refused.empty() && req.shots.empty() && req.count == 0)
     out.refused = "count must be at least 1";
   if (!out.refused.empty())
     return out;
@@ -235,12 +352,24 @@ plan_result plan(const sched::state& s0, const profile_estimates& est, const req
   sched::run r;
   r.id = "plan";
   r.mode = req.mode;
-  r.jobs.reserve(req.count);
-  for (uint32_t i = 0; i < req.count; ++i) {
-    sched::job j;
-    j.spec = msg::job_spec{r.id, i, req.seed + i, req.width, req.height, req.seconds,
-                           req.prompt, "plan-prompt", ""};
-    r.jobs.push_back(std::move(j));
+  if (!req.shots.empty()) {
+    // Each prompt its own conditioning key, as the coordinator's SHA-256 of it would be.
+    std::map<std::string, std::string> keys;
+    for (auto& spec : shot_jobs(req.shots, r.id, "", "")) {
+      sched::job j;
+      j.spec = std::move(spec);
+      auto k = keys.emplace(j.spec.prompt, "plan-prompt-" + std::to_string(keys.size()));
+      j.spec.prompt_sha256 = k.first->second;
+      r.jobs.push_back(std::move(j));
+    }
+  } else {
+    r.jobs.reserve(req.count);
+    for (uint32_t i = 0; i < req.count; ++i) {
+      sched::job j;
+      j.spec = msg::job_spec{r.id, i, req.seed + i, req.width, req.height, req.seconds,
+                             req.prompt, "plan-prompt", ""};
+      r.jobs.push_back(std::move(j));
+    }
   }
   auto res = simulate(s0, std::move(r), est.line_timing(), faults{}, 1e12, o);
   out.finished = res.finished;
@@ -256,6 +385,10 @@ plan_result plan(const sched::state& s0, const profile_estimates& est, const req
     auto& pj = out.jobs[j.spec.index];
     pj.index = j.spec.index;
     pj.seed = j.spec.seed;
+    pj.width = j.spec.width;
+    pj.height = j.spec.height;
+    pj.seconds = j.spec.seconds;
+    pj.name = j.spec.name;
     pj.pool = j.pool;
     pj.decoder = j.decoder;
     pj.cold = j.cold;

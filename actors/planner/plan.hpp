@@ -77,19 +77,64 @@ void configure(sched::state& s, const config::cluster& c,
                std::shared_ptr<const profile_estimates> est,
                const std::map<std::string, std::string>& policies = {});
 
-/// One batch to plan.
+/// One batch to plan: uniform (width, height, seconds, count seeds from seed), or a shot
+/// list when `shots` is not empty (the uniform fields are then ignored).
 struct request {
   std::string mode;
   uint32_t width = 0, height = 0, seconds = 0, count = 1;
   uint64_t seed = 0;
   std::string prompt = "vidline plan";
+  std::vector<msg::shot> shots;
 };
+
+// -- shot lists (`run --jobs`, `plan --jobs`; docs/shots.md) ----------------------------------
+
+/// The most takes one shot may have.
+inline constexpr uint32_t max_takes = 1000;
+/// The longest shot name (an output file stem before "-take-N").
+inline constexpr std::size_t max_shot_name = 64;
+
+/// "shot 3" or "shot 3 (hero)": shot `i` (0-based) of a list, 1-based, with its name.
+std::string shot_label(std::size_t i, const msg::shot& s);
+
+/// The output stem of take `take` (0-based) of `s`: "" without a name; the name for a shot
+/// of one take; name-take-N (N from 1) with takes.
+std::string shot_stem(const msg::shot& s, uint32_t take);
+
+/// "" when a shot is acceptable on its own, else "FIELD: what is wrong": size (as `run`),
+/// takes 1..max_takes, seed + takes - 1 within 2^64-1, prompt not empty, within
+/// max_prompt_bytes, valid UTF-8, name empty or a safe name (files::is_safe_name) of at most
+/// max_shot_name characters not starting with "job-" (the unnamed outputs' stem), reference
+/// empty or acceptable (inbound::check_reference) with its SHA-256 empty or 64 hex digits.
+std::string shot_problem(const msg::shot& s, const config::knobs& k);
+
+/// "" when a whole list is acceptable: not empty, every shot (shot_problem, reported as
+/// "shot N (name): FIELD: what"), names unique, output stems unique, takes summed at most
+/// `max_jobs`.
+std::string shots_problem(const std::vector<msg::shot>& shots, const config::knobs& k,
+                          uint64_t max_jobs);
+
+/// The jobs of a shot list: one per take, with the shot's own size, prompt and seed + take;
+/// ordered by priority (higher first, list order among equals), indexed 0.. in that order,
+/// so the scheduler, which takes a run's lowest queued index first, honours priority within
+/// the run. A shot without a reference gets `reference` (the run's, "" none) and its
+/// digest. prompt_sha256 is left empty for the caller.
+std::vector<msg::job_spec> shot_jobs(const std::vector<msg::shot>& shots,
+                                     const std::string& run_id, const std::string& reference,
+                                     const std::string& reference_sha256);
+
+/// capacity_refusal for each shot of a list: the first shot no pool of `mode` can hold, as
+/// "shot N (name): <capacity_refusal>"; "" when every shot fits some pool of the mode.
+std::string shots_capacity_refusal(const sched::state& s, const std::string& mode,
+                                   const std::vector<msg::shot>& shots);
 
 /// One job as planned: where it ran and when each stage began and ended (run-clock seconds
 /// from submission; nullopt = the stage did not happen, e.g. conditioning already done).
 struct planned_job {
   uint32_t index = 0;
   uint64_t seed = 0;
+  uint32_t width = 0, height = 0, seconds = 0;
+  std::string name;  ///< output stem of a shot's take ("" = unnamed)
   std::string pool;
   std::string decoder;
   bool cold = false;

@@ -1,0 +1,59 @@
+#pragma once
+/// The index file of a run's output directory (docs/shots.md): <outputs>/<run>/index.jsonl,
+/// one JSON line per video this host published for the run: its name, what it was made
+/// from (prompt and reference digests, seed, size), where (pool, decoder), how long each
+/// stage took, and the video's SHA-256.
+///
+/// Lines are only ever appended (one write(2) with O_APPEND, then fsync), never rewritten:
+/// a line once there keeps its bytes. A crash in the middle of an append can at worst leave
+/// a last line without its newline; the next append first ends it with a newline, so that
+/// fragment stays a line of its own that readers skip (it is not valid JSON) and every later
+/// line is whole. A video already indexed with the same SHA-256 is not indexed again (a
+/// video reused after a restart, a commit retried); one decoded again into other bytes gets
+/// a new line, and the last line of a name is the one that holds.
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+
+#include "messages/messages.hpp"
+
+namespace vidline::actors::output_index {
+
+/// The index file's name in a run's output directory.
+inline constexpr const char* file_name = "index.jsonl";
+
+/// What one index line says.
+struct entry {
+  msg::decode_order order;     ///< the job, the pool and the latent's stage seconds
+  std::string output;          ///< the video's path
+  std::string output_sha256;
+  uint64_t bytes = 0;
+  double handoff_s = 0;
+  double decode_s = 0;
+};
+
+/// The line (JSON, no newline) of an entry. Keys: name (the file's stem), file, run_id,
+/// index, seed, width, height, seconds, prompt_sha256, reference_sha256 (null: none), pool,
+/// decoder, timings {conditioning_s, sampling_s, handoff_s, decode_s}, output_sha256, bytes.
+std::string line(const entry& e);
+
+/// The (name, output_sha256) pairs an index file holds (lines that do not parse skipped).
+std::set<std::pair<std::string, std::string>> read_keys(const std::string& path);
+
+/// Indexes recently written to, by path: what they hold (so an append need not read the
+/// whole file each time). Bounded: the oldest is forgotten past max_cached.
+struct cache {
+  static constexpr std::size_t max_cached = 8;
+  std::map<std::string, std::set<std::pair<std::string, std::string>>> keys;
+  std::map<std::string, uint64_t> used;
+  uint64_t clock = 0;
+};
+
+/// Appends `e`'s line to the index at `path` unless a line with its name and SHA-256 is
+/// there already (see the file comment). Returns true when it appended. Throws
+/// std::runtime_error on an I/O error.
+bool append(cache& c, const std::string& path, const entry& e);
+
+} // namespace vidline::actors::output_index
