@@ -347,9 +347,9 @@ private:
     };
     const double mean_jobs = 0.6 * 4.5 + 0.3 * 24.5 + 0.1 * 80.5;
     std::exponential_distribution<double> gap(p_.jobs_per_hour / mean_jobs);
-    // The last sixth of the time gets no new run, so the last third still runs work
-    // while the line drains what is queued.
-    for (double at = 0.02; at < p_.hours * 5 / 6; at += gap(rng_)) {
+    // Arrivals over the whole time, so the last third is loaded like the rest (a quiet
+    // tail would hide growth per job); the drain after it is sampled too.
+    for (double at = 0.02; at < p_.hours; at += gap(rng_)) {
       soak_run r;
       r.at_h = at;
       r.req.mode = modes[std::uniform_int_distribution<int>(0, 4)(rng_)];
