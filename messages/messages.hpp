@@ -264,7 +264,11 @@ struct heartbeat {
   // build older than the check.
   std::string version;        ///< the sender's vidline version, e.g. "0.1.0"
   std::string config_digest;  ///< SHA-256 hex of its canonical cluster config (config::digest)
-  MSGPACK_DEFINE_MAP(host, boot_id, seq, sent_unix_s, version, config_digest)
+  /// The secret the sender's bulk DEALER presents to the receiver's bulk ROUTER this boot
+  /// (random per boot and receiver; docs/security.md, "Bulk transfers"). Empty when either
+  /// host has no bulk channel.
+  std::string bulk_secret;
+  MSGPACK_DEFINE_MAP(host, boot_id, seq, sent_unix_s, version, config_digest, bulk_secret)
 };
 
 /// bus -> local coordinator: a peer host went up or down.

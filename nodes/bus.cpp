@@ -70,6 +70,34 @@ constexpr const char* bulk_zap_domain = "vidline-bulk";
 /// Where libzmq asks the ZAP handler (RFC 27) and where the ROUTER's monitor reports.
 constexpr const char* zap_endpoint = "inproc://zeromq.zap.01";
 constexpr const char* monitor_endpoint = "inproc://vidline-bus-monitor";
+constexpr const char* bulk_monitor_endpoint = "inproc://vidline-bus-bulk-monitor";
+
+/// Bulk connections whose secret is not known yet (their host's heartbeat with it has not
+/// arrived: it just started, or this node did) wait at most this many at once for it.
+constexpr std::size_t max_waiting_bulk_connections = 64;
+
+/// Constant-time comparison of two secrets.
+bool same_secret(std::string_view a, std::string_view b) {
+  if (a.size() != b.size() || a.empty())
+    return false;
+  unsigned char d = 0;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    d |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return d == 0;
+}
+
+/// 32 random bytes as 64 hex digits: a bulk secret.
+std::string random_secret() {
+  std::random_device rd;
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  for (int i = 0; i < 8; ++i) {
+    uint32_t v = rd();
+    for (int j = 0; j < 8; ++j, v >>= 4)
+      out.push_back(hex[v & 0xf]);
+  }
+  return out;
+}
 
 /// Security events, each with its own counter and log gate.
 enum class security_event {
@@ -77,9 +105,10 @@ enum class security_event {
   handshake_failed,
   impersonation,
   bulk_address_refused,
-  bulk_misuse
+  bulk_misuse,
+  bulk_secret_refused
 };
-constexpr std::size_t security_event_kinds = 5;
+constexpr std::size_t security_event_kinds = 6;
 
 const char* to_string(security_event e) {
   switch (e) {
@@ -93,6 +122,8 @@ const char* to_string(security_event e) {
     return "refused a bulk connection";
   case security_event::bulk_misuse:
     return "refused a frame on the bulk channel";
+  case security_event::bulk_secret_refused:
+    return "refused a bulk connection without its host's secret";
   }
   return "?";
 }
@@ -333,8 +364,9 @@ struct bus::impl {
   // Sockets: created by start(), then owned by the I/O thread. ctx outlives them.
   zmq::context_t ctx{1};
   zmq::socket_t router;
-  zmq::socket_t zap;      ///< CURVE only: the ZAP handler's REP socket
+  zmq::socket_t zap;      ///< the ZAP handler's ROUTER socket (CURVE or a bulk channel)
   zmq::socket_t monitor;  ///< CURVE only: the ROUTER's failed handshakes
+  zmq::socket_t bulk_monitor;  ///< bulk channel only: the bulk ROUTER's failed handshakes
   std::map<std::string, std::string> host_of_key;  ///< binary public key -> host
   std::vector<std::pair<std::string, zmq::socket_t>> dealers;
   std::map<std::string, std::size_t> dealer_of;
@@ -342,6 +374,16 @@ struct bus::impl {
   std::vector<std::pair<std::string, zmq::socket_t>> bulk_dealers;
   std::map<std::string, std::size_t> bulk_dealer_of;
   std::map<std::string, uint64_t> bulk_fallbacks;  ///< requests sent on CURVE instead, per peer
+  /// Per bulk peer: the secret our bulk DEALER presents to it (random per boot, sent in
+  /// our heartbeats over CURVE), and the one it sent us, which its bulk DEALER must present.
+  std::map<std::string, std::string> bulk_secret_out;
+  std::map<std::string, std::string> bulk_secret_in;
+  /// A bulk connection's ZAP request held until its host's secret arrives.
+  struct waiting_zap {
+    std::string pipe, request_id, host, password, address;
+    int64_t deadline_ms = 0;
+  };
+  std::deque<waiting_zap> zap_waiting;
   int wake_fd = -1;
 
   // The hand-over from other threads, under queue_mutex.
@@ -407,7 +449,11 @@ struct bus::impl {
   /// Reads what arrived on a DEALER (or a bulk DEALER) to a peer.
   void read_dealer(std::pair<std::string, zmq::socket_t>& dealer, bool bulk);
   void read_zap();
-  void read_monitor();
+  void answer_zap(const std::string& pipe, const std::string& request_id, bool bulk,
+                  bool admitted, const std::string& reason, const std::string& user,
+                  const std::string& detail, bool secret = false);
+  void settle_waiting_bulk(const std::string* host, int64_t now);
+  void read_monitor(zmq::socket_t& m, bool bulk);
   bool authorised(const msg::envelope& env, const ingress& in);
   void security(security_event e, const std::string& detail);
   bool gate(log_gate& g, std::string& suppressed_note);
@@ -466,6 +512,9 @@ bus::impl::impl(bus_options o, message_handler m, peer_handler p)
              opt.corrupt_every_nth_chunk) {
   for (const auto& [host, key] : opt.security.host_keys)
     host_of_key[z85_to_binary(key)] = host;
+  for (const auto& [host, ep] : opt.bulk_peers)
+    bulk_secret_out[host] =
+        opt.bulk_secret_for_tests.empty() ? random_secret() : opt.bulk_secret_for_tests;
   wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd < 0)
     throw std::runtime_error(std::string("bus: eventfd: ") + std::strerror(errno));
@@ -549,6 +598,9 @@ void bus::impl::run() {
   const std::size_t bulk_item = items.size();
   if (bulk)
     items.push_back({bulk_router.handle(), 0, ZMQ_POLLIN, 0});
+  const std::size_t bulk_monitor_item = items.size();
+  if (bulk)
+    items.push_back({bulk_monitor.handle(), 0, ZMQ_POLLIN, 0});
   const std::size_t first_dealer = items.size();
   for (auto& [host, s] : dealers)
     items.push_back({s.handle(), 0, ZMQ_POLLIN, 0});
@@ -568,6 +620,8 @@ void bus::impl::run() {
       deadline = std::min(deadline, *d);
     if (auto d = fetcher.next_deadline())
       deadline = std::min(deadline, *d);
+    if (!zap_waiting.empty())
+      deadline = std::min(deadline, zap_waiting.front().deadline_ms);
     const int64_t timeout = local.empty() ? std::max<int64_t>(0, deadline - now) : 0;
     try {
       zmq::poll(items, std::chrono::milliseconds(timeout));
@@ -585,7 +639,9 @@ void bus::impl::run() {
     if (zap_on && (items[zap_item].revents & ZMQ_POLLIN))
       read_zap();  // handshakes wait on it: before the frames
     if (curve && (items[monitor_item].revents & ZMQ_POLLIN))
-      read_monitor();
+      read_monitor(monitor, false);
+    if (bulk && (items[bulk_monitor_item].revents & ZMQ_POLLIN))
+      read_monitor(bulk_monitor, true);
     if (items[1].revents & ZMQ_POLLIN)
       read_router(router, false);
     for (std::size_t i = 0; i < dealers.size(); ++i)
@@ -602,6 +658,7 @@ void bus::impl::run() {
     now = now_ms();
     apply(live.tick(now));
     fetcher.tick(now);
+    settle_waiting_bulk(nullptr, now);
   }
   shutdown_io();
 }
@@ -661,7 +718,8 @@ void bus::impl::read_router(zmq::socket_t& s, bool bulk) {
       continue;
     }
     // Set by the ZAP handler for a CURVE connection: the host whose key it presented.
-    if (const char* user = zmq_msg_gets(frame->handle(), "User-Id"); user != nullptr && !bulk)
+    // On the bulk ROUTER: the host whose secret the connection presented.
+    if (const char* user = zmq_msg_gets(frame->handle(), "User-Id"); user != nullptr)
       in.user = user;
     handle(std::move(frame), in);
   }
@@ -682,64 +740,128 @@ void bus::impl::read_zap() {
     }
     if (parts.back().more())
       drain_parts(zap);
-    // RFC 27: version, request id, domain, address, routing id, mechanism, credentials.
-    auto text = [&](std::size_t i) { return i < parts.size() ? parts[i].to_string() : ""; };
-    std::string status = "400", reason, user;
+    // The handler is a ROUTER (so a bulk request can wait for its host's secret): the
+    // session's pipe id and an empty delimiter, then RFC 27: version, request id, domain,
+    // address, routing id, mechanism, credentials.
+    if (parts.size() < 2 || parts[1].size() != 0)
+      continue;  // not from a libzmq session: nothing to answer
+    const std::string pipe = parts[0].to_string();
+    auto text = [&](std::size_t i) {
+      return i + 2 < parts.size() ? parts[i + 2].to_string() : "";
+    };
     const std::string key = text(6);
-    // The bulk channel has no keys (NULL mechanism, its own domain): a connection is
-    // admitted from a listed host's address, and may then only ask for latents and answer
-    // such requests (authorised()). Every other connection is CURVE with a listed key.
+    // The bulk channel has no encryption (PLAIN mechanism, its own domain): a connection is
+    // admitted from a listed host's address with the secret that host sent us over CURVE
+    // in its heartbeats (user name = the host), and may then only ask for latents and
+    // answer such requests (authorised()). Every other connection is CURVE with a listed
+    // key.
     const bool bulk = text(2) == bulk_zap_domain;
-    if (text(0) != "1.0" || text(5) != (bulk ? "NULL" : "CURVE") || (!bulk && key.size() != 32)) {
-      status = "500";
-      reason = bulk ? "not a NULL ZAP request" : "not a CURVE ZAP request";
-    } else if (bulk) {
-      const auto& ok = opt.bulk_admit_addresses;
-      if (std::find(ok.begin(), ok.end(), text(3)) != ok.end())
-        status = "200", reason = "OK";
-      else
-        reason = "address not listed";
-    } else if (auto it = host_of_key.find(key); it != host_of_key.end()) {
-      status = "200";
-      reason = "OK";
-      user = it->second;
-    } else {
-      reason = "key not listed";
+    const std::string address = text(3);
+    if (text(0) != "1.0" || text(5) != (bulk ? "PLAIN" : "CURVE") ||
+        (!bulk && key.size() != 32)) {
+      const std::string reason = bulk ? "not a PLAIN ZAP request" : "not a CURVE ZAP request";
+      answer_zap(pipe, text(1), bulk, false, reason, "", "from " + printable(address) + ": " + reason);
+      continue;
     }
-    const std::string reply[] = {"1.0", text(1), status, reason, user, ""};
-    try {
-      for (std::size_t i = 0; i < 6; ++i)
-        zap.send(zmq::buffer(reply[i]), i < 5 ? zmq::send_flags::sndmore : zmq::send_flags::none);
-    } catch (const zmq::error_t& e) {
-      spdlog::error("bus {}: ZAP reply failed: {}", opt.self, e.what());
-    }
-    const bool admitted = status == "200";
     if (bulk) {
-      count(admitted ? &bus_stats::bulk_admitted : &bus_stats::bulk_refused);
-      if (!admitted)
-        security(security_event::bulk_address_refused,
-                 "from " + printable(text(3)) + ": " + reason);
-    } else if (admitted) {
-      count(&bus_stats::keys_admitted);
-      spdlog::debug("bus {}: admitted {} from {}", opt.self, user, text(3));
-    } else {
-      count(&bus_stats::keys_refused);
-      security(security_event::key_refused,
-               "key " + binary_to_z85(key) + " from " + printable(text(3)) + ": " + reason);
+      const std::string host = key, password = text(7);
+      const auto& ok = opt.bulk_admit_addresses;
+      const std::string who = "from " + printable(address) + " as '" + printable(host) + "'";
+      if (std::find(ok.begin(), ok.end(), address) == ok.end()) {
+        answer_zap(pipe, text(1), true, false, "address not listed", "",
+                   who + ": address not listed");
+      } else if (opt.bulk_peers.count(host) == 0) {
+        answer_zap(pipe, text(1), true, false, "not a bulk peer", "", who + ": not a bulk peer");
+      } else if (auto it = bulk_secret_in.find(host);
+                 it != bulk_secret_in.end() && same_secret(it->second, password)) {
+        answer_zap(pipe, text(1), true, true, "OK", host, "");
+      } else if (zap_waiting.size() < max_waiting_bulk_connections) {
+        // Its host may have just started (or we did): its next heartbeat brings the
+        // secret. Held until then, at most a liveness window.
+        zap_waiting.push_back(waiting_zap{pipe, text(1), host, password, address,
+                                          now_ms() + liveness_window_ms(opt.knobs)});
+      } else {
+        answer_zap(pipe, text(1), true, false, "no secret", "",
+                   who + ": too many connections waiting for their host's secret", true);
+      }
+      continue;
     }
+    if (auto it = host_of_key.find(key); it != host_of_key.end())
+      answer_zap(pipe, text(1), false, true, "OK", it->second,
+                 it->second + " from " + printable(address));
+    else
+      answer_zap(pipe, text(1), false, false, "key not listed", "",
+                 "key " + binary_to_z85(key) + " from " + printable(address) +
+                     ": key not listed");
   }
 }
 
-void bus::impl::read_monitor() {
+void bus::impl::answer_zap(const std::string& pipe, const std::string& request_id, bool bulk,
+                           bool admitted, const std::string& reason, const std::string& user,
+                           const std::string& detail, bool secret) {
+  const std::string reply[] = {pipe, "", "1.0", request_id, admitted ? "200" : "400", reason,
+                               user, ""};
+  try {
+    for (std::size_t i = 0; i < 8; ++i)
+      zap.send(zmq::buffer(reply[i]), i < 7 ? zmq::send_flags::sndmore : zmq::send_flags::none);
+  } catch (const zmq::error_t& e) {
+    spdlog::error("bus {}: ZAP reply failed: {}", opt.self, e.what());
+  }
+  if (bulk) {
+    count(admitted ? &bus_stats::bulk_admitted : &bus_stats::bulk_refused);
+    if (secret)
+      count(&bus_stats::bulk_secrets_refused);
+    if (!admitted)
+      security(secret ? security_event::bulk_secret_refused
+                      : security_event::bulk_address_refused,
+               detail);
+  } else if (admitted) {
+    count(&bus_stats::keys_admitted);
+    spdlog::debug("bus {}: admitted {}", opt.self, detail);
+  } else {
+    count(&bus_stats::keys_refused);
+    security(security_event::key_refused, detail);
+  }
+}
+
+void bus::impl::settle_waiting_bulk(const std::string* host, int64_t now) {
+  // `host` sent a heartbeat: its connections that wait are admitted when they present the
+  // secret it sent, refused otherwise. Without a host: those past their deadline are
+  // refused.
+  for (auto it = zap_waiting.begin(); it != zap_waiting.end();) {
+    const std::string who =
+        "from " + printable(it->address) + " as '" + printable(it->host) + "'";
+    if (host != nullptr && it->host == *host) {
+      auto s = bulk_secret_in.find(*host);
+      if (s != bulk_secret_in.end() && same_secret(s->second, it->password))
+        answer_zap(it->pipe, it->request_id, true, true, "OK", it->host, "");
+      else
+        answer_zap(it->pipe, it->request_id, true, false, "wrong secret", "",
+                   who + ": not the secret " + *host + " sent over the authenticated link",
+                   true);
+    } else if (host == nullptr && now >= it->deadline_ms) {
+      answer_zap(it->pipe, it->request_id, true, false, "no secret", "",
+                 who + ": no heartbeat of " + it->host + " with a matching secret within " +
+                     std::to_string(liveness_window_ms(opt.knobs)) + " ms",
+                 true);
+    } else {
+      ++it;
+      continue;
+    }
+    it = zap_waiting.erase(it);
+  }
+}
+
+void bus::impl::read_monitor(zmq::socket_t& m, bool bulk) {
   for (int n = 0; n < io_batch; ++n) {
     zmq::message_t event;
-    if (!monitor.recv(event, zmq::recv_flags::dontwait))
+    if (!m.recv(event, zmq::recv_flags::dontwait))
       return;
     zmq::message_t address;
     if (event.more())
-      (void)monitor.recv(address, zmq::recv_flags::dontwait);
+      (void)m.recv(address, zmq::recv_flags::dontwait);
     if (address.more())
-      drain_parts(monitor);
+      drain_parts(m);
     if (event.size() < 6)
       continue;
     uint16_t what = 0;
@@ -749,13 +871,21 @@ void bus::impl::read_monitor() {
     // A refused key is counted by the ZAP handler; the rest failed before reaching it.
     if (what == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
       continue;
+    const char* detail =
+        what == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ? "protocol error" : "no detail";
+    if (bulk) {
+      count(&bus_stats::bulk_refused);
+      count(&bus_stats::bulk_secrets_refused);
+      security(security_event::bulk_address_refused,
+               fmt::format("handshake failed on {} ({} {:#x}): not PLAIN with a host's "
+                           "secret, or not ZMTP",
+                           printable(address.to_string()), detail, value));
+      continue;
+    }
     count(&bus_stats::handshakes_failed);
     security(security_event::handshake_failed,
              fmt::format("on {} ({} {:#x}): no key, a wrong server key, or not ZMTP",
-                         printable(address.to_string()),
-                         what == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ? "protocol error"
-                                                                     : "no detail",
-                         value));
+                         printable(address.to_string()), detail, value));
   }
 }
 
@@ -836,6 +966,8 @@ bool bus::impl::send_heartbeat(const std::string& host) {
   hb.sent_unix_s = duration<double>(system_clock::now().time_since_epoch()).count();
   hb.version = opt.version;
   hb.config_digest = opt.config_digest;
+  if (auto it = bulk_secret_out.find(host); it != bulk_secret_out.end())
+    hb.bulk_secret = it->second;
   if (!send_direct(host, msg::heartbeat::wire_name, msg::pack_body(hb), 0))
     return false;
   count(&bus_stats::heartbeats_sent);
@@ -907,8 +1039,10 @@ bool bus::impl::authorised(const msg::envelope& env, const ingress& in) {
         return true;
       why = env.type + " from '" + env.sender + "' on the bulk connection to " + host;
     } else {
+      // The routing id must be the host whose secret the connection presented (ZAP's
+      // User-Id), so the name alone takes nothing over.
       if (env.type == msg::latent_fetch::wire_name && env.sender == in.reply_to &&
-          opt.bulk_peers.count(env.sender) != 0)
+          in.user == in.reply_to && opt.bulk_peers.count(env.sender) != 0)
         return true;
       why = env.type + " from '" + env.sender + "' on bulk router id " + printable(in.reply_to);
     }
@@ -986,6 +1120,15 @@ void bus::impl::on_heartbeat(const msg::frame& f, const ingress& in) {
   if (refused.erase(hb.host) != 0)
     spdlog::info("bus {}: peer {} now runs vidline {} from this config: accepted", opt.self,
                  hb.host, hb.version);
+  // The secret its bulk DEALER will present to our bulk ROUTER: a heartbeat comes over the
+  // authenticated link (the sender is the key's host), so only that host can set it.
+  if (bulk_router && opt.bulk_peers.count(hb.host) != 0) {
+    if (hb.bulk_secret.empty() || hb.bulk_secret.size() > 255)
+      bulk_secret_in.erase(hb.host);
+    else
+      bulk_secret_in[hb.host] = hb.bulk_secret;
+    settle_waiting_bulk(&hb.host, now_ms());
+  }
   apply(live.beat_received(hb.host, hb.boot_id, now_ms()));
 }
 
@@ -1114,9 +1257,10 @@ void bus::impl::shutdown_io() {
                "than {} ms)", opt.self, totals.local_stalls, live.stall_gap_ms());
   if (bulk_router)
     spdlog::info("bus {}: bulk channel totals: {} connections admitted, {} refused, {} frames "
-                 "refused, {} chunks served on it",
+                 "refused, {} chunks served on it; {} of the refused without their host's "
+                 "secret",
                  opt.self, totals.bulk_admitted, totals.bulk_refused, totals.bulk_misuse,
-                 totals.bulk_chunks_served);
+                 totals.bulk_chunks_served, totals.bulk_secrets_refused);
   if (!opt.security.plaintext) {
     zmq_socket_monitor(router.handle(), nullptr, 0);
     monitor.close();
@@ -1124,8 +1268,11 @@ void bus::impl::shutdown_io() {
   router.close();
   for (auto& [host, s] : dealers)
     s.close();
-  if (bulk_router)
+  if (bulk_router) {
+    zmq_socket_monitor(bulk_router.handle(), nullptr, 0);
+    bulk_monitor.close();
     bulk_router.close();
+  }
   for (auto& [host, s] : bulk_dealers)
     s.close();
   if (zap)
@@ -1150,12 +1297,16 @@ void bus::start() {
   const bool bulk = !d.opt.bulk_bind_endpoint.empty();
   if (!sec.plaintext || bulk) {
     // The handler is bound before the ROUTER: without one, libzmq's CURVE admits any key.
-    d.zap = zmq::socket_t(d.ctx, zmq::socket_type::rep);
+    d.zap = zmq::socket_t(d.ctx, zmq::socket_type::router);
     d.zap.set(zmq::sockopt::linger, 0);
     d.zap.bind(zap_endpoint);
   }
   d.router = zmq::socket_t(d.ctx, zmq::socket_type::router);
   set_common_options(d.router, d.opt);
+  // Latents served on CURVE go back on this ROUTER: bounded per requester like the bulk
+  // ROUTER's (bus_options::router_hwm).
+  d.router.set(zmq::sockopt::sndhwm,
+               d.opt.router_hwm > 0 ? d.opt.router_hwm : 16 * d.opt.knobs.chunk_window);
   if (!sec.plaintext) {
     d.router.set(zmq::sockopt::zap_domain, "vidline");
     d.router.set(zmq::sockopt::curve_server, true);
@@ -1186,7 +1337,8 @@ void bus::start() {
   }
   // A DEALER to a peer's ROUTER (routing id = our name), CURVE unless `plaintext`.
   auto connect_dealer = [&d, &sec](const std::string& host, const std::string& ep,
-                                   bool plaintext, const char* what) {
+                                   bool plaintext, const char* what,
+                                   const std::string* bulk_secret = nullptr) {
     zmq::socket_t s(d.ctx, zmq::socket_type::dealer);
     set_common_options(s, d.opt);
     s.set(zmq::sockopt::routing_id, d.opt.self);
@@ -1196,6 +1348,10 @@ void bus::start() {
       s.set(zmq::sockopt::curve_serverkey, sec.host_keys.at(host));
       s.set(zmq::sockopt::curve_publickey, sec.public_z85);
       s.set(zmq::sockopt::curve_secretkey, sec.secret_z85);
+    }
+    if (bulk_secret != nullptr) {  // PLAIN: our name and the secret we sent it over CURVE
+      s.set(zmq::sockopt::plain_username, d.opt.self);
+      s.set(zmq::sockopt::plain_password, *bulk_secret);
     }
     try {
       s.connect(ep);
@@ -1214,7 +1370,17 @@ void bus::start() {
     set_common_options(d.bulk_router, d.opt);
     d.bulk_router.set(zmq::sockopt::sndhwm,
                       d.opt.bulk_hwm > 0 ? d.opt.bulk_hwm : 16 * d.opt.knobs.chunk_window);
-    d.bulk_router.set(zmq::sockopt::zap_domain, bulk_zap_domain);  // NULL asks ZAP too
+    d.bulk_router.set(zmq::sockopt::zap_domain, bulk_zap_domain);
+    // PLAIN: each host's bulk DEALER presents the secret it sent us over CURVE.
+    d.bulk_router.set(zmq::sockopt::plain_server, true);
+    if (zmq_socket_monitor(d.bulk_router.handle(), bulk_monitor_endpoint,
+                           ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+                               ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) != 0)
+      throw std::runtime_error("bus " + d.opt.self + ": cannot monitor the bulk router: " +
+                               zmq_strerror(zmq_errno()));
+    d.bulk_monitor = zmq::socket_t(d.ctx, zmq::socket_type::pair);
+    d.bulk_monitor.set(zmq::sockopt::linger, 0);
+    d.bulk_monitor.connect(bulk_monitor_endpoint);
     d.bulk_router.set(zmq::sockopt::router_mandatory, true);
     d.bulk_router.set(zmq::sockopt::router_handover, true);
     try {
@@ -1226,7 +1392,8 @@ void bus::start() {
     for (const auto& [host, ep] : d.opt.bulk_peers) {
       d.bulk_dealer_of[host] = d.bulk_dealers.size();
       d.bulk_dealers.emplace_back(
-          host, connect_dealer(host, ep, /*plaintext=*/true, "the bulk channel of "));
+          host, connect_dealer(host, ep, /*plaintext=*/true, "the bulk channel of ",
+                               &d.bulk_secret_out.at(host)));
     }
   }
   d.io = std::thread([&d] { d.run(); });
@@ -1234,8 +1401,8 @@ void bus::start() {
   spdlog::info("bus {}: listening on {} (boot {:016x}, {} peers, {}){}", d.opt.self, d.bound,
                d.boot, d.dealers.size(),
                sec.plaintext ? "PLAINTEXT, loopback only" : "CURVE, listed keys only",
-               bulk ? fmt::format("; latents in plaintext on {} with {} peers, digests on the "
-                                  "authenticated link",
+               bulk ? fmt::format("; latents in plaintext on {} with {} peers (each proving "
+                                  "its per-boot secret), digests on the authenticated link",
                                   d.opt.bulk_bind_endpoint, d.bulk_dealers.size())
                     : std::string());
 }

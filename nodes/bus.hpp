@@ -85,6 +85,15 @@ struct bus_options {
   /// kernel's socket buffers). 0 = 16 x chunk_window (64 MiB with the default knobs; a
   /// well-behaved receiver has chunk_window in flight per transfer).
   int bulk_hwm = 0;
+  /// Tests only: the secret this bus's bulk DEALERs present to every bulk peer (and send
+  /// it in heartbeats). Empty (always, in nodes): a random one per boot and peer.
+  std::string bulk_secret_for_tests;
+  /// Chunks (and replies) queued per connection on the main ROUTER before more are dropped
+  /// (send_dropped), as bulk_hwm on the bulk channel: latents served on CURVE go back on
+  /// it, so a listed peer that asks and does not read holds at most this many chunks of
+  /// this process's memory (plus the kernel's socket buffers). Replies to clients share it:
+  /// a client has one request in flight. 0 = 16 x chunk_window (64 MiB by default).
+  int router_hwm = 0;
 
   // -- bounds of the bus itself (not cluster knobs: they protect this process) --
   int socket_hwm = 1000;             ///< messages queued per socket and direction; a send
@@ -135,10 +144,13 @@ struct bus_stats {
                                      ///< key's host
   // -- the bulk channel --
   uint64_t bulk_admitted = 0;        ///< ZAP: bulk connections admitted (listed address)
-  uint64_t bulk_refused = 0;         ///< ZAP: bulk connections refused (address not listed)
+  uint64_t bulk_refused = 0;         ///< bulk connections refused: address not listed, no or
+                                     ///< a wrong secret (ZAP), or no PLAIN handshake
   uint64_t bulk_misuse = 0;          ///< frames refused on the bulk channel: not a latent
                                      ///< request or chunk, or not from the host it names
   uint64_t bulk_chunks_served = 0;   ///< of chunks_served, those sent on the bulk channel
+  uint64_t bulk_secrets_refused = 0;  ///< of bulk_refused: from a listed address without the
+                                      ///< secret its host sent over CURVE (or none at all)
 
   uint64_t decode_error_count(msg::decode_error e) const {
     return decode_errors[static_cast<std::size_t>(e)];

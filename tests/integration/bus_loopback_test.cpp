@@ -29,6 +29,7 @@
 #include "nodes/bus.hpp"
 #include "nodes/bus_frame.hpp"
 #include "nodes/client.hpp"
+#include "nodes/keygen.hpp"
 
 namespace fs = std::filesystem;
 using namespace vidline;
@@ -200,6 +201,52 @@ fetch_result fetch(bus& b, const std::string& host, const std::string& sha, uint
   b.fetch_latent(host, sha, bytes, dest, [&p](const fetch_result& r) { p.set_value(r); });
   REQUIRE(f.wait_for(generous) == std::future_status::ready);
   return f.get();
+}
+
+/// This process's resident set (VmRSS), in KiB.
+long rss_kib() {
+  std::FILE* f = std::fopen("/proc/self/status", "r");
+  REQUIRE(f != nullptr);
+  char line[256];
+  long kib = -1;
+  while (std::fgets(line, sizeof line, f) != nullptr)
+    if (std::sscanf(line, "VmRSS: %ld kB", &kib) == 1)
+      break;
+  std::fclose(f);
+  return kib;
+}
+
+/// CURVE keys for hosts A and B, and `o` (one of them) set to use them.
+struct ab_keys {
+  curve_keypair a = make_curve_keypair(), b = make_curve_keypair();
+  void apply(bus_options& o) const {
+    o.security.plaintext = false;
+    const curve_keypair& mine = o.self == "A" ? a : b;
+    o.security.public_z85 = mine.public_z85;
+    o.security.secret_z85 = mine.secret_z85;
+    o.security.host_keys = {{"A", a.public_z85}, {"B", b.public_z85}};
+  }
+};
+
+/// A latent_fetch frame as `sender` would send it.
+zmq::message_t fetch_frame(const std::string& sender, uint64_t id, const msg::latent_fetch& req) {
+  msg::envelope env;
+  env.type = msg::latent_fetch::wire_name;
+  env.id = id;
+  env.sender = sender;
+  return make_frame(env, msg::pack_body(req));
+}
+
+/// Waits until `pred` holds (polling a counter against a deadline); false at the deadline.
+template <class Pred>
+bool eventually(Pred pred, std::chrono::milliseconds deadline = generous) {
+  const auto until = std::chrono::steady_clock::now() + deadline;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() >= until)
+      return false;
+    std::this_thread::sleep_for(1ms);
+  }
+  return true;
 }
 
 double median(std::vector<double> v) {
@@ -676,6 +723,7 @@ TEST_CASE("the bulk channel carries latents; a requester that does not read is b
   ob.bulk_bind_endpoint = endpoint_of(bulk_b);
   ob.bulk_peers["A"] = endpoint_of(bulk_a);
   ob.bulk_admit_addresses = {"127.0.0.1"};
+  ob.bulk_secret_for_tests = "secret-of-b";  // so the greedy requester below can be B
   node a(oa);
   auto b = std::make_unique<node>(ob);
   REQUIRE(a.rec.wait([&] { return a.rec.has_event("B", true); }));
@@ -691,12 +739,14 @@ TEST_CASE("the bulk channel carries latents; a requester that does not read is b
   CHECK(a.b->stats().chunks_served == 13);
   b.reset();
 
-  // A requester under B's name asks for 300 chunks of 1 MiB and reads none: A queues at
-  // most bulk_hwm of them (plus what the kernel buffers) and drops the rest.
+  // A requester under B's name (with B's secret) asks for 300 chunks of 1 MiB and reads
+  // none: A queues at most bulk_hwm of them (plus what the kernel buffers) and drops the rest.
   zmq::context_t ctx;
   zmq::socket_t greedy(ctx, zmq::socket_type::dealer);
   greedy.set(zmq::sockopt::linger, 0);
   greedy.set(zmq::sockopt::routing_id, "B");
+  greedy.set(zmq::sockopt::plain_username, "B");
+  greedy.set(zmq::sockopt::plain_password, "secret-of-b");
   greedy.set(zmq::sockopt::rcvhwm, 1);
   greedy.set(zmq::sockopt::rcvbuf, 65536);
   greedy.connect(endpoint_of(bulk_a));
@@ -745,4 +795,136 @@ TEST_CASE("a bulk channel that cannot connect: latents travel on the main link i
   CHECK(sha256_file_hex(dest) == sha);
   CHECK(a.b->stats().chunks_served == 3);
   CHECK(a.b->stats().bulk_chunks_served == 0);
+}
+
+TEST_CASE("latents served on CURVE are bounded per requester: a listed peer that asks and "
+          "does not read holds at most router_hwm chunks",
+          "[bus][transfer][curve]") {
+  temp_dir dir_a;
+  const ab_keys keys;
+  const int port_a = free_port(), port_b = free_port();
+  auto oa = options_for("A", port_a, {{"B", endpoint_of(port_b)}}, dir_a.path.string(), false);
+  keys.apply(oa);
+  oa.router_hwm = 8;
+  node a(oa);
+  constexpr std::size_t size = 12u << 20;
+  const std::string sha = make_latent(dir_a.path, size, 5);
+
+  // B's key (listed), a client routing id, asks for 300 chunks of 1 MiB and reads none.
+  zmq::context_t ctx;
+  zmq::socket_t greedy(ctx, zmq::socket_type::dealer);
+  greedy.set(zmq::sockopt::linger, 0);
+  greedy.set(zmq::sockopt::routing_id, "greedy");
+  greedy.set(zmq::sockopt::rcvhwm, 1);
+  greedy.set(zmq::sockopt::rcvbuf, 65536);
+  greedy.set(zmq::sockopt::curve_serverkey, keys.a.public_z85);
+  greedy.set(zmq::sockopt::curve_publickey, keys.b.public_z85);
+  greedy.set(zmq::sockopt::curve_secretkey, keys.b.secret_z85);
+  greedy.connect(endpoint_of(port_a));
+  REQUIRE(eventually([&] { return a.b->stats().keys_admitted >= 1; }));
+  const long rss_before = rss_kib();
+  constexpr int asks = 300;
+  const uint64_t first_id = first_envelope_id();
+  for (int i = 0; i < asks; ++i) {
+    const msg::latent_fetch req{static_cast<uint64_t>(i + 1), sha,
+                                static_cast<uint64_t>(i % 12) * (1u << 20), 1u << 20};
+    zmq::message_t m = fetch_frame("B", first_id + static_cast<uint64_t>(i), req);
+    REQUIRE(greedy.send(m, zmq::send_flags::none));
+  }
+  REQUIRE(eventually([&] { return a.b->stats().chunks_served == asks; }));
+  const bus_stats st = a.b->stats();
+  const long rss_after = rss_kib();
+  CHECK(st.impersonations == 0);
+
+  // Reading now: what was queued arrives (ZeroMQ's queue, what CURVE's engine and the
+  // kernel's buffers hold); the rest was dropped. Before the bound, the ROUTER's HWM (1000)
+  // queued all 300.
+  int got = 0;
+  zmq::message_t m;
+  zmq::pollitem_t item{greedy.handle(), 0, ZMQ_POLLIN, 0};
+  while (zmq::poll(&item, 1, std::chrono::milliseconds(300)) > 0)
+    while (greedy.recv(m, zmq::recv_flags::dontwait))
+      ++got;
+  INFO("received " << got << " of " << asks << " chunks asked; VmRSS " << rss_before
+                   << " -> " << rss_after << " KiB");
+  CHECK(got > 0);
+  CHECK(got <= 40);
+  CHECK(rss_after - rss_before < 120 * 1024);  // 300 queued would be 300 MiB
+}
+
+TEST_CASE("a bulk connection must prove its host's per-boot secret: a party on the host's "
+          "address cannot take its routing id over",
+          "[bus][transfer][bulk][curve]") {
+  temp_dir dir_a, dir_b;
+  const ab_keys keys;
+  const int port_a = free_port(), port_b = free_port();
+  const int bulk_a = free_port(), bulk_b = free_port();
+  auto oa = options_for("A", port_a, {{"B", endpoint_of(port_b)}}, dir_a.path.string(), false);
+  keys.apply(oa);
+  oa.bulk_bind_endpoint = endpoint_of(bulk_a);
+  oa.bulk_peers["B"] = endpoint_of(bulk_b);
+  oa.bulk_admit_addresses = {"127.0.0.1"};
+  auto ob = options_for("B", port_b, {{"A", endpoint_of(port_a)}}, dir_b.path.string(), false);
+  keys.apply(ob);
+  ob.bulk_bind_endpoint = endpoint_of(bulk_b);
+  ob.bulk_peers["A"] = endpoint_of(bulk_a);
+  ob.bulk_admit_addresses = {"127.0.0.1"};
+  node a(oa);
+  auto b = std::make_unique<node>(ob);
+  REQUIRE(a.rec.wait([&] { return a.rec.has_event("B", true); }));
+  REQUIRE(eventually([&] { return a.b->stats().bulk_admitted >= 1; }));
+
+  constexpr std::size_t size = 3'000'000;
+  const std::string sha = make_latent(dir_a.path, size, 11);
+  auto fetch_on_bulk = [&](const char* name) {
+    const uint64_t before = a.b->stats().bulk_chunks_served;
+    const std::string dest = (dir_b.path / name).string();
+    const fetch_result r = fetch(*b->b, "A", sha, size, dest);
+    INFO(name << ": " << r.error);
+    REQUIRE(r.outcome == fetch_outcome::ok);
+    CHECK(sha256_file_hex(dest) == sha);
+    CHECK(a.b->stats().bulk_chunks_served - before == 3);  // on the bulk channel
+  };
+  fetch_on_bulk("first.latent");
+  CHECK(a.b->stats().bulk_secrets_refused == 0);
+
+  // Two parties on B's address under B's name: one without a mechanism (what was enough
+  // before), one with PLAIN and a guessed secret. Both refused; neither gets B's id.
+  zmq::context_t ctx;
+  auto impostor = [&](const char* password) {
+    zmq::socket_t s(ctx, zmq::socket_type::dealer);
+    s.set(zmq::sockopt::linger, 0);
+    s.set(zmq::sockopt::routing_id, "B");
+    if (password != nullptr) {
+      s.set(zmq::sockopt::plain_username, "B");
+      s.set(zmq::sockopt::plain_password, password);
+    }
+    s.connect(endpoint_of(bulk_a));
+    const msg::latent_fetch req{77, sha, 0, 1u << 20};
+    zmq::message_t m = fetch_frame("B", first_envelope_id(), req);
+    (void)s.send(m, zmq::send_flags::dontwait);  // queued until a handshake that never ends
+    return s;
+  };
+  zmq::socket_t null_peer = impostor(nullptr);
+  zmq::socket_t guessing = impostor("0123456789abcdef0123456789abcdef");
+  REQUIRE(eventually([&] { return a.b->stats().bulk_secrets_refused >= 2; }));
+  CHECK(a.b->stats().bulk_refused >= 2);
+  CHECK(a.b->stats().bulk_misuse == 0);  // no frame of theirs got in
+  // The real B still has its routing id: its latents still come on the bulk channel.
+  fetch_on_bulk("second.latent");
+  zmq::message_t m;
+  CHECK_FALSE(null_peer.recv(m, zmq::recv_flags::dontwait));
+  CHECK_FALSE(guessing.recv(m, zmq::recv_flags::dontwait));
+
+  // B restarts with a new secret: its new bulk connection waits for the heartbeat that
+  // brings it, and is admitted.
+  const uint64_t admitted = a.b->stats().bulk_admitted;
+  const uint64_t refused = a.b->stats().bulk_secrets_refused;
+  b.reset();
+  ob.boot_id = 0;
+  b = std::make_unique<node>(ob);
+  REQUIRE(eventually([&] { return a.b->stats().bulk_admitted > admitted; }));
+  fetch_on_bulk("third.latent");
+  // The impostors keep retrying and are refused; the real B never was.
+  CHECK(a.b->stats().bulk_secrets_refused >= refused);
 }

@@ -34,8 +34,13 @@ struct raw_peer {
 
   raw_peer(const std::string& endpoint, const std::string& server_key = "",
            const std::string& pub = "", const std::string& sec = "",
-           const std::string& routing_id = "") {
+           const std::string& routing_id = "", const std::string& plain_user = "",
+           const std::string& plain_password = "") {
     s.set(zmq::sockopt::linger, 0);
+    if (!plain_user.empty()) {
+      s.set(zmq::sockopt::plain_username, plain_user);
+      s.set(zmq::sockopt::plain_password, plain_password);
+    }
     s.set(zmq::sockopt::sndtimeo, 5000);  // a full queue waits (bounded), never drops
     if (!routing_id.empty())
       s.set(zmq::sockopt::routing_id, routing_id);
@@ -236,27 +241,33 @@ TEST_CASE("hostile peers: nothing without a listed key reaches an actor, the lin
     CHECK(no_runs(cl));  // neither stolen name made a run
   }
 
-  // The bulk channel (no keys, admitted by address: this test's peers are all on
-  // loopback, so they get in). Only latent requests from a bulk peer, under its own name,
-  // are taken there: a submit, garbage, a request under another name or from a name that
-  // is not a peer never reach an actor, each is counted.
+  // The bulk channel (no encryption; admitted from a listed host's address with the secret
+  // that host sent over CURVE). Parties on host_b's address (this test's peers are all on
+  // loopback) under host_b's name: one without a mechanism (what was enough before the
+  // secret), one with PLAIN and a guessed secret. Both are refused, counted and logged;
+  // their frames (a submit, garbage, a latent request) never get in, and host_b keeps its
+  // bulk routing id: the batch below still moves its latents on the bulk channel.
+  std::vector<std::unique_ptr<raw_peer>> bulk_impostors;  // kept open: they retry
   {
     const std::string bulk_ep = "tcp://127.0.0.1:" + std::to_string(ha->bulk_port);
-    raw_peer plain(bulk_ep);
-    plain.send("cli:4", ++id, msg::submit_run::wire_name, submit_body("hostile-bulk-submit"));
-    plain.send("host_b", ++id, msg::submit_run::wire_name, submit_body("hostile-bulk-as-b"));
-    for (int i = 0; i < 50; ++i) {
-      std::string junk(static_cast<std::size_t>(rng() % 300), '\0');
-      for (auto& c : junk)
-        c = static_cast<char>(rng());
-      plain.send_raw(junk);
+    auto null_peer = std::make_unique<raw_peer>(bulk_ep, "", "", "", "host_b");
+    auto guessing = std::make_unique<raw_peer>(bulk_ep, "", "", "", "host_b", "host_b",
+                                               std::string(64, 'f'));
+    for (auto* p : {null_peer.get(), guessing.get()}) {
+      p->s.set(zmq::sockopt::sndtimeo, 0);  // queued until a handshake that never ends
+      p->send("host_b", ++id, msg::submit_run::wire_name, submit_body("hostile-bulk-as-b"));
+      p->send_raw(std::string(100, '\x17'));
+      msg::latent_fetch lf{1, std::string(64, 'a'), 0, 1024};
+      p->send("host_b", ++id, msg::latent_fetch::wire_name, msg::pack_body(lf), "");
     }
-    msg::latent_fetch lf{1, std::string(64, 'a'), 0, 1024};
-    plain.send("mallory", ++id, msg::latent_fetch::wire_name, msg::pack_body(lf), "");
-    // One line per kind of event and interval; the totals at the end count them all.
-    REQUIRE(log_has(log_a, "refused a frame on the bulk channel: submit_run from 'cli:4'", 10));
-    CHECK(plain.replies_until(0, 0.2).empty());  // nothing answered
+    REQUIRE(log_has(log_a, "security: refused a bulk connection: handshake failed", 10));
+    REQUIRE(log_has(log_a, "without its host's secret: from 127.0.0.1 as 'host_b': not the secret",
+                    10));
+    CHECK(null_peer->replies_until(0, 0.2).empty());  // nothing answered
+    CHECK(guessing->replies_until(0, 0.2).empty());
     CHECK(no_runs(cl));
+    bulk_impostors.push_back(std::move(null_peer));
+    bulk_impostors.push_back(std::move(guessing));
   }
 
   // A batch under a flood of all of the above.
@@ -333,11 +344,13 @@ TEST_CASE("hostile peers: nothing without a listed key reaches an actor, the lin
   // The batch's latents went over the bulk channel (host_b decodes what host_a sampled).
   static const std::regex bulk_re(
       R"(bulk channel totals: (\d+) connections admitted, (\d+) refused, (\d+) frames )"
-      R"(refused, (\d+) chunks served on it)");
+      R"(refused, (\d+) chunks served on it; (\d+) of the refused without their host's secret)");
   std::smatch m;
   const std::string text_a = read_file(log_a);
   REQUIRE(std::regex_search(text_a, m, bulk_re));
-  CHECK(std::stoull(m[1]) >= 2);  // host_b's bulk DEALER and the test's plaintext peer
-  CHECK(std::stoull(m[3]) >= 3);  // the two submits and the request as 'mallory'
+  CHECK(std::stoull(m[1]) >= 1);  // host_b's bulk DEALER
+  CHECK(std::stoull(m[2]) >= 2);  // the two impostors (and their retries)
+  CHECK(std::stoull(m[3]) == 0);  // no frame of theirs got in to be refused
   CHECK(std::stoull(m[4]) >= 1);  // the latents host_a sampled, fetched by host_b
+  CHECK(std::stoull(m[5]) >= 2);
 }
