@@ -46,7 +46,7 @@ function nowS() {
   let n = view.run.now_s || 0;
   if (view.run.state === 'running' && view.receivedAt) {
     const scale = (view.run.clock && view.run.clock.time_scale) || 1;
-    n += (Date.now() - view.receivedAt) / 1000 / scale;
+    n += Math.min(Date.now() - view.receivedAt, 5000) / 1000 / scale;  // no further than 5 s past the last word
   }
   return n;
 }

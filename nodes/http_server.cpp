@@ -362,7 +362,10 @@ void http_server::impl::install() {
         return httplib::Server::HandlerResponse::Handled;
       }
     }
-    if (q.method == "POST" && !q.body.empty()) {
+    // Routing comes before the body is read: its headers say whether there is one.
+    const bool has_body = q.get_header_value("Content-Length").find_first_not_of("0") != std::string::npos ||
+                          q.has_header("Transfer-Encoding");
+    if (q.method == "POST" && has_body) {
       const std::string type = q.get_header_value("Content-Type");
       if (type.rfind("application/json", 0) != 0) {
         send_error(s, 415, "a request body must be JSON (Content-Type: application/json), got '" +
@@ -590,11 +593,13 @@ void http_server::impl::video(const httplib::Request& req, httplib::Response& re
 
 void http_server::impl::events(const httplib::Request& req, httplib::Response& res,
                                bool follow_latest) {
-  const std::string run_id = follow_latest ? "" : std::string(req.matches[1]);
+  std::string run_id = follow_latest ? "" : std::string(req.matches[1]);
   if (!follow_latest) {
-    // An unknown run is a 404 now, not an empty stream.
-    if (!status_of_run(run_id, res))
+    // An unknown run is a 404 now, not an empty stream; "latest" is the run it is now.
+    auto st = status_of_run(run_id, res);
+    if (!st)
       return;
+    run_id = (*st)["run_id"].get<std::string>();
   }
   if (streams.fetch_add(1) >= max_streams) {
     streams.fetch_sub(1);
