@@ -41,9 +41,23 @@ gpu read_gpu(const json& j, const std::string& path) {
   return g;
 }
 
+http_endpoint read_http(const json& j, const std::string& path, const std::string& base_dir) {
+  const object_reader r(j, path, {"address", "port", "token_file", "max_request_bytes"});
+  http_endpoint e;
+  e.address = r.string_or("address", e.address);
+  if (r.has("port"))
+    e.port = static_cast<int>(r.integer("port", 0, port_max));
+  if (r.has("token_file"))
+    e.token_file = resolve_path(r.string("token_file"), base_dir, r.path_of("token_file"));
+  if (r.has("max_request_bytes"))
+    e.max_request_bytes = static_cast<uint64_t>(
+      r.integer("max_request_bytes", http_request_bytes_min, http_request_bytes_max));
+  return e;
+}
+
 host read_host(const json& j, const std::string& path, const std::string& base_dir) {
   const object_reader r(j, path, {"name", "address", "port", "bulk_port", "data_dir", "gpus",
-                                  "public_key", "secret_key_file"});
+                                  "public_key", "secret_key_file", "http"});
   host h;
   h.name = r.string("name");
   h.address = r.string("address");
@@ -57,6 +71,8 @@ host read_host(const json& j, const std::string& path, const std::string& base_d
                                      r.path_of("secret_key_file"));
   else if (!h.data_dir.empty())
     h.secret_key_file = h.data_dir + "/keys/" + h.name + ".key";
+  if (r.has("http"))
+    h.http = read_http(r.required("http"), r.path_of("http"), base_dir);
   if (r.has("gpus")) {
     const json& gpus = r.required("gpus");
     expect_array(gpus, r.path_of("gpus"));

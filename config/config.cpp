@@ -87,6 +87,15 @@ json host_to_json(const host& h) {
     j["public_key"] = h.public_key;
   if (h.bulk_port != 0)
     j["bulk_port"] = h.bulk_port;
+  // Only when set, so configs without one keep their digest.
+  const http_endpoint off;
+  if (h.http.port != 0 || h.http.address != off.address || !h.http.token_file.empty() ||
+      h.http.max_request_bytes != off.max_request_bytes) {
+    j["http"] = {{"address", h.http.address}, {"port", h.http.port},
+                 {"max_request_bytes", h.http.max_request_bytes}};
+    if (!h.http.token_file.empty())
+      j["http"]["token_file"] = h.http.token_file;
+  }
   return j;
 }
 

@@ -25,6 +25,17 @@ struct gpu {
   int index = 0;           ///< device index as the vendor's runtime numbers it
 };
 
+/// A node's HTTP endpoint (docs/http.md): `/metrics` on every node; the API (`/v1/...`)
+/// and the dashboard on the coordinator's. Off while `port` is 0 (the default).
+struct http_endpoint {
+  std::string address = "127.0.0.1";  ///< what it binds; loopback unless a token guards it
+  int port = 0;                       ///< 0 = no HTTP endpoint on this host
+  /// A file holding the bearer token every request must present (absolute after loading;
+  /// "" = none). Required when `address` is not loopback.
+  std::string token_file;
+  uint64_t max_request_bytes = 1 << 20;  ///< larger request bodies get 413
+};
+
 /// One host: one `vidline node` process.
 struct host {
   std::string name;
@@ -42,6 +53,7 @@ struct host {
   /// Its secret key file, absolute after loading (default <data_dir>/keys/<name>.key).
   /// Read by that host's node, and by the CLI on a host that can read it.
   std::string secret_key_file;
+  http_endpoint http;      ///< its HTTP endpoint ("http"; off by default)
 
   /// The GPU with this id, or nullptr.
   const gpu* find_gpu(const std::string& id) const;

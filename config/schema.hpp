@@ -14,6 +14,9 @@ namespace vidline::config::detail {
 constexpr int port_min = 1;
 constexpr int port_max = 65535;
 constexpr int gpu_index_max = 1023;
+/// Bounds of a host's http.max_request_bytes.
+constexpr int64_t http_request_bytes_min = 1024;
+constexpr int64_t http_request_bytes_max = int64_t{1} << 30;
 /// Longest name of a host, GPU, backend, pool, decoder, encoder or mode. Names end up in
 /// file and socket paths, which must stay short (docs/reference.md, lessons).
 constexpr std::size_t name_max = 64;

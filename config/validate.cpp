@@ -153,6 +153,35 @@ void check_address(const host& h, const std::string& path) {
                   "name (a ':' belongs only in an IPv6 address)");
 }
 
+/// The HTTP endpoint: off, or a port of its own on an address it may bind; a token file
+/// wherever the address is not loopback (docs/http.md, "Access").
+void check_http(const host& h, const std::string& path) {
+  const http_endpoint& e = h.http;
+  const std::string base = child(path, "http");
+  if (e.port == 0)
+    return;
+  if (e.port < detail::port_min || e.port > detail::port_max)
+    fail(child(base, "port"), detail::range_message(0, detail::port_max, std::to_string(e.port)));
+  if (e.port == h.port || (h.bulk_port != 0 && e.port == h.bulk_port))
+    fail(child(base, "port"), "must differ from the host's port and bulk_port (" +
+                                  std::to_string(e.port) + ")");
+  if (e.address.empty() || e.address.find_first_of(" \t\r\n/[]") != std::string::npos)
+    fail(child(base, "address"), "must be an IP address or DNS name to bind, got '" + e.address + "'");
+  if (!e.token_file.empty() && e.token_file.front() != '/')
+    fail(child(base, "token_file"), "must be an absolute path after loading, got '" +
+                                        e.token_file + "'");
+  if (e.token_file.empty() && !is_loopback_address(e.address))
+    fail(child(base, "token_file"),
+         "missing: host '" + h.name + "' serves HTTP on '" + e.address +
+             "', which is not loopback; name a file holding a bearer token (docs/http.md), "
+             "or bind 127.0.0.1");
+  if (e.max_request_bytes < static_cast<uint64_t>(detail::http_request_bytes_min) ||
+      e.max_request_bytes > static_cast<uint64_t>(detail::http_request_bytes_max))
+    fail(child(base, "max_request_bytes"),
+         detail::range_message(detail::http_request_bytes_min, detail::http_request_bytes_max,
+                               std::to_string(e.max_request_bytes)));
+}
+
 void check_host(const host& h, const std::string& path) {
   check_name(h.name, child(path, "name"));
   check_address(h, path);
@@ -174,6 +203,7 @@ void check_host(const host& h, const std::string& path) {
     fail(child(path, "public_key"), "must be a Z85 CURVE public key (40 characters, as "
                                     "`vidline keygen` prints), got '" + h.public_key + "'");
   check_gpus_of_host(h, path);
+  check_http(h, path);
 }
 
 /// Every link is authenticated with CURVE unless the config says plaintext, which only a
@@ -227,6 +257,13 @@ void check_hosts(const cluster& c) {
         fail(child(path, "bulk_port"), "same address:port " + h.address + ":" +
                                            std::to_string(h.bulk_port) + " as a port of host '" +
                                            bulk.first->second + "'");
+    }
+    if (h.http.port != 0) {
+      const auto web = endpoints.emplace(std::make_pair(h.address, h.http.port), h.name);
+      if (!web.second)
+        fail(child(child(path, "http"), "port"), "same address:port " + h.address + ":" +
+                                                     std::to_string(h.http.port) +
+                                                     " as a port of host '" + web.first->second + "'");
     }
     const auto dir = dirs.emplace(std::make_pair(h.address, h.data_dir), h.name);
     if (!dir.second)

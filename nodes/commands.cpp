@@ -396,6 +396,14 @@ std::vector<double> planned_finishes(const config::cluster& c, const json& st) {
   }
 }
 
+} // namespace
+
+std::vector<double> planned_finish_times(const config::cluster& c, const json& st) {
+  return planned_finishes(c, st);
+}
+
+namespace {
+
 std::string duration_text(double s) {
   char buf[48];
   if (s < 0)

@@ -101,6 +101,11 @@ int wait_for_run(coordinator_client& client, const std::string& run_id,
 /// ETA by the plan" (`planned`: when each job would finish, ascending; empty = no ETA).
 std::string progress_line(const nlohmann::json& status, const std::vector<double>& planned);
 
+/// When each job of a run would finish by the plan (run-clock seconds from submission,
+/// ascending), from its status JSON; empty when it cannot be planned or has more than
+/// wait_plan_max_jobs jobs. What `wait`'s ETA and the HTTP API's `plan` event use.
+std::vector<double> planned_finish_times(const config::cluster& c, const nlohmann::json& status);
+
 /// Human-readable status of a run (the table `vidline status` prints).
 std::string format_status(const nlohmann::json& status);
 

@@ -12,6 +12,7 @@
 
 #include <netdb.h>
 #include <sys/socket.h>
+#include <sys/statvfs.h>
 
 #include <caf/all.hpp>
 
@@ -26,7 +27,9 @@
 #include "backends/exec/pid_records.hpp"
 #include "common/crash_points.hpp"
 #include "common/files.hpp"
+#include "common/metrics.hpp"
 #include "nodes/bus.hpp"
+#include "nodes/http_server.hpp"
 #include "nodes/exit_codes.hpp"
 #include "nodes/journal_sqlite.hpp"
 #include "nodes/keygen.hpp"
@@ -156,6 +159,47 @@ int wait_for_end(const std::atomic<int>& give_up, std::atomic<uint64_t>& turns) 
   }
 }
 
+/// What /metrics shows of the bus and the disk, read at each scrape (docs/metrics.md).
+std::vector<int> add_node_collectors(const bus& b, const config::host& h) {
+  auto& reg = metrics::global();
+  std::vector<int> ids;
+  ids.push_back(reg.add_collector([&b] {
+    const auto s = b.stats();
+    std::vector<metrics::sample> out;
+    auto put = [&](const char* name, metrics::labels l, uint64_t v) {
+      out.push_back({name, std::move(l), static_cast<double>(v)});
+    };
+    put("vidline_bus_frames_received_total", {}, s.frames_received);
+    put("vidline_bus_frames_sent_total", {}, s.sent);
+    for (std::size_t i = 1; i < s.decode_errors.size(); ++i)
+      put("vidline_bus_dropped_frames_total",
+          {{"reason", msg::to_string(static_cast<msg::decode_error>(i))}}, s.decode_errors[i]);
+    put("vidline_bus_dropped_frames_total", {{"reason", "duplicate"}}, s.duplicates);
+    put("vidline_bus_dropped_frames_total", {{"reason", "send_refused"}}, s.send_dropped);
+    put("vidline_bus_dropped_frames_total", {{"reason", "queue_full"}}, s.queue_full);
+    put("vidline_bus_dropped_frames_total", {{"reason", "unroutable"}}, s.unroutable);
+    put("vidline_bus_dropped_frames_total", {{"reason", "refused_peer"}}, s.refused_peer_frames);
+    put("vidline_bus_dropped_frames_total", {{"reason", "impersonation"}}, s.impersonations);
+    put("vidline_bus_dropped_frames_total", {{"reason", "bulk_misuse"}}, s.bulk_misuse);
+    put("vidline_bus_dropped_frames_total", {{"reason", "stale_chunk"}}, s.stale_chunks);
+    put("vidline_bus_handler_errors_total", {}, s.handler_errors);
+    put("vidline_refused_connections_total", {{"channel", "bus"}},
+        s.keys_refused + s.handshakes_failed);
+    put("vidline_refused_connections_total", {{"channel", "bulk"}}, s.bulk_refused);
+    return out;
+  }));
+  ids.push_back(reg.add_collector([dir = h.data_dir] {
+    struct statvfs fs {};
+    if (::statvfs(dir.c_str(), &fs) != 0)
+      return std::vector<metrics::sample>{};
+    return std::vector<metrics::sample>{
+      {"vidline_data_dir_free_bytes", {{"dir", dir}},
+       static_cast<double>(fs.f_bavail) * static_cast<double>(fs.f_frsize)}};
+  }));
+  reg.set("vidline_build_info", {{"host", h.name}, {"version", version_string}}, 1);
+  return ids;
+}
+
 } // namespace
 
 double run_clock_scale(const config::cluster& c) {
@@ -276,12 +320,35 @@ int run_node(const config::cluster& c, const std::string& host_name) {
     return exit_code::fatal;
   }
 
+  auto collectors = add_node_collectors(*b, *h);
+  std::unique_ptr<http_server> web;
+  if (h->http.port != 0) {
+    try {
+      web = std::make_unique<http_server>(cluster, h->name);
+    } catch (const std::exception& e) {
+      spdlog::critical("cannot start the HTTP endpoint: {}", e.what());
+      for (int id : collectors)
+        metrics::global().remove_collector(id);
+      b->stop();
+      return exit_code::fatal;
+    }
+  }
+  // The collectors read the bus: gone before it is.
+  auto end_web = [&] {
+    if (web)
+      web->stop();
+    for (int id : collectors)
+      metrics::global().remove_collector(id);
+    collectors.clear();
+  };
+
   std::shared_ptr<actors::journal> jnl;
   if (c.coordinator == h->name) {
     try {
       jnl = std::make_shared<sqlite_journal>(h->data_dir + "/journal/journal.db");
     } catch (const std::exception& e) {
       spdlog::critical("cannot open the journal: {}", e.what());
+      end_web();
       b->stop();
       return exit_code::fatal;
     }
@@ -332,6 +399,7 @@ int run_node(const config::cluster& c, const std::string& host_name) {
     code = wait_for_end(give_up, main_turns);
     notifier.stopping("node " + h->name + " stopping");
     caf::anon_send_exit(sup, caf::exit_reason::user_shutdown);
+    end_web();
     b->stop();
   }  // the actor system waits for every actor (workers are cancelled) here
   spdlog::info("node {} stopped", h->name);

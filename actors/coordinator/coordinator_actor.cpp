@@ -13,6 +13,7 @@
 #include "actors/coordinator/records.hpp"
 #include "actors/inbound.hpp"
 #include "actors/planner/plan.hpp"
+#include "common/metrics.hpp"
 #include "common/sha256.hpp"
 #include "common/text.hpp"
 #include "messages/actor_types.hpp"
@@ -72,6 +73,28 @@ void execute(shell& sh, const std::vector<sched::effect>& fx) {
     else if (auto* l = std::get_if<sched::fx_log>(&e))
       spdlog::log(static_cast<spdlog::level::level_enum>(l->level), "coordinator: {}", l->text);
   }
+}
+
+/// Jobs and runs by state, hosts up: read off the state each tick (docs/metrics.md).
+void observe(const shell& sh) {
+  std::map<std::string, double> jobs, runs;
+  for (auto s : {sched::job_state::queued, sched::job_state::sampling, sched::job_state::sampled,
+                 sched::job_state::decoding, sched::job_state::succeeded, sched::job_state::failed})
+    jobs[sched::to_string(s)] = 0;
+  for (auto s : {"running", "succeeded", "failed"})
+    runs[s] = 0;
+  for (auto& r : sh.st.runs) {
+    runs[run_state(r)] += 1;
+    for (auto& j : r.jobs)
+      jobs[sched::to_string(j.state)] += 1;
+  }
+  auto& reg = metrics::global();
+  for (auto& [state, n] : jobs)
+    reg.set("vidline_jobs", {{"state", state}}, n);
+  for (auto& [state, n] : runs)
+    reg.set("vidline_runs", {{"state", state}}, n);
+  for (auto& [host, up] : sh.st.hosts_up)
+    reg.set("vidline_host_up", {{"host", host}}, up ? 1 : 0);
 }
 
 void handle(shell& sh, const sched::event& e) {
@@ -396,6 +419,7 @@ caf::behavior coordinator_actor(caf::event_based_actor* self, context ctx,
     },
     [self, sh, interval](msg::tick_atom) {
       handle(*sh, sched::ev_tick{});
+      observe(*sh);
       self->delayed_send(self, interval, msg::tick_atom::value);
     },
     [](msg::crash_atom) -> caf::result<void> { throw std::runtime_error("crash requested"); },

@@ -15,6 +15,7 @@
 #include "backends/backend.hpp"
 #include "common/crash_points.hpp"
 #include "common/files.hpp"
+#include "common/metrics.hpp"
 #include "common/stage_records.hpp"
 #include "common/sha256.hpp"
 #include "messages/actor_types.hpp"
@@ -59,8 +60,44 @@ std::string staged_path(const shell& sh, const msg::job_spec& j, uint64_t attemp
 void execute(caf::event_based_actor* self, const std::shared_ptr<shell>& sh,
            std::vector<decoding::effect> fx);
 
+/// The held order of `attempt`, or nullptr.
+const decoding::held* held_of(const shell& sh, uint64_t attempt) {
+  for (auto& h : sh.st.holding)
+    if (h.order.attempt == attempt)
+      return &h;
+  return nullptr;
+}
+
+/// The queue as the metrics show it, read off the state after each step.
+void observe(const shell& sh) {
+  auto& reg = metrics::global();
+  const metrics::labels lane{{"decoder", sh.dec.name}};
+  const double pending = sh.st.pending();
+  reg.set("vidline_decoder_pending", lane, pending);
+  reg.set_max("vidline_decoder_pending_max", lane, pending);
+  reg.set("vidline_decoder_holding", lane, static_cast<double>(sh.st.holding.size()));
+}
+
+/// A stage of a held order ended: its duration (ok) or its error.
+void stage_ended(const shell& sh, uint64_t attempt, const char* stage, const std::string& outcome,
+                 double now) {
+  const auto* h = held_of(sh, attempt);
+  if (h == nullptr)
+    return;
+  auto& reg = metrics::global();
+  const double from = std::string(stage) == "handoff" ? h->ordered_at : h->decode_started_at;
+  if (outcome == msg::outcome::ok && from >= 0)
+    reg.observe("vidline_stage_duration_seconds", {{"stage", stage}, {"lane", sh.dec.name}},
+                now - from);
+  reg.add("vidline_stage_attempts_total", {{"stage", stage}, {"lane", sh.dec.name},
+                                           {"outcome", outcome}});
+  if (outcome != msg::outcome::ok)
+    reg.add("vidline_decode_errors_total", {{"decoder", sh.dec.name}, {"outcome", outcome}});
+}
+
 void fetched(caf::event_based_actor* self, const std::shared_ptr<shell>& sh, uint64_t attempt,
              const std::string& outcome, const std::string& error) {
+  stage_ended(*sh, attempt, "handoff", outcome, sh->ctx.run_now());
   execute(self, sh, decoding::step(sh->st, decoding::ev_fetched{attempt, outcome, error},
                                  sh->ctx.run_now()));
 }
@@ -85,8 +122,19 @@ void fetch(caf::event_based_actor* self, const std::shared_ptr<shell>& sh,
   files::make_dirs(latent_dir(sh->ctx));
   auto me = caf::actor_cast<caf::actor>(self);
   uint64_t attempt = o.attempt;
+  const auto began = std::chrono::steady_clock::now();
   sh->ctx.out->fetch_latent(o.source_host, o.latent_sha256, o.latent_bytes, dest,
-                            [me, attempt](fetch_result r) {
+                            [me, attempt, began, bytes = o.latent_bytes,
+                             name = sh->dec.name](fetch_result r) {
+                              if (r.outcome == msg::outcome::ok) {
+                                const metrics::labels lane{{"decoder", name}};
+                                metrics::global().add("vidline_handoff_bytes_total", lane,
+                                                      static_cast<double>(bytes));
+                                metrics::global().add(
+                                  "vidline_handoff_seconds_total", lane,
+                                  std::chrono::duration<double>(std::chrono::steady_clock::now()
+                                                                - began).count());
+                              }
                               caf::anon_send(me, msg::fetch_done{attempt, r.outcome, r.error});
                             });
 }
@@ -227,6 +275,7 @@ void execute(caf::event_based_actor* self, const std::shared_ptr<shell>& sh,
       spdlog::log(static_cast<spdlog::level::level_enum>(l->level), "decoder {}: {}",
                   sh->dec.name, l->text);
   }
+  observe(*sh);
 }
 
 } // namespace
@@ -274,6 +323,7 @@ caf::behavior decoder_actor(caf::event_based_actor* self, context ctx, config::d
     [self, sh](msg::fetch_done& f) { fetched(self, sh, f.attempt, f.outcome, f.error); },
     [self, sh](msg::stage_done& d) {
       std::string output_sha = d.outcome == msg::outcome::ok ? d.sha256 : "";
+      stage_ended(*sh, d.attempt, "decode", d.outcome, sh->ctx.run_now());
       execute(self, sh,
             decoding::step(sh->st,
                            decoding::ev_decoded{d.attempt, d.outcome, d.error,

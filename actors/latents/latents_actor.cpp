@@ -10,6 +10,7 @@
 
 #include "actors/latents/store_machine.hpp"
 #include "common/files.hpp"
+#include "common/metrics.hpp"
 #include "common/sha256.hpp"
 #include "messages/actor_types.hpp"
 
@@ -95,7 +96,14 @@ caf::behavior latents_actor(caf::event_based_actor* self, context ctx) {
       execute(*sh, storing::step(sh->st, storing::ev_release{std::move(r.sha256s)}, real_now()));
     },
     [self, sh, interval](msg::status_atom) {
-      execute(*sh, storing::step(sh->st, storing::ev_scan{scan(*sh)}, real_now()));
+      auto held = scan(*sh);
+      double bytes = 0;
+      for (auto& [sha, f] : held)
+        bytes += static_cast<double>(f.bytes);
+      const metrics::labels host{{"host", sh->ctx.host}};
+      metrics::global().set("vidline_latent_bytes_waiting", host, bytes);
+      metrics::global().set("vidline_latent_files", host, static_cast<double>(held.size()));
+      execute(*sh, storing::step(sh->st, storing::ev_scan{std::move(held)}, real_now()));
       self->delayed_send(self, interval, msg::status_atom::value);
     },
     [](msg::crash_atom) -> caf::result<void> { throw std::runtime_error("crash requested"); },

@@ -16,6 +16,7 @@
 
 #include "common/crash_points.hpp"
 #include "common/files.hpp"
+#include "common/metrics.hpp"
 #include "common/stage_records.hpp"
 #include "messages/actor_types.hpp"
 
@@ -40,7 +41,32 @@ struct shell {
   std::vector<std::string> devices;
   std::string vendor;
   uint64_t refused = 0;  ///< orders refused by inbound::check_order
+  /// What the metrics last saw of the state (read off it after each step: the machine
+  /// itself never touches the registry).
+  struct watch {
+    bool busy = false;
+    double mark = -1;                 ///< monotonic s the busy/idle time was counted to
+    double sampling_started_at = -1;  ///< the state's, at the last look
+  } seen;
 };
+
+/// Busy or idle seconds up to now, and the conditioning that just ended (docs/metrics.md).
+void observe(shell& sh) {
+  auto& reg = metrics::global();
+  const metrics::labels lane{{"pool", sh.pool.name}};
+  const double mono = sh.ctx.mono_now();
+  if (sh.seen.mark >= 0 && mono > sh.seen.mark)
+    reg.add(sh.seen.busy ? "vidline_pool_busy_seconds_total" : "vidline_pool_idle_seconds_total",
+            lane, mono - sh.seen.mark);
+  sh.seen.mark = mono;
+  sh.seen.busy = sh.st.at != pooling::phase::idle;
+  if (sh.st.sampling_started_at != sh.seen.sampling_started_at) {
+    sh.seen.sampling_started_at = sh.st.sampling_started_at;
+    if (sh.st.sampling_started_at >= 0 && sh.st.started_at >= 0)
+      reg.observe("vidline_stage_duration_seconds", {{"stage", "conditioning"}, {"lane", sh.pool.name}},
+                  sh.st.sampling_started_at - sh.st.started_at);
+  }
+}
 
 void log_at(int level, const std::string& who, const std::string& text) {
   spdlog::log(static_cast<spdlog::level::level_enum>(level), "{}: {}", who, text);
@@ -206,6 +232,7 @@ void execute(caf::event_based_actor* self, const std::shared_ptr<shell>& sh,
     else if (auto* l = std::get_if<pooling::fx_log>(&e))
       log_at(l->level, "pool " + sh->pool.name, l->text);
   }
+  observe(*sh);
 }
 
 } // namespace
@@ -253,6 +280,16 @@ caf::behavior pool_actor(caf::event_based_actor* self, context ctx, config::pool
       execute(self, sh, pooling::step(sh->st, pooling::ev_ack{a.attempt}, sh->ctx.run_now()));
     },
     [self, sh](msg::stage_done& d) {
+      if (sh->st.current && sh->st.current->attempt == d.attempt) {
+        const double now = sh->ctx.run_now();
+        if (sh->st.sampling_started_at >= 0 && d.outcome == msg::outcome::ok)
+          metrics::global().observe("vidline_stage_duration_seconds",
+                                    {{"stage", "sampling"}, {"lane", sh->pool.name}},
+                                    now - sh->st.sampling_started_at);
+        metrics::global().add("vidline_stage_attempts_total",
+                              {{"stage", "sampling"}, {"lane", sh->pool.name},
+                               {"outcome", d.outcome}});
+      }
       execute(self, sh,
             pooling::step(sh->st,
                           pooling::ev_sampled{d.attempt, d.outcome, d.error, d.sha256, d.bytes,
@@ -265,6 +302,7 @@ caf::behavior pool_actor(caf::event_based_actor* self, context ctx, config::pool
                                       sh->ctx.run_now()));
     },
     [self, sh, interval](msg::status_atom) {
+      observe(*sh);
       report(*sh);
       self->delayed_send(self, interval, msg::status_atom::value);
     },

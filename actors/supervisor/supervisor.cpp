@@ -6,6 +6,8 @@
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
+#include "common/metrics.hpp"
+
 namespace vidline::actors {
 namespace {
 
@@ -65,6 +67,7 @@ caf::behavior supervisor(caf::event_based_actor* self, supervisor_options opts) 
       }
       spdlog::warn("supervisor: {} went down ({}); restart {} within its period",
                    c.spec.name, reason, c.budget.recent());
+      metrics::global().add("vidline_actor_restarts_total", {{"actor", c.spec.name}});
       start_child(self, c, st->opts.reg);
       return;
     }

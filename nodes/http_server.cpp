@@ -1,0 +1,767 @@
+#include "nodes/http_server.hpp"
+
+#include <sys/statvfs.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <mutex>
+#include <random>
+#include <set>
+#include <thread>
+
+#include <httplib.h>
+#include <spdlog/spdlog.h>
+
+#include "actors/planner/gantt.hpp"
+#include "common/files.hpp"
+#include "common/metrics.hpp"
+#include "common/text.hpp"
+#include "nodes/commands.hpp"
+#include "nodes/exit_codes.hpp"
+#include "nodes/http_events.hpp"
+#include "vidline/dashboard_files.hpp"
+#include "vidline/version.hpp"
+
+namespace vidline::nodes {
+
+using nlohmann::json;
+
+// -- pure helpers ------------------------------------------------------------------------------
+
+namespace {
+
+std::string type_of(const json& j) {
+  switch (j.type()) {
+  case json::value_t::null:
+    return "null";
+  case json::value_t::boolean:
+    return "a boolean";
+  case json::value_t::number_integer:
+  case json::value_t::number_unsigned:
+    return "an integer";
+  case json::value_t::number_float:
+    return "a number with a fraction";
+  case json::value_t::string:
+    return "a string";
+  case json::value_t::array:
+    return "an array";
+  case json::value_t::object:
+    return "an object";
+  default:
+    return "something else";
+  }
+}
+
+/// An unsigned integer field within [lo, hi].
+bool read_uint(const json& o, const char* key, uint64_t lo, uint64_t hi, uint64_t& out,
+               api_error& err) {
+  const json& v = o.at(key);
+  if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<int64_t>() >= 0)) {
+    err = {400, std::string("field '") + key + "' must be a whole number from " +
+                    std::to_string(lo) + " to " + std::to_string(hi) + ", got " + type_of(v) +
+                    (v.is_number_integer() ? " below 0" : "")};
+    return false;
+  }
+  const uint64_t x = v.get<uint64_t>();
+  if (x < lo || x > hi) {
+    err = {400, std::string("field '") + key + "' must be from " + std::to_string(lo) + " to " +
+                    std::to_string(hi) + ", got " + std::to_string(x)};
+    return false;
+  }
+  out = x;
+  return true;
+}
+
+bool read_text(const json& o, const char* key, std::string& out, api_error& err) {
+  const json& v = o.at(key);
+  if (!v.is_string()) {
+    err = {400, std::string("field '") + key + "' must be a string, got " + type_of(v)};
+    return false;
+  }
+  out = v.get<std::string>();
+  return true;
+}
+
+} // namespace
+
+std::optional<msg::submit_run> parse_submit(const std::string& body, api_error& err) {
+  json doc;
+  try {
+    doc = json::parse(body);
+  } catch (const json::parse_error& e) {
+    err = {400, std::string("the body is not JSON: ") + e.what()};
+    return std::nullopt;
+  }
+  if (!doc.is_object()) {
+    err = {400, "the body must be a JSON object, got " + type_of(doc)};
+    return std::nullopt;
+  }
+  static const std::vector<std::string> required{"mode", "prompt", "width", "height",
+                                                 "seconds", "count", "seed"};
+  static const std::vector<std::string> optional{"reference", "request_id"};
+  for (auto& [key, value] : doc.items())
+    if (std::find(required.begin(), required.end(), key) == required.end() &&
+        std::find(optional.begin(), optional.end(), key) == optional.end()) {
+      std::string known;
+      for (auto* list : {&required, &optional})
+        for (auto& k : *list)
+          known += (known.empty() ? "" : ", ") + k;
+      err = {400, "unknown field '" + text::to_valid_utf8(key) + "' (known: " + known + ")"};
+      return std::nullopt;
+    }
+  for (auto& k : required)
+    if (!doc.contains(k)) {
+      err = {400, "missing field '" + k + "'"};
+      return std::nullopt;
+    }
+  msg::submit_run r;
+  uint64_t w = 0, h = 0, s = 0, n = 0;
+  if (!read_text(doc, "mode", r.mode, err) || !read_text(doc, "prompt", r.prompt, err) ||
+      !read_uint(doc, "width", 8, 8192, w, err) || !read_uint(doc, "height", 8, 8192, h, err) ||
+      !read_uint(doc, "seconds", 1, 3600, s, err) || !read_uint(doc, "count", 1, 1000000, n, err) ||
+      !read_uint(doc, "seed", 0, UINT64_MAX, r.seed, err))
+    return std::nullopt;
+  r.width = static_cast<uint32_t>(w);
+  r.height = static_cast<uint32_t>(h);
+  r.seconds = static_cast<uint32_t>(s);
+  r.count = static_cast<uint32_t>(n);
+  if (doc.contains("reference") && !doc["reference"].is_null() &&
+      !read_text(doc, "reference", r.reference, err))
+    return std::nullopt;
+  if (doc.contains("request_id") && !read_text(doc, "request_id", r.request_id, err))
+    return std::nullopt;
+  if (r.seed > UINT64_MAX - (r.count - 1)) {
+    err = {400, "field 'seed': " + std::to_string(r.seed) + " with count " +
+                    std::to_string(r.count) + " would give the last job a seed past 2^64-1"};
+    return std::nullopt;
+  }
+  return r;
+}
+
+std::string read_token_file(const std::string& path) {
+  std::string text;
+  try {
+    text = files::read_all(path);
+  } catch (const std::exception& e) {
+    throw std::runtime_error("http token_file " + path + ": cannot read it (" + e.what() + ")");
+  }
+  const auto first = text.find_first_not_of(" \t\r\n");
+  if (first == std::string::npos)
+    throw std::runtime_error("http token_file " + path + " holds no token");
+  const auto last = text.find_last_not_of(" \t\r\n");
+  text = text.substr(first, last - first + 1);
+  if (text.find_first_of(" \t\r\n") != std::string::npos)
+    throw std::runtime_error("http token_file " + path +
+                             " holds more than one word; the token is one line without spaces");
+  return text;
+}
+
+// -- the server ------------------------------------------------------------------------------
+
+namespace {
+
+/// Compares without stopping at the first difference (a token must not leak by timing).
+bool same_secret(const std::string& a, const std::string& b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    diff |= static_cast<unsigned char>(a[i] ^ (i < b.size() ? b[i] : 0));
+  return diff == 0;
+}
+
+void send_json(httplib::Response& res, int status, const json& body) {
+  res.status = status;
+  res.set_content(body.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
+}
+
+const char* code_name(int status) {
+  switch (status) {
+  case 400:
+    return "bad_request";
+  case 401:
+    return "unauthorized";
+  case 403:
+    return "forbidden";
+  case 404:
+    return "not_found";
+  case 409:
+    return "conflict";
+  case 413:
+    return "too_large";
+  case 415:
+    return "unsupported_media_type";
+  case 422:
+    return "refused";
+  case 501:
+    return "not_implemented";
+  case 502:
+    return "bad_gateway";
+  case 503:
+    return "unavailable";
+  default:
+    return status >= 500 ? "internal" : "error";
+  }
+}
+
+void send_error(httplib::Response& res, int status, const std::string& message) {
+  send_json(res, status, {{"error", text::to_valid_utf8(message)}, {"code", code_name(status)}});
+}
+
+/// The HTTP status a coordinator_error means.
+int status_of(const coordinator_error& e) {
+  switch (e.exit_code()) {
+  case exit_code::no_such_run:
+    return 404;
+  case exit_code::unreachable:
+    return 503;
+  case exit_code::usage:
+    return 400;
+  case exit_code::too_large:
+    return 500;
+  default:
+    return 422;
+  }
+}
+
+std::string random_request_id() {
+  std::random_device rd;
+  char buf[48];
+  std::snprintf(buf, sizeof(buf), "http-%08x%08x%08x", rd(), rd(), rd());
+  return buf;
+}
+
+bool is_dashboard_path(const std::string& p) {
+  return p == "/" || p == "/dashboard" || p.rfind("/dashboard/", 0) == 0;
+}
+
+} // namespace
+
+struct http_server::impl {
+  std::shared_ptr<const config::cluster> cluster;
+  const config::host* self = nullptr;
+  bool coordinator = false;
+  std::string token;
+  httplib::Server svr;
+  std::thread thread;
+  std::atomic<bool> stopping{false};
+  std::mutex m;
+  std::condition_variable cv;
+  std::atomic<int> streams{0};
+  static constexpr int max_streams = 8;
+  std::vector<std::string> submitted;  ///< runs submitted through this server, oldest first
+  std::string bound;
+  int collector = 0;
+
+  using handler = std::function<void(const httplib::Request&, httplib::Response&)>;
+  /// One API request: its method, its path pattern (a regex; captures are the path's
+  /// parameters), whether only the coordinator's node serves it, and its handler. A new
+  /// request of the API is one more row (and its entry in docs/openapi.json).
+  struct route {
+    std::string method;
+    std::string pattern;
+    bool coordinator_only;
+    handler fn;
+  };
+
+  coordinator_client client() const { return coordinator_client(*cluster); }
+
+  /// Waits up to `d` or until the server stops; whether it is stopping.
+  bool pause(std::chrono::milliseconds d) {
+    std::unique_lock<std::mutex> l(m);
+    return cv.wait_for(l, d, [this] { return stopping.load(); });
+  }
+
+  std::vector<route> routes();
+  void install();
+
+  // Handlers.
+  void metrics(const httplib::Request&, httplib::Response& res);
+  void submit(const httplib::Request& req, httplib::Response& res);
+  void list_runs(const httplib::Request&, httplib::Response& res);
+  void run_status(const httplib::Request& req, httplib::Response& res);
+  void resume(const httplib::Request& req, httplib::Response& res);
+  void gantt(const httplib::Request& req, httplib::Response& res);
+  void cluster_status(const httplib::Request&, httplib::Response& res);
+  void video(const httplib::Request& req, httplib::Response& res);
+  void events(const httplib::Request& req, httplib::Response& res, bool follow_latest);
+  void dashboard(const httplib::Request& req, httplib::Response& res);
+
+  /// A run's status or an error answer; nullopt when answered with an error.
+  std::optional<json> status_of_run(const std::string& run_id, httplib::Response& res);
+};
+
+std::vector<http_server::impl::route> http_server::impl::routes() {
+  using namespace std::placeholders;
+  const std::string run = "/v1/runs/([A-Za-z0-9._-]+)";
+  return {
+    {"GET", "/metrics", false, [this](auto& q, auto& s) { metrics(q, s); }},
+    {"POST", "/v1/runs", true, [this](auto& q, auto& s) { submit(q, s); }},
+    {"GET", "/v1/runs", true, [this](auto& q, auto& s) { list_runs(q, s); }},
+    {"GET", run, true, [this](auto& q, auto& s) { run_status(q, s); }},
+    {"POST", run + "/resume", true, [this](auto& q, auto& s) { resume(q, s); }},
+    {"GET", run + "/gantt\\.svg", true, [this](auto& q, auto& s) { gantt(q, s); }},
+    {"GET", run + "/events", true, [this](auto& q, auto& s) { events(q, s, false); }},
+    {"GET", run + "/jobs/([0-9]{1,9})/video", false, [this](auto& q, auto& s) { video(q, s); }},
+    {"GET", "/v1/cluster", true, [this](auto& q, auto& s) { cluster_status(q, s); }},
+    {"GET", "/v1/events", true, [this](auto& q, auto& s) { events(q, s, true); }},
+    {"GET", "/", true, [](auto&, auto& s) { s.set_redirect("/dashboard/"); }},
+    {"GET", "/dashboard/?([A-Za-z0-9._-]*)", true, [this](auto& q, auto& s) { dashboard(q, s); }},
+  };
+}
+
+void http_server::impl::install() {
+  for (auto& r : routes()) {
+    if (r.coordinator_only && !coordinator)
+      continue;
+    // Nothing a request does may take the node down: every handler answers, at worst 500.
+    auto guarded = [fn = r.fn](const httplib::Request& q, httplib::Response& s) {
+      try {
+        fn(q, s);
+      } catch (const coordinator_error& e) {
+        send_error(s, status_of(e), e.what());
+      } catch (const std::exception& e) {
+        send_error(s, 500, std::string("internal error: ") + e.what());
+      } catch (...) {
+        send_error(s, 500, "internal error");
+      }
+    };
+    if (r.method == "GET")
+      svr.Get(r.pattern, guarded);
+    else
+      svr.Post(r.pattern, guarded);
+  }
+  svr.set_exception_handler([](const httplib::Request&, httplib::Response& s, std::exception_ptr) {
+    send_error(s, 500, "internal error");
+  });
+  svr.set_pre_routing_handler([this](const httplib::Request& q, httplib::Response& s) {
+    // Browsers on another origin are not let in (no CORS): a request that says it comes
+    // from a page of another origin is refused whatever it asks.
+    if (q.has_header("Origin")) {
+      const std::string origin = q.get_header_value("Origin");
+      const std::string own = "http://" + q.get_header_value("Host");
+      if (origin != own) {
+        metrics::global().add("vidline_refused_connections_total", {{"channel", "http"}});
+        send_error(s, 403, "requests from another origin (" + origin + ") are refused");
+        return httplib::Server::HandlerResponse::Handled;
+      }
+    }
+    // The dashboard's files hold no data: the page asks for the token and sends it itself.
+    if (!token.empty() && !is_dashboard_path(q.path)) {
+      const std::string auth = q.get_header_value("Authorization");
+      const std::string prefix = "Bearer ";
+      if (auth.rfind(prefix, 0) != 0 || !same_secret(auth.substr(prefix.size()), token)) {
+        metrics::global().add("vidline_refused_connections_total", {{"channel", "http"}});
+        s.set_header("WWW-Authenticate", "Bearer");
+        send_error(s, 401, auth.empty() ? "an Authorization: Bearer token is required"
+                                        : "the bearer token is wrong");
+        return httplib::Server::HandlerResponse::Handled;
+      }
+    }
+    // Routing comes before the body is read: its headers say whether there is one.
+    const bool has_body = q.get_header_value("Content-Length").find_first_not_of("0") != std::string::npos ||
+                          q.has_header("Transfer-Encoding");
+    if (q.method == "POST" && has_body) {
+      const std::string type = q.get_header_value("Content-Type");
+      if (type.rfind("application/json", 0) != 0) {
+        send_error(s, 415, "a request body must be JSON (Content-Type: application/json), got '" +
+                               type + "'");
+        return httplib::Server::HandlerResponse::Handled;
+      }
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
+  svr.set_error_handler([](const httplib::Request& q, httplib::Response& s) {
+    // Unmatched paths (404), bodies over the limit (413) and the like: a JSON answer that
+    // says so, unless a handler wrote one already.
+    if (!s.body.empty() || s.status < 400)
+      return;
+    if (s.status == 404)
+      send_error(s, 404, "no such path: " + q.method + " " + q.path + " (docs/openapi.json)");
+    else if (s.status == 413)
+      send_error(s, 413, "the request is over the limit of this endpoint (http.max_request_bytes)");
+    else
+      send_error(s, s.status, "the request could not be served");
+  });
+  svr.set_post_routing_handler([](const httplib::Request&, httplib::Response& s) {
+    s.set_header("Cache-Control", "no-store");
+    s.set_header("X-Content-Type-Options", "nosniff");
+  });
+  svr.set_logger([](const httplib::Request&, const httplib::Response& s) {
+    metrics::global().add("vidline_http_requests_total", {{"code", std::to_string(s.status)}});
+  });
+}
+
+// -- handlers --------------------------------------------------------------------------------
+
+void http_server::impl::metrics(const httplib::Request&, httplib::Response& res) {
+  res.set_content(metrics::global().render(), "text/plain; version=0.0.4; charset=utf-8");
+}
+
+std::optional<json> http_server::impl::status_of_run(const std::string& run_id,
+                                                     httplib::Response& res) {
+  auto cl = client();
+  auto st = cl.status(run_id == "latest" ? "" : run_id, 5000);
+  if (!st) {
+    send_error(res, 503, "no answer from the coordinator at " + cl.endpoint() + " within 5 s");
+    return std::nullopt;
+  }
+  return st;
+}
+
+void http_server::impl::submit(const httplib::Request& req, httplib::Response& res) {
+  api_error err;
+  auto r = parse_submit(req.body, err);
+  if (!r) {
+    send_error(res, err.status, err.message);
+    return;
+  }
+  if (r->request_id.empty())
+    r->request_id = random_request_id();
+  auto cl = client();
+  auto id = cl.submit(*r);
+  {
+    std::lock_guard<std::mutex> l(m);
+    if (std::find(submitted.begin(), submitted.end(), id) == submitted.end())
+      submitted.push_back(id);
+    if (submitted.size() > 1000)
+      submitted.erase(submitted.begin());
+  }
+  res.set_header("Location", "/v1/runs/" + id);
+  send_json(res, 201, {{"run_id", id}, {"request_id", r->request_id}});
+}
+
+void http_server::impl::list_runs(const httplib::Request&, httplib::Response& res) {
+  // Until the coordinator answers a list of its runs, the list is what status can give:
+  // the latest run and those submitted through this endpoint since the node started.
+  std::vector<std::string> ids;
+  {
+    std::lock_guard<std::mutex> l(m);
+    ids = submitted;
+  }
+  auto cl = client();
+  json runs = json::array();
+  std::set<std::string> seen;
+  auto add = [&](const json& st) {
+    auto id = st.value("run_id", "");
+    if (seen.insert(id).second)
+      runs.push_back(events::run_summary(st));
+  };
+  std::optional<json> latest;
+  try {
+    latest = cl.status("", 5000);
+  } catch (const coordinator_error& e) {
+    if (e.exit_code() != exit_code::no_such_run)
+      throw;
+  }
+  if (!latest && ids.empty()) {
+    // Either no answer, or no runs yet: tell which.
+    try {
+      if (!cl.status("@cluster", 5000)) {
+        send_error(res, 503, "no answer from the coordinator at " + cl.endpoint());
+        return;
+      }
+    } catch (const coordinator_error&) {
+    }
+  }
+  for (auto& id : ids) {
+    try {
+      if (auto st = cl.status(id, 5000))
+        add(*st);
+    } catch (const coordinator_error&) {
+    }
+  }
+  if (latest)
+    add(*latest);
+  send_json(res, 200, {{"runs", runs},
+                       {"latest", latest ? json((*latest)["run_id"]) : json(nullptr)}});
+}
+
+void http_server::impl::run_status(const httplib::Request& req, httplib::Response& res) {
+  if (auto st = status_of_run(req.matches[1], res))
+    send_json(res, 200, *st);
+}
+
+void http_server::impl::resume(const httplib::Request& req, httplib::Response& res) {
+  if (!req.body.empty()) {
+    json doc;
+    try {
+      doc = json::parse(req.body);
+    } catch (const json::parse_error& e) {
+      send_error(res, 400, std::string("the body is not JSON: ") + e.what());
+      return;
+    }
+    if (!doc.is_object() || !doc.empty()) {
+      send_error(res, 400, doc.is_object() ? "unknown field '" + doc.begin().key() +
+                                                 "' (resume takes no fields)"
+                                           : "the body must be an empty JSON object");
+      return;
+    }
+  }
+  auto r = client().resume(req.matches[1]);
+  send_json(res, 200, {{"run_id", r.run_id}, {"reopened", r.reopened}, {"state", r.state}});
+}
+
+void http_server::impl::gantt(const httplib::Request& req, httplib::Response& res) {
+  auto st = status_of_run(req.matches[1], res);
+  if (!st)
+    return;
+  std::string svg;
+  try {
+    svg = planner::gantt_svg({run_gantt(*st)});
+  } catch (const json::exception& e) {
+    send_error(res, 502, std::string("the run's status has no stage times for a chart: ") + e.what());
+    return;
+  }
+  res.set_content(svg, "image/svg+xml");
+}
+
+void http_server::impl::cluster_status(const httplib::Request&, httplib::Response& res) {
+  if (auto st = status_of_run("@cluster", res))
+    send_json(res, 200, *st);
+}
+
+void http_server::impl::video(const httplib::Request& req, httplib::Response& res) {
+  const std::string run_id = req.matches[1];
+  const auto index = std::stoul(std::string(req.matches[2]));
+  auto st = status_of_run(run_id, res);
+  if (!st)
+    return;
+  const json* job = nullptr;
+  for (auto& j : (*st)["jobs"])
+    if (j.value("index", uint64_t{0}) == index)
+      job = &j;
+  if (job == nullptr) {
+    send_error(res, 404, "run " + run_id + " has no job " + std::to_string(index) + " (it has " +
+                             std::to_string((*st)["jobs"].size()) + ")");
+    return;
+  }
+  if ((*job)["state"] != "succeeded" || !(*job)["output"].is_string()) {
+    send_error(res, 409, "job " + std::to_string(index) + " of run " + run_id + " is " +
+                             (*job)["state"].get<std::string>() + ": its video is not made");
+    return;
+  }
+  const std::string path = (*job)["output"].get<std::string>();
+  const std::string outputs = self->data_dir + "/outputs/" + run_id + "/";
+  std::error_code ec;
+  if (path.rfind(outputs, 0) == 0 && path.find("/..") == std::string::npos &&
+      std::filesystem::is_regular_file(path, ec)) {
+    const auto size = std::filesystem::file_size(path, ec);
+    auto in = std::make_shared<std::ifstream>(path, std::ios::binary);
+    if (ec || !*in) {
+      send_error(res, 500, "cannot read the video of job " + std::to_string(index));
+      return;
+    }
+    const bool mp4 = path.size() > 4 && path.compare(path.size() - 4, 4, ".mp4") == 0;
+    res.set_header("Content-Disposition",
+                   "attachment; filename=\"" + std::filesystem::path(path).filename().string() + "\"");
+    if (!(*job)["output_sha256"].is_null())
+      res.set_header("X-Vidline-Sha256", (*job)["output_sha256"].get<std::string>());
+    res.set_content_provider(
+      static_cast<size_t>(size), mp4 ? "video/mp4" : "application/octet-stream",
+      [in](size_t offset, size_t length, httplib::DataSink& sink) {
+        std::vector<char> buf(std::min<size_t>(length, 1 << 20));
+        in->seekg(static_cast<std::streamoff>(offset));
+        in->read(buf.data(), static_cast<std::streamsize>(buf.size()));
+        const auto got = in->gcount();
+        if (got <= 0)
+          return false;
+        return sink.write(buf.data(), static_cast<size_t>(got));
+      });
+    return;
+  }
+  // Not here: its decoder's host serves it, when that host has an HTTP endpoint.
+  const std::string decoder = (*job)["decoder"].is_string() ? (*job)["decoder"].get<std::string>() : "";
+  const auto* d = cluster->find_decoder(decoder);
+  const auto* h = d == nullptr ? nullptr : cluster->find_host(d->host);
+  if (h != nullptr && h->name != self->name && h->http.port != 0) {
+    const bool any = h->http.address == "0.0.0.0" || h->http.address == "::";
+    res.set_redirect("http://" + (any ? h->address : h->http.address) + ":" +
+                       std::to_string(h->http.port) + req.path,
+                     307);
+    return;
+  }
+  send_error(res, h != nullptr && h->name != self->name ? 501 : 404,
+             h != nullptr && h->name != self->name
+               ? "the video lies on host " + h->name + ", which serves no HTTP (hosts[].http)"
+               : "the video of job " + std::to_string(index) + " is not on this host");
+}
+
+void http_server::impl::events(const httplib::Request& req, httplib::Response& res,
+                               bool follow_latest) {
+  std::string run_id = follow_latest ? "" : std::string(req.matches[1]);
+  if (!follow_latest) {
+    // An unknown run is a 404 now, not an empty stream; "latest" is the run it is now.
+    auto st = status_of_run(run_id, res);
+    if (!st)
+      return;
+    run_id = (*st)["run_id"].get<std::string>();
+  }
+  if (streams.fetch_add(1) >= max_streams) {
+    streams.fetch_sub(1);
+    send_error(res, 503, "too many event streams open (" + std::to_string(max_streams) + ")");
+    return;
+  }
+  struct stream {
+    json last_run, last_cluster;
+    std::vector<double> plan;
+    uint64_t id = 0;
+    bool ended = false;
+    bool started = false;
+    std::chrono::steady_clock::time_point last_write = std::chrono::steady_clock::now();
+  };
+  auto s = std::make_shared<stream>();
+  res.set_header("X-Accel-Buffering", "no");
+  res.set_chunked_content_provider(
+    "text/event-stream",
+    [this, s, run_id, follow_latest](size_t, httplib::DataSink& sink) {
+      if (stopping) {
+        sink.done();
+        return true;
+      }
+      std::string out;
+      if (!s->started) {
+        s->started = true;
+        out += "retry: 2000\n\n";
+      }
+      auto emit = [&](const events::event& e) { out += events::sse_text(e, ++s->id); };
+      auto cl = client();
+      try {
+        if (follow_latest)
+          if (auto c = cl.status("@cluster", 2000)) {
+            auto view = [](json j) {
+              for (auto& [name, d] : j["decoders"].items())
+                d.erase("seq");
+              return j;
+            };
+            if (view(*c) != view(s->last_cluster))
+              emit({"cluster", *c});
+            s->last_cluster = *c;
+          }
+        std::optional<json> st;
+        try {
+          st = cl.status(run_id, 2000);
+        } catch (const coordinator_error& e) {
+          if (e.exit_code() != exit_code::no_such_run || !follow_latest)
+            throw;
+        }
+        if (st) {
+          const bool fresh = s->last_run.is_null() || s->last_run["run_id"] != (*st)["run_id"];
+          for (auto& e : events::run_events(s->last_run, *st)) {
+            if (e.name == "end" && !follow_latest)
+              s->ended = true;
+            if (e.name == "run" && !s->plan.empty()) {
+              // Against the plan: how many jobs it would have finished by now, and the ETA
+              // at the pace kept so far (as `vidline wait` shows it).
+              const double now_s = (*st).value("now_s", 0.0);
+              const auto done = e.data.value("done", std::size_t{0});
+              e.data["planned_done"] =
+                std::upper_bound(s->plan.begin(), s->plan.end(), now_s) - s->plan.begin();
+              if (done < s->plan.size()) {
+                const double at = done == 0 ? 0 : s->plan[done - 1];
+                double left = s->plan.back() - at;
+                if (done > 0 && at > 0)
+                  left *= std::max(1.0, now_s / at);
+                e.data["eta_s"] = left;
+              }
+            }
+            emit(e);
+          }
+          if (fresh) {
+            s->plan = planned_finish_times(*cluster, *st);
+            emit({"plan", {{"run_id", (*st)["run_id"]},
+                           {"planned_finish_s", s->plan},
+                           {"makespan_s", s->plan.empty() ? json(nullptr) : json(s->plan.back())}}});
+            emit({"run", events::run_summary(*st)});
+          }
+          s->last_run = *st;
+        }
+      } catch (const coordinator_error& e) {
+        emit({"error", {{"error", e.what()}}});
+        if (!follow_latest)
+          s->ended = true;
+      }
+      const auto now = std::chrono::steady_clock::now();
+      if (out.empty() && now - s->last_write > std::chrono::seconds(10))
+        out = ": keepalive\n\n";
+      if (!out.empty()) {
+        s->last_write = now;
+        if (!sink.write(out.data(), out.size()))
+          return false;
+      }
+      if (s->ended) {
+        sink.done();
+        return true;
+      }
+      pause(std::chrono::milliseconds(250));
+      return true;
+    },
+    [this](bool) { streams.fetch_sub(1); });
+}
+
+void http_server::impl::dashboard(const httplib::Request& req, httplib::Response& res) {
+  std::string name = req.matches[1];
+  if (name.empty())
+    name = "index.html";
+  for (auto& f : dashboard_files::all)
+    if (name == f.path) {
+      res.set_content(f.body, f.type);
+      res.set_header("Content-Security-Policy",
+                     "default-src 'self'; img-src 'self' data:; style-src 'self'; "
+                     "script-src 'self'; connect-src 'self'");
+      return;
+    }
+  send_error(res, 404, "no dashboard file " + name);
+}
+
+// -- lifetime --------------------------------------------------------------------------------
+
+http_server::http_server(std::shared_ptr<const config::cluster> cluster, const std::string& host)
+    : p_(std::make_unique<impl>()) {
+  p_->cluster = std::move(cluster);
+  p_->self = p_->cluster->find_host(host);
+  if (p_->self == nullptr || p_->self->http.port == 0)
+    throw std::runtime_error("host " + host + " has no http endpoint");
+  p_->coordinator = p_->cluster->coordinator == host;
+  const auto& e = p_->self->http;
+  if (!e.token_file.empty())
+    p_->token = read_token_file(e.token_file);
+  p_->svr.set_payload_max_length(e.max_request_bytes);
+  p_->svr.set_read_timeout(10);
+  p_->svr.set_write_timeout(10);
+  p_->svr.set_keep_alive_max_count(100);
+  p_->svr.new_task_queue = [] { return new httplib::ThreadPool(impl::max_streams + 8); };
+  p_->install();
+  if (!p_->svr.bind_to_port(e.address, e.port))
+    throw std::runtime_error("cannot bind http " + e.address + ":" + std::to_string(e.port) +
+                             " (in use, or not an address of this machine)");
+  p_->bound = "http://" + (e.address.find(':') != std::string::npos ? "[" + e.address + "]"
+                                                                    : e.address) +
+              ":" + std::to_string(e.port);
+  p_->thread = std::thread([p = p_.get()] { p->svr.listen_after_bind(); });
+  spdlog::info("http: serving {} ({}{})", p_->bound,
+               p_->coordinator ? "/metrics, /v1, /dashboard/" : "/metrics, videos",
+               p_->token.empty() ? "" : ", bearer token required");
+}
+
+http_server::~http_server() { stop(); }
+
+void http_server::stop() {
+  if (!p_ || !p_->thread.joinable())
+    return;
+  {
+    std::lock_guard<std::mutex> l(p_->m);
+    p_->stopping = true;
+  }
+  p_->cv.notify_all();
+  p_->svr.stop();
+  p_->thread.join();
+}
+
+std::string http_server::url() const { return p_->bound; }
+
+} // namespace vidline::nodes

@@ -1,0 +1,56 @@
+#pragma once
+/// A node's HTTP endpoint (docs/http.md): `/metrics` on every node; on the coordinator's
+/// node also the API (`/v1/...`, docs/openapi.json) and the dashboard (`/dashboard/`).
+/// The API speaks to the coordinator through the same client the CLI uses
+/// (coordinator_client, nodes/commands.hpp), so it can do what the CLI can.
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "config/config.hpp"
+#include "messages/messages.hpp"
+
+namespace vidline::nodes {
+
+/// A request the API refused before it reached the coordinator: the HTTP status and what
+/// is wrong.
+struct api_error {
+  int status = 400;
+  std::string message;
+};
+
+/// The body of `POST /v1/runs` as a submit_run (the fields of `vidline run`), or the
+/// error naming the field that is wrong (unknown field, wrong type, out of range).
+/// A missing request_id is left empty (the server gives one).
+std::optional<msg::submit_run> parse_submit(const std::string& body, api_error& err);
+
+/// The token in a token file: its text without surrounding whitespace. Throws
+/// std::runtime_error naming the file when it cannot be read or holds no token.
+std::string read_token_file(const std::string& path);
+
+class http_server {
+public:
+  /// Binds host `host`'s http endpoint (the config's `hosts[].http`; must have a port) and
+  /// starts serving on a thread of its own. Throws std::runtime_error naming what failed
+  /// (token file, bind).
+  http_server(std::shared_ptr<const config::cluster> cluster, const std::string& host);
+  ~http_server();
+  http_server(const http_server&) = delete;
+  http_server& operator=(const http_server&) = delete;
+
+  /// Ends open event streams and stops serving (also done by the destructor).
+  void stop();
+  /// "http://ADDRESS:PORT".
+  std::string url() const;
+
+private:
+  struct impl;
+  std::unique_ptr<impl> p_;
+};
+
+} // namespace vidline::nodes

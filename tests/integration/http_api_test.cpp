@@ -1,0 +1,317 @@
+// The HTTP endpoint against two real nodes (sim backend, loopback) through a real HTTP
+// client (cpp-httplib's): a run submitted and followed through the API, bad requests
+// answered 4xx naming what is wrong, the server held to docs/openapi.json, /metrics in the
+// Prometheus format with the decoder's pending maximum at 1; and the dashboard in headless
+// Chromium watching a run finish, its screenshot saved.
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <regex>
+
+#include <httplib.h>
+
+#include "tests/support/cluster.hpp"
+
+using namespace testing_support;
+
+namespace {
+
+const char* token = "test-token-0123456789";
+
+struct line {
+  temp_dir dir;
+  std::string config;
+  int http_a = 0, http_b = 0;
+  std::unique_ptr<process> a, b;
+
+  explicit line(double time_scale) {
+    config = write_reference_config(dir.path(), time_scale);
+    auto cfg = json::parse(read_file(config));
+    auto ports = free_ports(2);
+    http_a = ports[0];
+    http_b = ports[1];
+    std::ofstream(dir.path() + "/token") << token << "\n";
+    cfg["hosts"][0]["http"] = {{"port", http_a}, {"token_file", dir.path() + "/token"},
+                               {"max_request_bytes", 4096}};
+    cfg["hosts"][1]["http"] = {{"port", http_b}, {"token_file", dir.path() + "/token"}};
+    std::ofstream(config) << cfg.dump(2);
+    a = start_node(dir.path(), config, "host_a");
+    b = start_node(dir.path(), config, "host_b");
+  }
+};
+
+httplib::Headers auth() { return {{"Authorization", std::string("Bearer ") + token}}; }
+
+/// Waits until the coordinator's view has every pool and decoder alive.
+bool cluster_ready(httplib::Client& c, double seconds) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (auto r = c.Get("/v1/cluster", auth()); r && r->status == 200) {
+      auto j = json::parse(r->body);
+      bool all = !j["pools"].empty();
+      for (auto& [n, p] : j["pools"].items())
+        all = all && p["alive"].get<bool>();
+      for (auto& [n, d] : j["decoders"].items())
+        all = all && d["alive"].get<bool>();
+      if (all)
+        return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // polling pace
+  }
+  return false;
+}
+
+json submit_body(uint32_t count, uint64_t seed) {
+  return {{"mode", "four_four_xtx_plus_one"}, {"prompt", "over http"}, {"width", 416},
+          {"height", 736}, {"seconds", 5}, {"count", count}, {"seed", seed}};
+}
+
+/// The error JSON of a 4xx answer; checks it names `what`.
+void expect_error(const httplib::Result& r, int status, const std::string& what) {
+  REQUIRE(r);
+  INFO(r->body);
+  CHECK(r->status == status);
+  auto j = json::parse(r->body, nullptr, false);
+  REQUIRE(j.is_object());
+  CHECK(j["error"].get<std::string>().find(what) != std::string::npos);
+}
+
+/// Samples of a Prometheus text exposition: "name{labels}" -> value. Fails on a line that
+/// is not a comment or a sample.
+std::map<std::string, double> parse_metrics(const std::string& text) {
+  std::map<std::string, double> out;
+  const std::regex sample(R"(^([a-zA-Z_:][a-zA-Z0-9_:]*(\{[^}]*\})?) (\S+)$)");
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);) {
+    if (l.empty() || l.rfind("# HELP ", 0) == 0 || l.rfind("# TYPE ", 0) == 0)
+      continue;
+    std::smatch m;
+    INFO(l);
+    REQUIRE(std::regex_match(l, m, sample));
+    out[m[1]] = std::stod(m[3]);
+  }
+  return out;
+}
+
+/// Reads an event stream until it ends (or `stop_at` appears); its text.
+std::string read_events(httplib::Client& c, const std::string& path, const std::string& stop_at = "") {
+  std::string got;
+  c.Get(path.c_str(), auth(), [&](const char* data, size_t n) {
+    got.append(data, n);
+    return stop_at.empty() || got.find(stop_at) == std::string::npos;
+  });
+  return got;
+}
+
+const json& resolve(const json& doc, const json& schema) {
+  if (schema.contains("$ref")) {
+    auto ref = schema["$ref"].get<std::string>();  // "#/components/schemas/X"
+    return doc["components"]["schemas"][ref.substr(ref.rfind('/') + 1)];
+  }
+  return schema;
+}
+
+} // namespace
+
+TEST_CASE("http: a run submitted and followed through the API; bad requests 4xx; metrics; the OpenAPI document holds") {
+  line l(0.02);
+  httplib::Client c("127.0.0.1", l.http_a);
+  c.set_read_timeout(60);
+  REQUIRE(cluster_ready(c, 60));
+
+  // Access: the token, and nothing from another origin.
+  expect_error(c.Get("/v1/cluster"), 401, "Bearer");
+  expect_error(c.Get("/v1/cluster", {{"Authorization", "Bearer wrong"}}), 401, "wrong");
+  auto cross = auth();
+  cross.emplace("Origin", "http://evil.example");
+  expect_error(c.Get("/v1/cluster", cross), 403, "another origin");
+
+  // Bad submits, each named.
+  expect_error(c.Post("/v1/runs", auth(), "{not json", "application/json"), 400, "not JSON");
+  auto body = submit_body(1, 1);
+  body["colour"] = "red";
+  expect_error(c.Post("/v1/runs", auth(), body.dump(), "application/json"), 400, "unknown field 'colour'");
+  body = submit_body(1, 1);
+  body["width"] = "wide";
+  expect_error(c.Post("/v1/runs", auth(), body.dump(), "application/json"), 400, "'width'");
+  body = submit_body(1, 1);
+  body.erase("seed");
+  expect_error(c.Post("/v1/runs", auth(), body.dump(), "application/json"), 400, "missing field 'seed'");
+  body = submit_body(1, 1);
+  body["mode"] = "no_such_mode";
+  expect_error(c.Post("/v1/runs", auth(), body.dump(), "application/json"), 422, "unknown mode");
+  body = submit_body(1, 1);
+  body["prompt"] = std::string(5000, 'x');  // over max_request_bytes (4096)
+  expect_error(c.Post("/v1/runs", auth(), body.dump(), "application/json"), 413, "limit");
+  expect_error(c.Post("/v1/runs", auth(), submit_body(1, 1).dump(), "text/plain"), 415, "JSON");
+  expect_error(c.Get("/v1/runs/no-such-run", auth()), 404, "no run no-such-run");
+  expect_error(c.Get("/v1/runs/no-such-run/events", auth()), 404, "no run");
+  expect_error(c.Post("/v1/runs/no-such-run/resume", auth(), "", "application/json"), 404, "no run");
+
+  // A run: submitted, followed on its event stream to its end.
+  auto sub = c.Post("/v1/runs", auth(), submit_body(6, 100).dump(), "application/json");
+  REQUIRE(sub);
+  INFO(sub->body);
+  REQUIRE(sub->status == 201);
+  const auto run_id = json::parse(sub->body)["run_id"].get<std::string>();
+  const auto stream = read_events(c, "/v1/runs/" + run_id + "/events");
+  INFO(stream.substr(0, 4000));
+  CHECK(stream.find("event: snapshot\n") != std::string::npos);
+  CHECK(stream.find("event: plan\n") != std::string::npos);
+  CHECK(stream.find("event: job\n") != std::string::npos);
+  REQUIRE(stream.find("event: end\n") != std::string::npos);
+  CHECK(stream.find("\"state\":\"succeeded\"") != std::string::npos);
+
+  // Its status: the CLI's JSON, every job made by the sim contract.
+  auto st = c.Get(("/v1/runs/" + run_id).c_str(), auth());
+  REQUIRE(st);
+  REQUIRE(st->status == 200);
+  auto status = json::parse(st->body);
+  REQUIRE(status["state"] == "succeeded");
+  vidline::nodes::coordinator_client cl(vidline::config::load(l.config));
+  auto cli = cl.status(run_id);
+  REQUIRE(cli);
+  CHECK((*cli)["jobs"] == status["jobs"]);
+  for (auto& j : status["jobs"])
+    CHECK(contract_problem(j) == "");
+
+  // The Gantt chart and one job's video (on the decoder's host: a redirect there).
+  auto svg = c.Get(("/v1/runs/" + run_id + "/gantt.svg").c_str(), auth());
+  REQUIRE(svg);
+  CHECK(svg->status == 200);
+  CHECK(svg->body.find("<svg") != std::string::npos);
+  c.set_follow_location(true);
+  auto video = c.Get(("/v1/runs/" + run_id + "/jobs/2/video").c_str(), auth());
+  c.set_follow_location(false);
+  REQUIRE(video);
+  CHECK(video->status == 200);
+  CHECK(video->body == read_file(status["jobs"][2]["output"].get<std::string>()));
+  expect_error(c.Get(("/v1/runs/" + run_id + "/jobs/99/video").c_str(), auth()), 404, "no job 99");
+  auto resumed = c.Post(("/v1/runs/" + run_id + "/resume").c_str(), auth(), "", "application/json");
+  REQUIRE(resumed);
+  CHECK(resumed->status == 200);
+  CHECK(json::parse(resumed->body)["reopened"] == 0);
+
+  // /metrics on both nodes: the format parses; the decoder's queue peaked at 1.
+  httplib::Client cb("127.0.0.1", l.http_b);
+  auto mb = cb.Get("/metrics", auth());
+  REQUIRE(mb);
+  REQUIRE(mb->status == 200);
+  CHECK(mb->get_header_value("Content-Type").find("version=0.0.4") != std::string::npos);
+  auto b = parse_metrics(mb->body);
+  CHECK(b["vidline_decoder_pending_max{decoder=\"rtx3080ti\"}"] == 1);
+  CHECK(b["vidline_handoff_bytes_total{decoder=\"rtx3080ti\"}"] > 0);
+  CHECK(b.count("vidline_stage_duration_seconds_count{lane=\"rtx3080ti\",stage=\"decode\"}") == 1);
+  auto ma = c.Get("/metrics", auth());
+  REQUIRE(ma);
+  auto a = parse_metrics(ma->body);
+  CHECK(a["vidline_jobs{state=\"succeeded\"}"] >= 6);
+  CHECK(a["vidline_refused_connections_total{channel=\"http\"}"] >= 3);
+  CHECK(a.count("vidline_pool_busy_seconds_total{pool=\"four_a\"}") == 1);
+  CHECK(a.count("vidline_data_dir_free_bytes{dir=\"" + l.dir.path() + "/host_a\"}") == 1);
+
+  // The server answers every documented path and method as documented; others are 404.
+  auto doc = json::parse(read_file(std::string(VIDLINE_SOURCE_DIR) + "/docs/openapi.json"));
+  for (auto& [path, item] : doc["paths"].items())
+    for (auto& [method, op] : item.items()) {
+      if (method == "parameters")
+        continue;
+      std::string p = std::regex_replace(path, std::regex("\\{run_id\\}"), run_id);
+      p = std::regex_replace(p, std::regex("\\{index\\}"), "0");
+      INFO(method << " " << p);
+      auto send = [&]() -> httplib::Result {
+        if (method == "post")
+          return c.Post(p.c_str(), auth(),
+                   path == "/v1/runs" ? submit_body(1, 500).dump() : std::string("{}"),
+                   "application/json");
+        return c.Get(p.c_str(), auth());
+      };
+      if (p.size() > 7 && p.compare(p.size() - 7, 7, "/events") == 0) {
+        std::string got;
+        int code = 0;
+        c.Get(p.c_str(), auth(), [&](const httplib::Response& res) {
+          code = res.status;
+          return true;
+        }, [&](const char* d, size_t n) {
+          got.append(d, n);
+          return got.find("event: snapshot") == std::string::npos;
+        });
+        CHECK(code == 200);
+        CHECK(op["responses"].contains("200"));
+        continue;
+      }
+      auto r = send();
+      REQUIRE(r);
+      INFO(r->body.substr(0, 500));
+      const auto code = std::to_string(r->status);
+      REQUIRE(op["responses"].contains(code));
+      CHECK(r->status < 400);
+      auto& resp = op["responses"][code];
+      if (resp.contains("content") && resp["content"].contains("application/json")) {
+        const auto& schema = resolve(doc, resp["content"]["application/json"]["schema"]);
+        auto j = json::parse(r->body);
+        for (auto& field : schema.value("required", json::array())) {
+          INFO("required field " << field);
+          CHECK(j.contains(field.get<std::string>()));
+        }
+      }
+    }
+  for (auto* p : {"/v1", "/v2/runs", "/v1/runs/" "x/nothing", "/v1/metrics", "/secret"}) {
+    INFO(p);
+    expect_error(c.Get(p, auth()), 404, "no such path");
+  }
+}
+
+TEST_CASE("http: the dashboard in headless Chromium follows a run to its end") {
+  const char* chromium = "/usr/bin/chromium";
+  INFO("Debian's chromium is needed (launch/test installs it)");
+  REQUIRE(std::filesystem::exists(chromium));
+  line l(0.05);
+  httplib::Client c("127.0.0.1", l.http_a);
+  REQUIRE(cluster_ready(c, 60));
+  auto sub = c.Post("/v1/runs", auth(), submit_body(6, 900).dump(), "application/json");
+  REQUIRE(sub);
+  REQUIRE(sub->status == 201);
+  const auto run_id = json::parse(sub->body)["run_id"].get<std::string>();
+
+  const std::string out_dir = std::string(VIDLINE_BUILD_DIR) + "/test-output/http_dashboard";
+  std::filesystem::create_directories(out_dir);
+  const std::string url = "http://127.0.0.1:" + std::to_string(l.http_a) + "/dashboard/#token=" + token;
+  auto browse = [&](const std::vector<std::string>& extra, const std::string& out) {
+    std::vector<std::string> args{chromium, "--headless", "--no-sandbox", "--disable-gpu",
+                                  "--user-data-dir=" + l.dir.path() + "/chromium",
+                                  "--virtual-time-budget=3000", "--window-size=1400,1000"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    args.push_back(url);
+    process p(args, out);
+    REQUIRE(p.wait(60) == 0);
+    return read_file(out);
+  };
+  // Load the page until it says the run finished: each load is one look (a condition wait
+  // with a deadline). On the way it must have shown the run at work.
+  bool seen_running = false, finished = false;
+  std::string dom;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  for (int n = 0; !finished && std::chrono::steady_clock::now() < deadline; ++n) {
+    dom = browse({"--dump-dom"}, l.dir.path() + "/dom." + std::to_string(n) + ".html");
+    seen_running = seen_running || dom.find("data-run-state=\"running\"") != std::string::npos;
+    finished = dom.find("data-run-finished=\"" + run_id + "\"") != std::string::npos;
+  }
+  INFO(dom.substr(0, 3000));
+  CHECK(seen_running);
+  REQUIRE(finished);
+  CHECK(dom.find("data-run-state=\"succeeded\"") != std::string::npos);
+  CHECK(dom.find("data-connected=\"yes\"") != std::string::npos);
+  CHECK(dom.find("data-host=\"host_b\"") != std::string::npos);
+  std::size_t rows = 0;
+  for (auto at = dom.find("data-state=\"succeeded\""); at != std::string::npos;
+       at = dom.find("data-state=\"succeeded\"", at + 1))
+    ++rows;
+  CHECK(rows == 6);
+  CHECK(dom.find(">rtx3080ti</text>") != std::string::npos);  // its lane in the Gantt
+  const std::string shot = out_dir + "/dashboard.png";
+  std::filesystem::remove(shot);
+  browse({"--screenshot=" + shot}, l.dir.path() + "/shot.out");
+  CHECK(std::filesystem::file_size(shot) > 10000);
+}
