@@ -43,10 +43,11 @@ struct run_args {
   uint64_t seed = 0;
   bool background = false;
   bool json = false;
+  int32_t priority = 0;
 };
 
-/// The prompt of `run`, or "" with `why` set: a file (not a directory), not empty, and
-/// within the config's max_prompt_bytes (a larger one could not cross the bus).
+} // namespace
+
 std::string read_prompt(const std::string& path, const config::knobs& k, std::string& why) {
   std::error_code ec;
   auto st = std::filesystem::status(path, ec);
@@ -81,6 +82,8 @@ std::string read_prompt(const std::string& path, const config::knobs& k, std::st
   return why.empty() ? text : "";
 }
 
+namespace {
+
 int do_run(const run_args& a) {
   if (auto why = cli_checks::seed_range_error(a.seed, a.count); !why.empty()) {
     std::fprintf(stderr, "error: %s\n", why.c_str());
@@ -109,6 +112,7 @@ int do_run(const run_args& a) {
   req.seconds = a.seconds;
   req.count = a.count;
   req.seed = a.seed;
+  req.priority = a.priority;
   req.request_id = random_request_id();
   coordinator_client cl(cluster);
   std::string run_id;
@@ -212,6 +216,9 @@ void add_line_verbs(CLI::App& app, verb_list& out) {
   run->add_option("--seed", ra.seed, "Seed of job 0 (job i gets seed + i; the last at most 2^64-1)")
     ->required()
     ->check(whole_number(0, UINT64_MAX));
+  run->add_option("--priority", ra.priority,
+                  "The run's place in the queue: higher goes first, then older (default 0)")
+    ->check(CLI::Range(-1000000, 1000000));
   run->add_flag("--background", ra.background, "Print the run id and return at once");
   run->add_flag("--json", ra.json, "Print JSON (the final status, or the run id)");
   out.push_back({run, [o] { return do_run(o->ra); }});
@@ -274,6 +281,7 @@ int cli_main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("vidline ") + version_string);
   verb_list verbs;
   add_line_verbs(app, verbs);
+  add_queue_verbs(app, verbs);
   add_backend_verbs(app, verbs);
   add_plan_verbs(app, verbs);
   add_profile_verbs(app, verbs);

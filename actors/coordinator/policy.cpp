@@ -249,7 +249,9 @@ std::optional<assignment> auto_policy::next(const dispatch_view& v) const {
   const auto& q = v.queue;
   if (q.queued.empty() || !v.s.idx.mode_ids.count(v.r.mode))
     return std::nullopt;
-  const std::size_t Q = q.queued.size();
+  // The open runs of the mode share its pools: the slots to fill are the whole queue's
+  // (this run's jobs go first when it is first in the queue; the machine asks it first).
+  const std::size_t Q = std::max(q.queued.size(), v.mode_queued);
   const job& head = v.r.jobs[*q.queued.begin()];
   const mode_consts& c = consts(v.s, v.r.mode, head.spec);
   const auto& ids = c.ids;
