@@ -199,9 +199,14 @@ TEST_CASE("cancel: queued jobs at once, an in-flight one ended on its pool, the 
       acked = acked || a->attempt == a0;
   CHECK(acked);
   CHECK(s.find_job("r", 0)->state == sched::job_state::cancelled);
+  CHECK(s.pool_free("p0"));
+  // "next"'s job has turn 5 (after r's five jobs): its home is p1, free once p1 reports
+  // idle too.
+  CHECK(orders(fx).empty());
+  fx = sched::step(s, sched::ev_pool_status{report("p1", 2)}, 5);
   auto o = orders(fx);
   REQUIRE(o.size() == 1);
-  CHECK(o[0] == std::make_tuple(std::string("p0"), std::string("next"), 0u));
+  CHECK(o[0] == std::make_tuple(std::string("p1"), std::string("next"), 0u));
   CHECK(sched::check_index(s).empty());
   CHECK(sched::summarize(*s.find_run("r")).cancelled == 5);
   CHECK(actors::run_state(*s.find_run("r")) == "cancelled");
