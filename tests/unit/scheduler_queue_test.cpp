@@ -350,3 +350,30 @@ TEST_CASE("a pool told an attempt was cancelled stops its sampler; one only ende
   CHECK(p.at == pooling::phase::idle);
   CHECK(p.status().busy_attempt == 0);
 }
+
+TEST_CASE("a pool told an attempt was cancelled while conditioning drops it at once") {
+  pooling::state p;
+  p.pool = "p0";
+  p.host = "a";
+  p.epoch = 9;
+  msg::sample_order o;
+  o.pool = "p0";
+  o.attempt = 42;
+  o.job = msg::job_spec{"r", 0, 1, 416, 736, 5, "p", "sha-p", ""};
+  pooling::step(p, pooling::ev_order{o}, 0);
+  REQUIRE(p.at == pooling::phase::conditioning);
+  msg::lease_grant g;
+  g.target = "p0";
+  g.epoch = 9;
+  g.ended = {42};
+  g.cancelled = {42};
+  pooling::step(p, pooling::ev_grant{g, 1}, 1);
+  CHECK(p.at == pooling::phase::idle);
+  CHECK(p.status().busy_attempt == 0);
+  // The encoder's late answer changes nothing; a new order is taken.
+  pooling::step(p, pooling::ev_conditioned{42, true, "c", 0, ""}, 2);
+  CHECK(p.at == pooling::phase::idle);
+  o.attempt = 43;
+  pooling::step(p, pooling::ev_order{o}, 3);
+  CHECK(p.at == pooling::phase::conditioning);
+}
