@@ -127,7 +127,10 @@ struct lease_grant {
   std::vector<uint64_t> current;    ///< attempts whose lease is renewed
   std::vector<uint64_t> ended;      ///< attempts given up on: drop, remove any product
   uint64_t lease_ms = 0;            ///< the lease, from when the report was sent
-  MSGPACK_DEFINE_MAP(target, epoch, seq, current, ended, lease_ms)
+  /// Those of `ended` whose job the user cancelled (`vidline cancel`): stop the stage now
+  /// (the backend call is cancelled, its GPU freed), do not let it run to its end.
+  std::vector<uint64_t> cancelled;
+  MSGPACK_DEFINE_MAP(target, epoch, seq, current, ended, lease_ms, cancelled)
 };
 
 // -- coordinator <-> decoder -------------------------------------------------------------
@@ -341,8 +344,9 @@ struct submit_run {
                            ///< returns the run it already made
   std::vector<shot> shots;  ///< a shot list (see above); empty = the uniform form
   std::string reference_sha256;  ///< the uniform form's reference contents' SHA-256 ("" = none)
+  int32_t priority = 0;    ///< the run's place in the queue: higher goes first (default 0)
   MSGPACK_DEFINE_MAP(mode, prompt, reference, width, height, seconds, count, seed,
-                     request_id, shots, reference_sha256)
+                     request_id, shots, reference_sha256, priority)
 };
 
 /// coordinator -> CLI.
@@ -401,6 +405,73 @@ struct shutdown_request {
   static constexpr const char* wire_name = "shutdown";
   std::string reason;
   MSGPACK_DEFINE_MAP(reason)
+};
+
+// -- client (CLI) <-> coordinator: the queue (runs, cancel, submit) ----------------------
+
+/// CLI -> coordinator: list the runs it holds (`vidline runs`).
+struct runs_query {
+  static constexpr const char* wire_name = "runs_query";
+  bool all = false;        ///< finished runs too (else only the open ones and the newest 20)
+  MSGPACK_DEFINE_MAP(all)
+};
+
+/// coordinator -> CLI: a JSON array, one object per run (docs/cli.md, `vidline runs`).
+struct runs_reply {
+  static constexpr const char* wire_name = "runs_reply";
+  std::string json;
+  std::string error;
+  std::string code;        ///< with an error, what kind (reply_code)
+  MSGPACK_DEFINE_MAP(json, error, code)
+};
+
+/// CLI -> coordinator: stop a run, or one of its jobs (`vidline cancel RUN [--job I]`).
+struct cancel_run {
+  static constexpr const char* wire_name = "cancel_run";
+  std::string run_id;
+  bool one_job = false;    ///< only job `index`
+  uint32_t index = 0;
+  MSGPACK_DEFINE_MAP(run_id, one_job, index)
+};
+
+/// coordinator -> CLI.
+struct cancel_reply {
+  static constexpr const char* wire_name = "cancel_reply";
+  std::string run_id;
+  uint32_t cancelled = 0;  ///< jobs that were unfinished and are now cancelled
+  uint32_t in_flight = 0;  ///< of them, stages stopped on their worker
+  std::string state;       ///< the run's state afterwards
+  std::string error;
+  std::string code;        ///< with an error, what kind (reply_code)
+  MSGPACK_DEFINE_MAP(run_id, cancelled, in_flight, state, error, code)
+};
+
+/// CLI -> coordinator: add jobs to an open run (`vidline submit RUN ...`): `count` jobs of
+/// this prompt and size, seeds from `seed`, queued behind the run's others.
+struct submit_jobs {
+  static constexpr const char* wire_name = "submit_jobs";
+  std::string run_id;
+  std::string prompt;
+  std::string reference;
+  uint32_t width = 0;
+  uint32_t height = 0;
+  uint32_t seconds = 0;
+  uint32_t count = 0;
+  uint64_t seed = 0;
+  std::string request_id;  ///< idempotency key: a retried submit adds nothing twice
+  MSGPACK_DEFINE_MAP(run_id, prompt, reference, width, height, seconds, count, seed,
+                     request_id)
+};
+
+/// coordinator -> CLI.
+struct submit_jobs_reply {
+  static constexpr const char* wire_name = "submit_jobs_reply";
+  std::string run_id;
+  uint32_t first_index = 0;  ///< the index of the first job added
+  uint32_t count = 0;        ///< jobs added
+  std::string error;
+  std::string code;          ///< with an error, what kind (reply_code)
+  MSGPACK_DEFINE_MAP(run_id, first_index, count, error, code)
 };
 
 } // namespace vidline::msg

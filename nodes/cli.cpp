@@ -48,6 +48,7 @@ struct run_args {
   std::string jobs;                  ///< --jobs FILE: a shot list
   std::vector<std::string> given;    ///< the uniform form's options given (for --jobs)
   std::vector<std::string> missing;  ///< the uniform form's options missing
+  int32_t priority = 0;
 };
 
 int do_run(const run_args& a) {
@@ -107,6 +108,7 @@ int do_run(const run_args& a) {
     req.count = a.count;
     req.seed = a.seed;
   }
+  req.priority = a.priority;
   req.request_id = random_request_id();
   coordinator_client cl(cluster);
   std::string run_id;
@@ -215,6 +217,9 @@ void add_line_verbs(CLI::App& app, verb_list& out) {
                   "A shot list (JSON Lines, docs/shots.md) instead of --prompt-file, --width, "
                   "--height, --seconds, --count and --seed");
   run->add_option("--reference-file", ra.reference_file, "Reference image for the jobs");
+  run->add_option("--priority", ra.priority,
+                  "The run's place in the queue: higher goes first, then older (default 0)")
+    ->check(CLI::Range(-max_priority, max_priority));
   run->add_flag("--background", ra.background, "Print the run id and return at once");
   run->add_flag("--json", ra.json, "Print JSON (the final status, or the run id)");
   out.push_back({run, [o, uniform] {
@@ -285,6 +290,7 @@ int cli_main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("vidline ") + version_string);
   verb_list verbs;
   add_line_verbs(app, verbs);
+  add_queue_verbs(app, verbs);
   add_backend_verbs(app, verbs);
   add_plan_verbs(app, verbs);
   add_profile_verbs(app, verbs);

@@ -232,7 +232,9 @@ std::string job_line(const json& j) {
   return out.str();
 }
 
-bool final_state(const std::string& s) { return s == "succeeded" || s == "failed"; }
+bool final_state(const std::string& s) {
+  return s == "succeeded" || s == "failed" || s == "cancelled";
+}
 
 } // namespace
 
@@ -430,10 +432,13 @@ std::string progress_line(const json& st, const std::vector<double>& planned) {
     for (auto& j : st["jobs"])
       ++n[j["state"].get<std::string>()];
   }
-  const std::size_t done = n["succeeded"] + n["failed"];
+  const std::size_t done = n["succeeded"] + n["failed"] + n["cancelled"];
   std::ostringstream out;
   out << "run " << st["run_id"].get<std::string>() << ": " << done << "/" << total << " done ("
-      << n["succeeded"] << " succeeded, " << n["failed"] << " failed); " << n["sampling"]
+      << n["succeeded"] << " succeeded, " << n["failed"] << " failed";
+  if (n["cancelled"] != 0)
+    out << ", " << n["cancelled"] << " cancelled";
+  out << "); " << n["sampling"]
       << " sampling, " << n["sampled"] << " sampled, " << n["decoding"] << " decoding, "
       << n["queued"] << " queued";
   if (!planned.empty() && planned.size() == total && done < total) {
@@ -591,8 +596,10 @@ int wait_for_run(coordinator_client& cl, const std::string& run_id, const wait_o
             std::printf("(vidline times are simulated seconds of the sim backend's scaled clock)\n");
         }
         std::fflush(stdout);
-        return (*st)["state"].get<std::string>() == "succeeded" ? exit_code::ok
-                                                                 : exit_code::job_failed;
+        const auto state = (*st)["state"].get<std::string>();
+        return state == "succeeded"   ? exit_code::ok
+               : state == "cancelled" ? exit_code::cancelled
+                                      : exit_code::job_failed;
       }
     } else if (std::chrono::duration<double>(clock::now() - last_answer).count()
                > unreachable_after_s) {

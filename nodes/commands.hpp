@@ -64,6 +64,12 @@ public:
   /// coordinator's reason (no_such_run, refused) or "no answer" (unreachable).
   msg::resume_reply resume(const std::string& run_id, int timeout_ms = 10000);
 
+  /// The queue (nodes/queue_verbs.cpp): the runs' list JSON; cancel a run or one job; add
+  /// jobs to an open run. Each throws coordinator_error as resume does.
+  nlohmann::json runs(bool all, int timeout_ms = 5000);
+  msg::cancel_reply cancel(const msg::cancel_run& req, int timeout_ms = 10000);
+  msg::submit_jobs_reply submit_jobs(const msg::submit_jobs& req, int timeout_ms = 10000);
+
   const std::string& endpoint() const { return endpoint_; }
 
 private:

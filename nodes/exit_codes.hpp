@@ -15,6 +15,7 @@ inline constexpr int unreachable = 6;    ///< client: no answer from the coordin
 inline constexpr int no_such_run = 7;    ///< client: the coordinator knows no such run
 inline constexpr int refused = 8;        ///< client: the coordinator refused the request (over a limit, queue full)
 inline constexpr int too_large = 9;      ///< client: the answer would not fit a frame (max_frame_bytes)
+inline constexpr int cancelled = 10;     ///< wait/run/resume: the run was cancelled (`vidline cancel`)
 inline constexpr int crash_point = 86;   ///< a named crash point fired (fault injection)
 
 } // namespace vidline::nodes::exit_code

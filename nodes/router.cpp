@@ -24,6 +24,9 @@ router::router(std::string self_host, msg::decode_limits limits)
   handlers_[msg::submit_run::wire_name] = [this](const inbound& in) { route_client<msg::submit_run>(in); };
   handlers_[msg::status_query::wire_name] = [this](const inbound& in) { route_client<msg::status_query>(in); };
   handlers_[msg::resume_run::wire_name] = [this](const inbound& in) { route_client<msg::resume_run>(in); };
+  handlers_[msg::runs_query::wire_name] = [this](const inbound& in) { route_client<msg::runs_query>(in); };
+  handlers_[msg::cancel_run::wire_name] = [this](const inbound& in) { route_client<msg::cancel_run>(in); };
+  handlers_[msg::submit_jobs::wire_name] = [this](const inbound& in) { route_client<msg::submit_jobs>(in); };
 }
 
 void router::drop(const inbound& in, const char* why) {

@@ -19,6 +19,7 @@ using verb_list = std::vector<verb>;
 
 /// node, run, wait, status, demo (nodes/cli.cpp).
 void add_line_verbs(CLI::App& app, verb_list& out);
+void add_queue_verbs(CLI::App& app, verb_list& out);  ///< runs, cancel, submit (nodes/queue_verbs.cpp)
 void add_backend_verbs(CLI::App& app, verb_list& out);  ///< preflight, config-adapt, start, stop (nodes/service_verbs.cpp)
 void add_plan_verbs(CLI::App& app, verb_list& out);  ///< plan (nodes/plan_cmd.cpp)
 void add_profile_verbs(CLI::App& app, verb_list& out);  ///< profile build (nodes/profile_cmd.cpp)

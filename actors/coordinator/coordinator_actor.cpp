@@ -130,6 +130,7 @@ msg::submit_reply submit(shell& sh, const msg::submit_run& req) {
   r.id = new_run_id(sh.ctx);
   r.mode = req.mode;
   r.request_id = req.request_id;
+  r.priority = req.priority;
   if (!req.shots.empty()) {
     std::map<std::string, std::string> sha_of;  // prompt -> its SHA-256 (the cache key)
     for (auto& spec : planner::shot_jobs(req.shots, r.id, req.reference, req.reference_sha256)) {
@@ -153,6 +154,105 @@ msg::submit_reply submit(shell& sh, const msg::submit_run& req) {
   auto id = r.id;
   handle(sh, sched::ev_submit{std::move(r)});
   return {id, ""};
+}
+
+/// `vidline submit RUN ...`: jobs added to an open run, checked as a run's submit is.
+msg::submit_jobs_reply add_jobs(shell& sh, const msg::submit_jobs& req) {
+  msg::submit_jobs_reply out;
+  out.run_id = req.run_id;
+  auto* r = sh.st.find_run(req.run_id);
+  if (r == nullptr) {
+    out.error = "no run " + req.run_id;
+    out.code = msg::reply_code::no_such_run;
+    return out;
+  }
+  if (!req.request_id.empty())
+    if (auto it = r->added_requests.find(req.request_id); it != r->added_requests.end()) {
+      out.first_index = it->second;
+      out.count = req.count;
+      return out;  // a retried submit: added before
+    }
+  if (r->done || r->cancelled) {
+    out.error = "run " + r->id + " is " + run_state(*r) + ": jobs go only to an open run";
+    return out;
+  }
+  msg::submit_run as_run;
+  as_run.mode = r->mode;
+  as_run.prompt = req.prompt;
+  as_run.reference = req.reference;
+  as_run.width = req.width;
+  as_run.height = req.height;
+  as_run.seconds = req.seconds;
+  as_run.count = req.count;
+  as_run.seed = req.seed;
+  as_run.request_id = req.request_id;
+  if (auto why = check_submit(*sh.ctx.cluster, as_run); !why.empty()) {
+    out.error = why;
+    return out;
+  }
+  if (uint64_t{r->jobs.size()} + req.count > sh.ctx.cluster->knobs.max_jobs_per_run) {
+    out.error = "the run has " + std::to_string(r->jobs.size()) + " jobs; " + std::to_string(req.count)
+                + " more is over max_jobs_per_run ("
+                + std::to_string(sh.ctx.cluster->knobs.max_jobs_per_run) + ")";
+    return out;
+  }
+  if (auto why = planner::capacity_refusal(sh.st, r->mode, req.width, req.height, req.seconds);
+      !why.empty()) {
+    out.error = why;
+    return out;
+  }
+  as_run.priority = r->priority;
+  if (auto why = check_queue(sh.st, sh.ctx.cluster->knobs, as_run, false); !why.empty()) {
+    out.error = why;
+    return out;
+  }
+  sched::ev_add_jobs ev;
+  ev.run_id = r->id;
+  auto prompt_sha = to_hex(sha256_of(req.prompt));
+  for (uint32_t i = 0; i < req.count; ++i) {
+    sched::job j;
+    j.spec = msg::job_spec{r->id, 0, req.seed + i, req.width, req.height, req.seconds,
+                           req.prompt, prompt_sha, req.reference};
+    ev.jobs.push_back(std::move(j));
+  }
+  out.first_index = static_cast<uint32_t>(r->jobs.size());
+  out.count = req.count;
+  if (!req.request_id.empty())
+    r->added_requests[req.request_id] = out.first_index;  // journaled with the run
+  handle(sh, ev);
+  return out;
+}
+
+/// `vidline cancel RUN [--job I]`.
+msg::cancel_reply cancel(shell& sh, const msg::cancel_run& req) {
+  msg::cancel_reply out;
+  out.run_id = req.run_id;
+  auto* r = sh.st.find_run(req.run_id);
+  if (r == nullptr) {
+    out.error = "no run " + req.run_id;
+    out.code = msg::reply_code::no_such_run;
+    return out;
+  }
+  if (req.one_job && req.index >= r->jobs.size()) {
+    out.error = "run " + r->id + " has no job " + std::to_string(req.index) + " (it has "
+                + std::to_string(r->jobs.size()) + ")";
+    out.code = msg::reply_code::no_such_run;
+    return out;
+  }
+  for (auto& j : r->jobs) {
+    if ((req.one_job && j.spec.index != req.index) || sched::is_final(j.state))
+      continue;
+    ++out.cancelled;
+    if (j.state == sched::job_state::sampling || j.state == sched::job_state::decoding)
+      ++out.in_flight;
+  }
+  sched::ev_cancel ev{r->id, std::nullopt};
+  if (req.one_job)
+    ev.job = req.index;
+  handle(sh, ev);
+  r = sh.st.find_run(req.run_id);
+  out.state = run_state(*r);
+  return out;
 }
 
 /// JSON text for a client. Invalid UTF-8 is replaced, never thrown on: a byte that slipped
@@ -297,6 +397,9 @@ std::string check_submit(const config::cluster& c, const msg::submit_run& r) {
     return why;
   if (!r.reference_sha256.empty() && (r.reference.empty() || !is_sha256_hex(r.reference_sha256)))
     return "reference_sha256 must be 64 lowercase hex digits, given with a reference";
+  if (r.priority < -max_priority || r.priority > max_priority)
+    return "priority " + std::to_string(r.priority) + " is out of range (-"
+           + std::to_string(max_priority) + " .. " + std::to_string(max_priority) + ")";
   return "";
 }
 
@@ -325,7 +428,8 @@ std::string check_uniform(const config::cluster& c, const msg::submit_run& r) {
 
 } // namespace
 
-std::string check_queue(const sched::state& s, const config::knobs& k, const msg::submit_run& r) {
+std::string check_queue(const sched::state& s, const config::knobs& k, const msg::submit_run& r,
+                        bool new_run) {
   uint64_t unfinished = 0, queued = 0;
   for (const auto& run : s.runs) {
     if (run.done)
@@ -335,7 +439,7 @@ std::string check_queue(const sched::state& s, const config::knobs& k, const msg
     for (const auto& j : run.jobs)
       queued += j.spec.prompt.size();
   }
-  if (unfinished >= k.max_runs)
+  if (new_run && unfinished >= k.max_runs)
     return "too many unfinished runs (knob max_runs)";
   uint64_t adding = uint64_t{r.count} * r.prompt.size();
   for (const auto& sh : r.shots)
@@ -411,6 +515,21 @@ caf::behavior coordinator_actor(caf::event_based_actor* self, context ctx,
         reply.reopened = static_cast<uint32_t>(before - after);
         reply.state = run_state(*r);
       }
+      sh->ctx.out->reply(c.reply_to, c.correlation, reply);
+    },
+    [sh](msg::client_call<msg::cancel_run>& c) {
+      sh->ctx.out->reply(c.reply_to, c.correlation, cancel(*sh, c.body));
+    },
+    [sh](msg::client_call<msg::submit_jobs>& c) {
+      sh->ctx.out->reply(c.reply_to, c.correlation, add_jobs(*sh, c.body));
+    },
+    [sh](msg::client_call<msg::runs_query>& c) {
+      auto text = dump_text(runs_json(sh->st, sh->ctx.run_now(), c.body.all));
+      msg::runs_reply reply{text, "", ""};
+      if (text.size() + status_frame_headroom > sh->ctx.cluster->knobs.max_frame_bytes)
+        reply = {"", "the run list is " + std::to_string(text.size())
+                       + " bytes, over max_frame_bytes; ask without --all",
+                 msg::reply_code::too_large};
       sh->ctx.out->reply(c.reply_to, c.correlation, reply);
     },
     [sh](msg::client_call<msg::status_query>& c) {

@@ -33,7 +33,12 @@ std::string check_submit(const config::cluster& c, const msg::submit_run& r);
 
 /// Why a submit does not fit beside the runs the coordinator holds (knobs max_runs and
 /// max_queued_prompt_bytes, over the unfinished runs of `s`), or "" when it does.
-std::string check_queue(const sched::state& s, const config::knobs& k, const msg::submit_run& r);
+/// `new_run`: the submit opens a run (max_runs counts it); false for jobs added to one.
+std::string check_queue(const sched::state& s, const config::knobs& k, const msg::submit_run& r,
+                        bool new_run = true);
+
+/// The largest run priority either way (`vidline run --priority N`).
+inline constexpr int32_t max_priority = 1000000;
 
 caf::behavior coordinator_actor(caf::event_based_actor* self, context ctx,
                                 std::shared_ptr<journal> jnl);

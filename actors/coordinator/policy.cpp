@@ -249,8 +249,11 @@ std::optional<assignment> auto_policy::next(const dispatch_view& v) const {
   const auto& q = v.queue;
   if (q.queued.empty() || !v.s.idx.mode_ids.count(v.r.mode))
     return std::nullopt;
+  // The open runs of the mode share its pools: the slots to fill are the whole queue's
+  // (this run's jobs go first when it is first in the queue; the machine asks it first).
+  const std::size_t others = v.mode_queued > q.queued.size() ? v.mode_queued - q.queued.size() : 0;
   if (q.restricted.empty())
-    return next_of(v, *q.queued.begin(), q.queued.size(), nullptr);
+    return next_of(v, *q.queued.begin(), q.queued.size() + others, nullptr);
   // Jobs of several sizes (a shot list), or some that ran out of memory somewhere: each size
   // is a batch of alike jobs of its own, asked in the order of its lowest queued job (the
   // run's priority order); the first that gives a free pool a job wins. A pool that cannot
@@ -266,7 +269,7 @@ std::optional<assignment> auto_policy::next(const dispatch_view& v) const {
     classes[it->second].push_back(i);
   }
   for (const auto& members : classes)
-    if (auto a = next_of(v, members.front(), members.size(), &members))
+    if (auto a = next_of(v, members.front(), members.size() + others, &members))
       return a;
   return std::nullopt;
 }

@@ -163,7 +163,9 @@ sched::job job_from_record(const json& r) {
 
 json run_record(const sched::run& r) {
   return {{"id", r.id}, {"mode", r.mode}, {"request_id", r.request_id},
-          {"submitted_at", r.submitted_at}, {"finished_at", r.finished_at}, {"done", r.done}};
+          {"submitted_at", r.submitted_at}, {"finished_at", r.finished_at}, {"done", r.done},
+          {"priority", r.priority}, {"cancelled", r.cancelled},
+          {"added_requests", r.added_requests}};
 }
 
 sched::run run_from_record(const json& j) {
@@ -174,6 +176,9 @@ sched::run run_from_record(const json& j) {
   r.submitted_at = j.at("submitted_at").get<double>();
   r.finished_at = j.at("finished_at").get<double>();
   r.done = j.at("done").get<bool>();
+  r.priority = j.value("priority", 0);
+  r.cancelled = j.value("cancelled", false);
+  r.added_requests = j.value("added_requests", std::map<std::string, uint32_t>{});
   return r;
 }
 
@@ -198,10 +203,69 @@ json cluster_json(const sched::state& s) {
 std::string run_state(const sched::run& r) {
   if (!r.done)
     return "running";
-  for (auto& j : r.jobs)
+  if (r.cancelled)
+    return "cancelled";
+  bool any_succeeded = false, any_cancelled = false;
+  for (auto& j : r.jobs) {
     if (j.state == sched::job_state::failed)
       return "failed";
-  return "succeeded";
+    any_succeeded = any_succeeded || j.state == sched::job_state::succeeded;
+    any_cancelled = any_cancelled || j.state == sched::job_state::cancelled;
+  }
+  // Some jobs cancelled one by one: the run succeeded when the rest did; every job
+  // cancelled is a cancelled run.
+  return any_cancelled && !any_succeeded ? "cancelled" : "succeeded";
+}
+
+namespace {
+double ms3(double t) { return std::round(t * 1000) / 1000; }
+} // namespace
+
+nlohmann::json runs_json(const sched::state& s, double now, bool all) {
+  json out = json::array();
+  std::size_t finished_shown = 0;
+  for (auto it = s.runs.rbegin(); it != s.runs.rend(); ++it) {
+    const auto& r = *it;
+    if (r.done && !all && finished_shown >= 20)
+      continue;
+    finished_shown += r.done ? 1 : 0;
+    uint32_t done = 0, succeeded = 0, failed = 0, cancelled = 0, queued = 0, running = 0;
+    for (auto& j : r.jobs) {
+      switch (j.state) {
+        case sched::job_state::succeeded: ++succeeded; break;
+        case sched::job_state::failed: ++failed; break;
+        case sched::job_state::cancelled: ++cancelled; break;
+        case sched::job_state::queued: ++queued; break;
+        default: ++running; break;
+      }
+    }
+    done = succeeded + failed + cancelled;
+    const uint32_t total = static_cast<uint32_t>(r.jobs.size());
+    // The ETA at the run's own pace so far (run-clock seconds): what is left at the rate
+    // its jobs have finished since it was submitted. None before the first finish.
+    json eta = nullptr;
+    const double elapsed = (r.done && r.finished_at >= 0 ? r.finished_at : now) - r.submitted_at;
+    if (!r.done && done > 0 && elapsed > 0)
+      eta = ms3(elapsed / done * (total - done));
+    else if (r.done)
+      eta = 0.0;
+    out.push_back({{"run_id", r.id},
+                   {"state", run_state(r)},
+                   {"mode", r.mode},
+                   {"priority", r.priority},
+                   {"done", done},
+                   {"total", total},
+                   {"succeeded", succeeded},
+                   {"failed", failed},
+                   {"cancelled", cancelled},
+                   {"queued", queued},
+                   {"in_flight", running},
+                   {"eta_s", eta},
+                   {"age_s", ms3(now - r.submitted_at)}});
+  }
+  // Oldest first, as submitted.
+  std::reverse(out.begin(), out.end());
+  return out;
 }
 
 namespace {
@@ -371,6 +435,7 @@ json status_json(const sched::state& s, const sched::run& r, const clock_note& c
   return {{"run_id", r.id},
           {"state", run_state(r)},
           {"mode", r.mode},
+          {"priority", r.priority},
           {"clock", {{"simulated", clock.simulated},
                      {"time_scale", clock.time_scale},
                      {"submitted_unix", unix_of(r.submitted_at)},
@@ -385,6 +450,7 @@ json status_json(const sched::state& s, const sched::run& r, const clock_note& c
           {"states", states},
           {"summary", {{"succeeded", sum.succeeded},
                        {"failed", sum.failed},
+                       {"cancelled", sum.cancelled},
                        {"done_twice", sum.done_twice},
                        {"fenced", sum.fenced},
                        {"first_finish_s", sum.first_finish_s},

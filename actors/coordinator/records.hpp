@@ -24,8 +24,13 @@ struct clock_note {
   double time_scale = 1.0;  ///< real seconds per run-clock second
 };
 
-/// The state of a run as the status contract names it: "running", "succeeded", "failed".
+/// The state of a run as the status contract names it: "running", "succeeded", "failed",
+/// "cancelled" (the whole run cancelled, or every job of it).
 std::string run_state(const sched::run& r);
+
+/// `vidline runs`: one object per run, oldest first (run_id, state, mode, priority, done,
+/// total, per-state counts, eta_s, age_s); finished runs only the newest 20 unless `all`.
+nlohmann::json runs_json(const sched::state& s, double now, bool all);
 
 /// The coordinator's view of the cluster: hosts, pools and decoders, alive or not
 /// (`status_query` with run_id "@cluster").

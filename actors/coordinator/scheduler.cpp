@@ -14,13 +14,15 @@ const char* to_string(job_state s) {
     case job_state::decoding: return "decoding";
     case job_state::succeeded: return "succeeded";
     case job_state::failed: return "failed";
+    case job_state::cancelled: return "cancelled";
   }
   return "unknown";
 }
 
 std::optional<job_state> job_state_from(const std::string& s) {
   for (auto st : {job_state::queued, job_state::sampling, job_state::sampled,
-                  job_state::decoding, job_state::succeeded, job_state::failed})
+                  job_state::decoding, job_state::succeeded, job_state::failed,
+                  job_state::cancelled})
     if (s == to_string(st))
       return st;
   return std::nullopt;
@@ -124,14 +126,15 @@ void enter(state& s, std::size_t rp, const job& j) {
     case job_state::queued:
       ri.queued.insert(i);
       if (unrestricted(s.runs[rp], ri, j))
-        ri.by_home[i % ri.able.size()].insert(i);
+        ri.by_home[(ri.turn_base + i) % ri.able.size()].insert(i);
       else
         ri.restricted.insert(i);
       break;
     case job_state::sampled: s.idx.sampled.emplace(j.sample_end, rp, i); break;
     case job_state::decoding: s.idx.decoding[j.decoder].emplace(rp, i); break;
     case job_state::succeeded:
-    case job_state::failed: --ri.unfinished; break;
+    case job_state::failed:
+    case job_state::cancelled: --ri.unfinished; break;
     case job_state::sampling: break;
   }
 }
@@ -144,7 +147,7 @@ void leave(state& s, std::size_t rp, const job& j) {
       ri.queued.erase(i);
       ri.restricted.erase(i);
       if (!ri.by_home.empty())
-        ri.by_home[i % ri.by_home.size()].erase(i);
+        ri.by_home[(ri.turn_base + i) % ri.by_home.size()].erase(i);
       break;
     case job_state::sampled: s.idx.sampled.erase({j.sample_end, rp, i}); break;
     case job_state::decoding: {
@@ -157,7 +160,8 @@ void leave(state& s, std::size_t rp, const job& j) {
       break;
     }
     case job_state::succeeded:
-    case job_state::failed: ++ri.unfinished; break;
+    case job_state::failed:
+    case job_state::cancelled: ++ri.unfinished; break;
     case job_state::sampling: break;
   }
 }
@@ -198,6 +202,10 @@ void index_run(state& s, std::size_t rp) {
     s.idx.runs.resize(rp + 1);
   auto& ri = s.idx.runs[rp];
   ri = run_index{};
+  // The rotation goes on over the queue: after the jobs of the earlier runs of its mode.
+  for (std::size_t k = 0; k < rp; ++k)
+    if (s.runs[k].mode == r.mode)
+      ri.turn_base += s.runs[k].jobs.size();
   ri.able_pos.assign(s.idx.pool_names.size(), -1);
   if (!s.idx.mode_ids.count(r.mode))
     index_mode(s, r.mode);
@@ -216,6 +224,8 @@ void index_run(state& s, std::size_t rp) {
   ri.unfinished = static_cast<uint32_t>(r.jobs.size());
   for (auto& j : r.jobs) {
     enter(s, rp, j);
+    if (j.state == job_state::cancelled && j.attempt != 0)
+      s.idx.cancelled_attempts.insert(j.attempt);
     auto p = s.pools.find(j.pool);
     if (j.sample_start >= 0 && p != s.pools.end()) {
       auto [it, fresh] = ri.first_order_on_host.emplace(p->second.host, j.sample_start);
@@ -223,6 +233,17 @@ void index_run(state& s, std::size_t rp) {
         it->second = std::min(it->second, j.sample_start);
     }
   }
+}
+
+/// The runs in dispatch order: priority (higher first), then submission order.
+void order_runs(state& s) {
+  auto& o = s.idx.run_order;
+  o.resize(s.runs.size());
+  for (std::size_t k = 0; k < o.size(); ++k)
+    o[k] = k;
+  std::stable_sort(o.begin(), o.end(), [&](std::size_t a, std::size_t b) {
+    return s.runs[a].priority > s.runs[b].priority;
+  });
 }
 
 /// Out of service: its host is down, it never reported, or it reported itself away.
@@ -310,6 +331,7 @@ void reindex(state& s) {
   link_decoders(s);
   for (std::size_t rp = 0; rp < s.runs.size(); ++rp)
     index_run(s, rp);
+  order_runs(s);
 }
 
 std::string check_index(const state& s) {
@@ -331,6 +353,9 @@ std::string check_index(const state& s) {
     std::string run = "run " + s.runs[rp].id + ": ";
     if (x.queued != y.queued)
       return run + "queued jobs differ";
+    if (x.turn_base != y.turn_base)
+      return run + "turn base " + std::to_string(x.turn_base) + " != "
+             + std::to_string(y.turn_base);
     if (x.restricted != y.restricted)
       return run + "restricted jobs differ";
     if (x.by_home != y.by_home)
@@ -341,6 +366,10 @@ std::string check_index(const state& s) {
   }
   if (a.sampled != b.sampled)
     return "sampled jobs differ";
+  if (a.run_order != b.run_order)
+    return "run order differs";
+  if (a.cancelled_attempts != b.cancelled_attempts)
+    return "cancelled attempts differ";
   if (a.decoding != b.decoding)
     return "decoding jobs differ";
   if (a.free_pools != b.free_pools || a.free_flag != b.free_flag)
@@ -452,7 +481,7 @@ std::optional<assignment> in_turn_policy::next(const dispatch_view& v) const {
             able.push_back(id);
       if (able.empty())
         continue;
-      uint32_t home = able[i % able.size()];
+      uint32_t home = able[(q.turn_base + i) % able.size()];
       if (idx.free_flag[home] && std::find(v.free.begin(), v.free.end(), home) != v.free.end())
         consider(i, home);
       else if (given_up(home))
@@ -689,6 +718,7 @@ struct stepper {
     auto& r = s.runs.back();
     r.submitted_at = now;
     index_run(s, s.runs.size() - 1);
+    order_runs(s);
     fx.push_back(fx_persist_run{r.id});
     for (auto& j : r.jobs)
       persist(j);
@@ -868,6 +898,8 @@ struct stepper {
         g.current.push_back(a);
       } else {
         g.ended.push_back(a);
+        if (s.idx.cancelled_attempts.count(a) != 0)
+          g.cancelled.push_back(a);
       }
     }
     fx.push_back(fx_grant{host, target, std::move(g)});
@@ -982,6 +1014,11 @@ struct stepper {
 
   /// A result of an attempt other than the job's current one.
   void late_sample_result(job* j, const msg::sample_result& r) {
+    if (j != nullptr && j->state == job_state::cancelled) {
+      // Stopped by the user: whatever the attempt made is not the job's (its latent, if
+      // any, is released when its host reports it).
+      return ack(r.host, "pool:" + r.pool, r.attempt);
+    }
     if (j != nullptr && r.attempt != j->latent_attempt) {
       if (r.outcome == msg::outcome::fenced) {
         if (j->counted_attempts.insert(r.attempt).second) {
@@ -1011,8 +1048,8 @@ struct stepper {
   /// A decode result of an attempt other than the job's current one.
   void late_decode_result(job* j, const msg::decode_result& r) {
     const std::string target = "decoder:" + r.decoder;
-    if (j == nullptr || r.attempt == j->attempt)
-      return ack(r.host, target, r.attempt);  // a resent result, handled before
+    if (j == nullptr || r.attempt == j->attempt || j->state == job_state::cancelled)
+      return ack(r.host, target, r.attempt);  // a resent result, handled before; or cancelled
     if (r.outcome == msg::outcome::fenced) {
       if (j->counted_attempts.insert(r.attempt).second) {
         ++j->fenced;
@@ -1186,7 +1223,7 @@ struct stepper {
 
   void on(const ev_resume& e) {
     auto* r = s.find_run(e.run_id);
-    if (r == nullptr)
+    if (r == nullptr || r->cancelled)
       return;
     int reopened = 0;
     for (auto& j : r->jobs) {
@@ -1206,6 +1243,105 @@ struct stepper {
     r->finished_at = -1;
     fx.push_back(fx_persist_run{r->id});
     log(2, "run " + r->id + ": " + std::to_string(reopened) + " failed jobs resumed");
+    refuse_impossible(*r);
+  }
+
+  /// Stops job `j` (not final): queued, sampled or in flight, it is cancelled. A stage in
+  /// flight is ended at once: its worker gets a grant naming the attempt ended and
+  /// cancelled (it stops the backend call), again with every report that still shows it.
+  void cancel_job(job& j) {
+    const job_state was = j.state;
+    if (was == job_state::sampling) {
+      auto it = s.pools.find(j.pool);
+      release_pool_of(j);
+      if (it != s.pools.end() && it->second.epoch != 0) {
+        // Until its report shows it idle the pool stays busy (reported_busy): no order
+        // goes to a GPU that is still stopping.
+        if (it->second.reported_busy == 0)
+          it->second.reported_busy = j.attempt;
+        touch(it->first);
+        send_cancel(it->second.host, "pool:" + it->first, it->second.epoch,
+                    it->second.last_seq, j.attempt);
+      }
+    } else if (was == job_state::decoding) {
+      auto it = s.decoders.find(j.decoder);
+      if (it != s.decoders.end()) {
+        // Not on the way any more; still held (no credit) until its report says it let go.
+        it->second.ordered.erase(j.attempt);
+        it->second.sent.erase(j.attempt);
+      }
+      if (it != s.decoders.end() && it->second.epoch != 0)
+        send_cancel(it->second.host, "decoder:" + it->first, it->second.epoch,
+                    it->second.last_seq, j.attempt);
+    }
+    if (was == job_state::sampling || was == job_state::decoding) {
+      s.idx.cancelled_attempts.insert(j.attempt);
+      note_failure(j, "cancelled");  // the stage cut short, for the status and its chart
+    }
+    const bool had_latent = !j.latent_sha256.empty() && !j.latent_host.empty();
+    set_state(j, job_state::cancelled);
+    j.order_sent_at = -1;
+    j.error = "cancelled";
+    persist(j);
+    fx.push_back(fx_job_final{j.spec.run_id, j.spec.index});
+    if (had_latent && (was == job_state::sampled || was == job_state::decoding))
+      fx.push_back(fx_release{j.latent_host, {j.latent_sha256}});
+    log(2, "job " + job_name(j) + " cancelled (was " + to_string(was) + ")");
+  }
+
+  void send_cancel(const std::string& host, const std::string& target, uint64_t epoch,
+                   uint64_t seq, uint64_t attempt) {
+    msg::lease_grant g;
+    g.target = target.substr(target.find(':') + 1);
+    g.epoch = epoch;
+    g.seq = seq;
+    g.lease_ms = static_cast<uint64_t>(s.p.lease_s * 1000);
+    g.ended.push_back(attempt);
+    g.cancelled.push_back(attempt);
+    fx.push_back(fx_grant{host, target, std::move(g)});
+  }
+
+  void on(const ev_cancel& e) {
+    auto* r = s.find_run(e.run_id);
+    if (r == nullptr)
+      return;
+    if (e.job && *e.job >= r->jobs.size())
+      return;
+    uint32_t n = 0;
+    for (auto& j : r->jobs) {
+      if (e.job && j.spec.index != *e.job)
+        continue;
+      if (is_final(j.state))
+        continue;
+      cancel_job(j);
+      ++n;
+    }
+    if (!e.job && !r->cancelled) {
+      r->cancelled = true;
+      fx.push_back(fx_persist_run{r->id});
+    }
+    log(2, "run " + r->id + ": " + std::to_string(n) + " jobs cancelled"
+             + (e.job ? " (job " + std::to_string(*e.job) + ")" : ""));
+  }
+
+  void on(const ev_add_jobs& e) {
+    auto* r = s.find_run(e.run_id);
+    if (r == nullptr || r->done || r->cancelled || e.jobs.empty())
+      return;
+    const uint32_t first = static_cast<uint32_t>(r->jobs.size());
+    for (auto j : e.jobs) {
+      j.spec.run_id = r->id;
+      j.spec.index = static_cast<uint32_t>(r->jobs.size());
+      j.state = job_state::queued;
+      r->jobs.push_back(std::move(j));
+    }
+    // The later runs' turns move on: the index is rebuilt (a rare, user-driven event).
+    reindex(s);
+    r = s.find_run(e.run_id);
+    for (uint32_t i = first; i < r->jobs.size(); ++i)
+      persist(r->jobs[i]);
+    fx.push_back(fx_persist_run{r->id});
+    log(2, "run " + r->id + ": " + std::to_string(r->jobs.size() - first) + " jobs added");
     refuse_impossible(*r);
   }
 
@@ -1270,6 +1406,10 @@ struct stepper {
       // A failed job's latent stays: `vidline resume` decodes it without sampling again.
       if (j == nullptr || j->state == job_state::sampling || j->state == job_state::failed)
         continue;
+      if (j->state == job_state::cancelled) {
+        release.push_back(l.sha256);  // stopped by the user: nothing will decode it
+        continue;
+      }
       if (j->state == job_state::queued) {
         // Not a latent this job already gave up moving (that would go round for ever).
         if (!host_up(h.host) || j->handoff_failures > s.p.lost_factor * s.p.max_attempts)
@@ -1345,15 +1485,26 @@ struct stepper {
     return out;
   }
 
+  /// Every open run's queued jobs, by priority then submission (state_index::run_order):
+  /// a run first in the queue takes the free pools it wants, the next one gets the rest.
   void dispatch_sampling() {
-    for (std::size_t rp = 0; rp < s.runs.size(); ++rp) {
+    if (s.idx.free_pools.empty())
+      return;
+    // Jobs queued per mode over all open runs: a policy that looks ahead sees the queue.
+    std::map<std::string, std::size_t> mode_queued;
+    for (std::size_t rp = 0; rp < s.runs.size(); ++rp)
+      if (!s.runs[rp].done)
+        mode_queued[s.runs[rp].mode] += s.idx.runs[rp].queued.size();
+    for (std::size_t rp : s.idx.run_order) {
       auto& r = s.runs[rp];
       if (r.done || s.idx.runs[rp].queued.empty() || s.idx.free_pools.empty())
         continue;
       auto free = free_in_mode(r.mode);
       const auto& policy = s.policy_of(r.mode);
       while (!free.empty()) {
-        auto a = policy.next(dispatch_view{s, r, s.idx.runs[rp], free, now});
+        auto a = policy.next(dispatch_view{s, r, s.idx.runs[rp], free, now,
+                                           std::max(mode_queued[r.mode],
+                                                    s.idx.runs[rp].queued.size())});
         if (!a)
           break;
         if (a->job >= r.jobs.size() || r.jobs[a->job].state != job_state::queued
@@ -1366,6 +1517,8 @@ struct stepper {
           break;
         }
         order_sample(r, rp, r.jobs[a->job], *s.idx.pool_views[a->pool]);
+        if (mode_queued[r.mode] > 0)
+          --mode_queued[r.mode];
         free.erase(std::remove_if(free.begin(), free.end(),
                                   [&](uint32_t id) { return !s.idx.free_flag[id]; }),
                    free.end());
@@ -1486,6 +1639,8 @@ summary summarize(const run& r) {
       last = std::max(last, t);
     } else if (j.state == job_state::failed) {
       ++out.failed;
+    } else if (j.state == job_state::cancelled) {
+      ++out.cancelled;
     }
     out.done_twice += j.duplicates;
     out.fenced += j.fenced;

@@ -40,7 +40,12 @@
 
 namespace vidline::sched {
 
-enum class job_state { queued, sampling, sampled, decoding, succeeded, failed };
+/// `cancelled`: the user stopped it (`vidline cancel`); final like succeeded and failed.
+enum class job_state { queued, sampling, sampled, decoding, succeeded, failed, cancelled };
+/// succeeded, failed or cancelled: nothing more happens to the job.
+inline bool is_final(job_state s) {
+  return s == job_state::succeeded || s == job_state::failed || s == job_state::cancelled;
+}
 const char* to_string(job_state s);
 std::optional<job_state> job_state_from(const std::string& s);
 
@@ -118,7 +123,8 @@ struct job {
   uint32_t failures_total = 0;
 };
 
-/// One batch submitted together.
+/// One batch submitted together. Open runs share the line (docs/design.md, "The queue"):
+/// their jobs are dispatched by priority (higher first), then submission order.
 struct run {
   std::string id;
   std::string mode;
@@ -127,6 +133,11 @@ struct run {
   double finished_at = -1;
   bool done = false;
   std::vector<job> jobs;
+  int32_t priority = 0;            ///< `vidline run --priority N`: higher goes first
+  bool cancelled = false;          ///< `vidline cancel RUN` (the whole run)
+  /// `vidline submit` request ids already applied -> the first index they added (a
+  /// retried submit adds nothing twice).
+  std::map<std::string, uint32_t> added_requests;
 };
 
 /// The coordinator's view of one pool, rebuilt from its status reports.
@@ -238,6 +249,9 @@ struct dispatch_view {
   const run_index& queue;              ///< the run's queued jobs
   const std::vector<uint32_t>& free;   ///< ids of the mode's pools free now, in mode order
   double now;
+  /// Jobs queued in every open run of the mode, this one's included: the queue a policy
+  /// that looks ahead fills the pools' slots from (runs share the line).
+  std::size_t mode_queued = 0;
   /// The pool with this id.
   const pool_view& pool(uint32_t id) const;
 };
@@ -297,9 +311,13 @@ struct run_index {
                                               ///< (or differ in size from the run's first)
   std::vector<uint32_t> able;                 ///< mode pools whose max_load holds the size
   std::vector<int32_t> able_pos;              ///< pool id -> position in `able`, or -1
-  std::vector<std::set<uint32_t>> by_home;    ///< unrestricted queued jobs by home (i mod n)
+  std::vector<std::set<uint32_t>> by_home;    ///< unrestricted queued jobs by home
+                                              ///< ((turn_base + i) mod n)
   uint32_t unfinished = 0;                    ///< jobs not yet succeeded or failed
   std::map<std::string, double> first_order_on_host;  ///< conditioning starts there
+  /// in_turn's rotation is over the whole queue, not per run: job i of this run has turn
+  /// turn_base + i, turn_base = the jobs of the runs of its mode submitted before it.
+  uint64_t turn_base = 0;
 };
 
 /// Lookups that keep a step's cost independent of the number of jobs: queues per run,
@@ -327,6 +345,11 @@ struct state_index {
   std::set<std::tuple<double, std::size_t, uint32_t>> sampled;  ///< (sample_end, run, job)
   std::map<std::string, std::set<std::pair<std::size_t, uint32_t>>> decoding;  ///< by decoder
   std::vector<uint32_t> decoder_shared;       ///< pools sharing a GPU with a decoder
+  /// The runs in dispatch order: priority (higher first), then submission (position).
+  std::vector<std::size_t> run_order;
+  /// Attempts of cancelled jobs: a worker still running one is told to stop it
+  /// (lease_grant::cancelled), not only that it ended.
+  std::set<uint64_t> cancelled_attempts;
 };
 
 /// The whole machine state.
@@ -385,9 +408,17 @@ struct ev_resume { std::string run_id; };
 /// A host's latents actor reports the latents it holds: those no unfinished job needs are
 /// released; one sampled for a job that waits for a latent again is adopted (re-offer).
 struct ev_latent_holdings { msg::latent_holdings h; };
+/// The user stops a run (`job` unset) or one of its jobs (`vidline cancel RUN [--job I]`):
+/// every unfinished one becomes `cancelled` (journaled); a stage in flight is ended and its
+/// worker told to stop it now (lease_grant::cancelled); a latent of it is released.
+struct ev_cancel { std::string run_id; std::optional<uint32_t> job; };
+/// The user adds jobs to an open run (`vidline submit RUN ...`): indexes from the run's
+/// size on (filled in here; run_id set), queued behind the run's others.
+struct ev_add_jobs { std::string run_id; std::vector<job> jobs; };
 
 using event = std::variant<ev_submit, ev_pool_status, ev_decoder_status, ev_sample_result,
-                           ev_decode_result, ev_peer, ev_tick, ev_resume, ev_latent_holdings>;
+                           ev_decode_result, ev_peer, ev_tick, ev_resume, ev_latent_holdings,
+                           ev_cancel, ev_add_jobs>;
 
 // -- effects -------------------------------------------------------------------------------
 
@@ -421,6 +452,7 @@ inline std::vector<effect> step(state& s, const event& e, double now) {
 struct summary {
   uint32_t succeeded = 0;
   uint32_t failed = 0;
+  uint32_t cancelled = 0;
   uint32_t done_twice = 0;         ///< stages done twice (job::duplicates, summed)
   uint32_t fenced = 0;             ///< products removed unpublished (job::fenced, summed)
   double first_finish_s = 0;

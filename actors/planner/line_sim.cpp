@@ -54,16 +54,21 @@ public:
     }
   }
 
-  result run(sched::run r, double max_time) {
+  result run(std::vector<sched::run> rs, double max_time) {
     for (auto& [name, p] : pools_)
       send(to_coordinator{sched::ev_pool_status{p.status(now_)}});
     for (auto& [name, d] : decoders_)
       send(to_coordinator{sched::ev_decoder_status{d.status(now_)}});
-    run_id_ = r.id;
-    jobs_ = r.jobs.size();
+    run_id_ = rs.front().id;
+    jobs_ = rs.front().jobs.size();
     finals_.assign(jobs_, false);
     final_state_.assign(jobs_, no_final);
-    schedule(0, to_coordinator{sched::ev_submit{std::move(r)}});
+    std::vector<std::string> ids;
+    for (auto& r : rs) {
+      ids.push_back(r.id);
+      open_.insert(r.id);
+      schedule(0, to_coordinator{sched::ev_submit{std::move(r)}});
+    }
     if (faulty())
       schedule(f_.status_interval_s, status_timer{});
     while (!q_.empty() && !done_) {
@@ -81,6 +86,9 @@ public:
       check(std::holds_alternative<to_coordinator>(ev.p), decoder);
     }
     // The state ends here: move the run out rather than copy a million jobs.
+    for (std::size_t k = 1; k < ids.size(); ++k)
+      if (auto* run = s_.find_run(ids[k]))
+        res_.others.push_back(*run);
     if (auto* run = s_.find_run(run_id_))
       res_.run = std::move(*run);
     res_.end_time = now_;
@@ -141,13 +149,16 @@ private:
         else
           send(to_decoder{g->target.substr(8), decoding::ev_grant{g->grant, 0}});
       } else if (auto* fin = std::get_if<sched::fx_job_final>(&e)) {
+        if (fin->run_id != run_id_)
+          continue;
         if (fin->index >= finals_.size())
           finals_.resize(fin->index + 1, false);
         if (finals_[fin->index])
           violation("job " + std::to_string(fin->index) + " reached a final state twice");
         finals_[fin->index] = true;
       } else if (auto* d = std::get_if<sched::fx_run_done>(&e)) {
-        if (d->run_id == run_id_)
+        open_.erase(d->run_id);
+        if (open_.empty())
           done_ = true;
       }
     }
@@ -173,7 +184,7 @@ private:
       else if (std::holds_alternative<pooling::fx_report>(e))
         send(to_coordinator{sched::ev_pool_status{it->second.status(now_)}});
       else if (auto* c = std::get_if<pooling::fx_commit>(&e))
-        committed("sampled", c->order.job.index, it->first);
+        committed("sampled", c->order.job, it->first);
     }
   }
 
@@ -261,7 +272,7 @@ private:
       } else if (std::holds_alternative<decoding::fx_report>(e)) {
         send(to_coordinator{sched::ev_decoder_status{d.status(now_)}});
       } else if (auto* c = std::get_if<decoding::fx_commit>(&e)) {
-        committed("decoded", c->order.job.index, m.decoder);
+        committed("decoded", c->order.job, m.decoder);
       } else if (auto* x = std::get_if<decoding::fx_discard>(&e)) {
         if (x->published)
           uncommitted("decoded", x->index);
@@ -352,7 +363,10 @@ private:
 
   /// A stage's product was published (a ledger line): a job decoded at most once, beyond
   /// the attempts a crash interrupted after their commit (their results lost with them).
-  void committed(const char* stage, uint32_t job, const std::string& worker) {
+  void committed(const char* stage, const msg::job_spec& spec, const std::string& worker) {
+    if (spec.run_id != run_id_)
+      return;  // the invariants are checked on the first run
+    const uint32_t job = spec.index;
     auto& n = commits_[{stage, job}];
     ++n;
     if (std::string(stage) == "decoded" && n - crash_lost_[job] > 1)
@@ -385,6 +399,7 @@ private:
   std::map<std::string, encoder_model> encoders_;
   std::set<std::pair<std::string, uint64_t>> warm_;
   std::string run_id_;
+  std::set<std::string> open_;  ///< runs submitted and not yet done
   std::size_t jobs_ = 0;
   bool done_ = false;
   // Per job, by index: a byte each rather than a tree node (a plan may hold a million jobs).
@@ -403,7 +418,17 @@ private:
 result simulate(sched::state s, sched::run r, const timing& t, const faults& f,
                 double max_time, const sim_options& o) {
   line l(std::move(s), t, f, o);
-  return l.run(std::move(r), max_time);
+  std::vector<sched::run> rs;
+  rs.push_back(std::move(r));
+  return l.run(std::move(rs), max_time);
+}
+
+result simulate_runs(sched::state s, std::vector<sched::run> rs, const timing& t,
+                     const faults& f, double max_time, const sim_options& o) {
+  if (rs.empty())
+    return result{};
+  line l(std::move(s), t, f, o);
+  return l.run(std::move(rs), max_time);
 }
 
 } // namespace vidline::planner

@@ -90,6 +90,7 @@ struct result {
   bool finished = false;                ///< every job reached a final state
   double end_time = 0;
   std::vector<double> step_seconds;     ///< wall time per coordinator step (time_steps)
+  std::vector<sched::run> others;       ///< simulate_runs: the runs after the first, in order
 };
 
 /// Runs `r` (jobs filled in, mode set) on a line whose coordinator state is `s` (from
@@ -97,5 +98,12 @@ struct result {
 /// `max_time` bounds the virtual clock (a run that cannot finish ends there).
 result simulate(sched::state s, sched::run r, const timing& t, const faults& f = {},
                 double max_time = 1e9, const sim_options& o = {});
+
+/// Several runs submitted together at time 0, in this order (distinct ids): the line
+/// shares its pools among them (the queue) and goes on until every one is finished or
+/// max_time. result::run is the first (the invariants are checked on it), result::others
+/// the rest.
+result simulate_runs(sched::state s, std::vector<sched::run> rs, const timing& t,
+                     const faults& f = {}, double max_time = 1e9, const sim_options& o = {});
 
 } // namespace vidline::planner

@@ -133,6 +133,8 @@ void sample(caf::event_based_actor* self, const std::shared_ptr<shell>& sh,
     box->steps = steps;
   };
   auto backend = sh->backend;
+  // One attempt at a time: a cancel of the one before (fx_cancel_stage) is over.
+  *sh->cancel = false;
   auto cancel = sh->cancel;  // keeps the flag alive as long as the worker runs
   auto latents = latent_dir(sh->ctx);
   auto data_dir = sh->ctx.data_dir;
@@ -221,6 +223,12 @@ void execute(caf::event_based_actor* self, const std::shared_ptr<shell>& sh,
     }
     if (auto* d = std::get_if<pooling::fx_discard>(&e)) {
       discard_latent(*sh, *d);
+      continue;
+    }
+    if (auto* x = std::get_if<pooling::fx_cancel_stage>(&e)) {
+      // The backend returns promptly with "cancelled" (backends/backend.hpp).
+      if (sh->st.current && sh->st.current->attempt == x->attempt)
+        *sh->cancel = true;
       continue;
     }
     if (auto* c = std::get_if<pooling::fx_condition>(&e))

@@ -176,7 +176,23 @@ std::vector<effect> step(state& s, const event& e, double now) {
         discard(s, fx);
         fx.push_back(fx_report{});
       }
-      // Conditioning or sampling: dropped when it ends (the backend call is not cut short).
+      // Conditioning or sampling: dropped when it ends. The backend call is cut short only
+      // when the user cancelled the job; an attempt merely given up on runs to its end.
+      if (has(g->grant.cancelled, a) && s.at == phase::conditioning) {
+        // Nothing of the pool's runs yet: the order is dropped now (the encoder's answer,
+        // when it comes, is for an attempt no longer current and is ignored).
+        auto r = ended(s, fenced_result(s), now);
+        r.error = "cancelled";
+        finish(s, std::move(r));
+        fx.push_back(fx_report{});
+        return fx;
+      }
+      if (has(g->grant.cancelled, a) && s.at == phase::sampling) {
+        fx.push_back(fx_cancel_stage{a});
+        fx.push_back(fx_log{2, "attempt " + std::to_string(a) + " of " + s.current->job.run_id
+                                 + "/" + std::to_string(s.current->job.index)
+                                 + " cancelled: stopping its sampler"});
+      }
       return fx;
     }
     if (!has(g->grant.current, a))

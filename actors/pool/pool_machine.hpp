@@ -84,7 +84,11 @@ struct fx_commit { msg::sample_order order; std::string staged; std::string sha2
                    uint64_t bytes = 0; };
 /// Remove the latent at `staged`: its attempt lost the race.
 struct fx_discard { msg::sample_order order; std::string staged; };
-using effect = std::variant<fx_condition, fx_sample, fx_report, fx_log, fx_commit, fx_discard>;
+/// The user cancelled the running attempt's job (lease_grant::cancelled): stop the backend
+/// call now (its GPU is freed); the call's result, whatever it is, is not published.
+struct fx_cancel_stage { uint64_t attempt = 0; };
+using effect = std::variant<fx_condition, fx_sample, fx_report, fx_log, fx_commit, fx_discard,
+                            fx_cancel_stage>;
 
 std::vector<effect> step(state& s, const event& e, double now);
 

@@ -1,0 +1,259 @@
+// The queue's verbs: `vidline runs`, `vidline cancel RUN [--job I]`, `vidline submit RUN ...`
+// (docs/cli.md), and the coordinator_client calls behind them.
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <random>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "nodes/cli.hpp"
+#include "nodes/cli_checks.hpp"
+#include "nodes/commands.hpp"
+#include "nodes/exit_codes.hpp"
+#include "nodes/shot_file.hpp"
+#include "nodes/verbs.hpp"
+
+namespace vidline::nodes {
+
+using nlohmann::json;
+
+namespace {
+
+/// The exit code an error reply's `code` means (as for status and resume).
+int code_of(const std::string& code) {
+  if (code == msg::reply_code::no_such_run)
+    return exit_code::no_such_run;
+  if (code == msg::reply_code::too_large)
+    return exit_code::too_large;
+  return exit_code::refused;
+}
+
+/// One request, one typed reply; throws coordinator_error (unreachable, refused, ...).
+template <class Reply, class Request>
+Reply call(client& cl, const Request& req, int timeout_ms, const std::string& endpoint,
+           const config::knobs& knobs) {
+  auto reply = cl.request("coordinator", req, timeout_ms);
+  if (!reply)
+    throw coordinator_error(exit_code::unreachable,
+                            "no answer from the coordinator at " + endpoint + " within "
+                              + std::to_string((timeout_ms + 999) / 1000) + " s");
+  Reply r;
+  if (reply->env.type != Reply::wire_name
+      || !msg::unpack_body_as(reply->body, wire_limits(knobs), r))
+    throw coordinator_error(exit_code::refused, std::string("the coordinator answered "
+                                                            "something else than a ")
+                                                  + Reply::wire_name);
+  if (!r.error.empty())
+    throw coordinator_error(code_of(r.code), r.error);
+  return r;
+}
+
+std::string request_id() {
+  std::random_device rd;
+  char buf[40];
+  std::snprintf(buf, sizeof(buf), "add-%08x%08x%08x", rd(), rd(), rd());
+  return buf;
+}
+
+struct queue_options {
+  std::string config, run_id, prompt_file, reference_file;
+  bool json = false, all = false;
+  int64_t job = -1;
+  uint32_t width = 0, height = 0, seconds = 0, count = 1;
+  uint64_t seed = 0;
+  double timeout_s = 10;
+};
+
+std::string eta_text(const json& e) {
+  if (!e.is_number())
+    return "-";
+  char buf[32];
+  double s = e.get<double>();
+  if (s < 90)
+    std::snprintf(buf, sizeof(buf), "%.0f s", s);
+  else if (s < 5400)
+    std::snprintf(buf, sizeof(buf), "%.0f min", s / 60);
+  else
+    std::snprintf(buf, sizeof(buf), "%.1f h", s / 3600);
+  return buf;
+}
+
+int do_runs(const queue_options& o) {
+  auto cluster = cluster_for(o.config);
+  coordinator_client cl(cluster);
+  json list;
+  try {
+    list = cl.runs(o.all, static_cast<int>(o.timeout_s * 1000));
+  } catch (const coordinator_error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return e.exit_code();
+  }
+  if (o.json) {
+    std::printf("%s\n", list.dump(2).c_str());
+    return exit_code::ok;
+  }
+  std::printf("%-24s %-10s %11s %9s %8s  %s\n", "RUN", "STATE", "DONE/TOTAL", "ETA", "PRIORITY",
+              "MODE");
+  for (auto& r : list) {
+    std::string done = std::to_string(r.value("done", 0)) + "/" + std::to_string(r.value("total", 0));
+    std::printf("%-24s %-10s %11s %9s %8d  %s\n", r.value("run_id", "").c_str(),
+                r.value("state", "").c_str(), done.c_str(), eta_text(r["eta_s"]).c_str(),
+                r.value("priority", 0), r.value("mode", "").c_str());
+  }
+  return exit_code::ok;
+}
+
+int do_cancel(const queue_options& o) {
+  auto cluster = cluster_for(o.config);
+  coordinator_client cl(cluster);
+  msg::cancel_run req;
+  req.run_id = o.run_id;
+  if (o.job >= 0) {
+    req.one_job = true;
+    req.index = static_cast<uint32_t>(o.job);
+  }
+  try {
+    auto r = cl.cancel(req, static_cast<int>(o.timeout_s * 1000));
+    if (o.json)
+      std::printf("%s\n", json{{"run_id", r.run_id}, {"cancelled", r.cancelled},
+                               {"in_flight", r.in_flight}, {"state", r.state}}
+                            .dump()
+                            .c_str());
+    else
+      std::printf("run %s: %u jobs cancelled (%u stopped in flight); run %s\n",
+                  r.run_id.c_str(), r.cancelled, r.in_flight, r.state.c_str());
+  } catch (const coordinator_error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return e.exit_code();
+  }
+  return exit_code::ok;
+}
+
+int do_submit(const queue_options& o) {
+  if (auto why = cli_checks::seed_range_error(o.seed, o.count); !why.empty()) {
+    std::fprintf(stderr, "error: %s\n", why.c_str());
+    return exit_code::usage;
+  }
+  auto cluster = cluster_for(o.config);
+  msg::submit_jobs req;
+  req.run_id = o.run_id;
+  std::string why;
+  req.prompt = read_prompt_file(o.prompt_file, cluster.knobs, why);
+  if (!why.empty()) {
+    std::fprintf(stderr, "error: --prompt-file: %s\n", why.c_str());
+    return exit_code::usage;
+  }
+  if (!o.reference_file.empty()) {
+    if (!std::filesystem::is_regular_file(o.reference_file)) {
+      std::fprintf(stderr, "error: --reference-file: %s is not a readable file\n",
+                   o.reference_file.c_str());
+      return exit_code::usage;
+    }
+    req.reference = std::filesystem::absolute(o.reference_file).string();
+  }
+  req.width = o.width;
+  req.height = o.height;
+  req.seconds = o.seconds;
+  req.count = o.count;
+  req.seed = o.seed;
+  req.request_id = request_id();
+  coordinator_client cl(cluster);
+  try {
+    auto r = cl.submit_jobs(req, static_cast<int>(o.timeout_s * 1000));
+    if (o.json)
+      std::printf("%s\n", json{{"run_id", r.run_id}, {"first_index", r.first_index},
+                               {"count", r.count}}
+                            .dump()
+                            .c_str());
+    else
+      std::printf("run %s: jobs %u..%u added\n", r.run_id.c_str(), r.first_index,
+                  r.first_index + r.count - 1);
+  } catch (const coordinator_error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return e.exit_code();
+  }
+  return exit_code::ok;
+}
+
+} // namespace
+
+// -- coordinator_client: the queue's requests --------------------------------------------------
+
+json coordinator_client::runs(bool all, int timeout_ms) {
+  client cl(endpoint_, knobs_, security_);
+  auto r = call<msg::runs_reply>(cl, msg::runs_query{all}, timeout_ms, endpoint_, knobs_);
+  return json::parse(r.json);
+}
+
+msg::cancel_reply coordinator_client::cancel(const msg::cancel_run& req, int timeout_ms) {
+  client cl(endpoint_, knobs_, security_);
+  return call<msg::cancel_reply>(cl, req, timeout_ms, endpoint_, knobs_);
+}
+
+msg::submit_jobs_reply coordinator_client::submit_jobs(const msg::submit_jobs& req,
+                                                       int timeout_ms) {
+  if (req.prompt.size() > knobs_.max_prompt_bytes)
+    throw coordinator_error(exit_code::usage,
+                            "the prompt is " + std::to_string(req.prompt.size())
+                              + " bytes, over knobs.max_prompt_bytes ("
+                              + std::to_string(knobs_.max_prompt_bytes) + ")");
+  client cl(endpoint_, knobs_, security_);
+  // The request id makes a retry add nothing twice: retried while there is no answer.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (;;) {
+    try {
+      return call<msg::submit_jobs_reply>(cl, req, 2000, endpoint_, knobs_);
+    } catch (const coordinator_error& e) {
+      if (e.exit_code() != exit_code::unreachable || std::chrono::steady_clock::now() >= deadline)
+        throw;
+    }
+  }
+}
+
+void add_queue_verbs(CLI::App& app, verb_list& out) {
+  auto o = std::make_shared<queue_options>();
+  using cli_checks::seconds;
+  using cli_checks::whole_number;
+
+  auto* runs = app.add_subcommand("runs", "List the coordinator's runs: state, done/total, ETA, priority");
+  runs->add_option("--config", o->config, "Cluster config (default: the last one used)");
+  runs->add_flag("--json", o->json, "Print the list as JSON");
+  runs->add_flag("--all", o->all, "Every finished run too (default: the newest 20 of them)");
+  runs->add_option("--timeout", o->timeout_s, "Seconds to wait for the answer")
+    ->check(seconds(0, true));
+  out.push_back({runs, [o] { return do_runs(*o); }});
+
+  auto* cancel = app.add_subcommand(
+    "cancel", "Stop a run, or one job of it: queued jobs at once, stages in flight on their GPU");
+  cancel->add_option("run_id", o->run_id, "Run id")->required();
+  cancel->add_option("--job", o->job, "Only this job (its index)")
+    ->check(whole_number(0, 4294967295u));
+  cancel->add_option("--config", o->config, "Cluster config (default: the last one used)");
+  cancel->add_flag("--json", o->json, "Print the answer as JSON");
+  cancel->add_option("--timeout", o->timeout_s, "Seconds to wait for the answer")
+    ->check(seconds(0, true));
+  out.push_back({cancel, [o] { return do_cancel(*o); }});
+
+  auto* submit = app.add_subcommand("submit", "Add jobs to an open run (the options of run's batch)");
+  submit->add_option("run_id", o->run_id, "Run id")->required();
+  submit->add_option("--config", o->config, "Cluster config (default: the last one used)");
+  submit->add_option("--prompt-file", o->prompt_file,
+                     "File holding the prompt text (at most knobs.max_prompt_bytes)")->required();
+  submit->add_option("--reference-file", o->reference_file, "Reference image for the jobs");
+  submit->add_option("--width", o->width, "Width in pixels")->required()->check(whole_number(8, 8192));
+  submit->add_option("--height", o->height, "Height in pixels")->required()->check(whole_number(8, 8192));
+  submit->add_option("--seconds", o->seconds, "Clip length in seconds")->required()->check(whole_number(1, 3600));
+  submit->add_option("--count", o->count, "Jobs to add")->required()->check(whole_number(1, 1000000));
+  submit->add_option("--seed", o->seed, "Seed of the first job added (then seed + 1, ...)")
+    ->required()
+    ->check(whole_number(0, UINT64_MAX));
+  submit->add_flag("--json", o->json, "Print the answer as JSON");
+  submit->add_option("--timeout", o->timeout_s, "Seconds to wait for the answer")
+    ->check(seconds(0, true));
+  out.push_back({submit, [o] { return do_submit(*o); }});
+}
+
+} // namespace vidline::nodes
