@@ -219,7 +219,7 @@ void add_line_verbs(CLI::App& app, verb_list& out) {
   run->add_option("--reference-file", ra.reference_file, "Reference image for the jobs");
   run->add_option("--priority", ra.priority,
                   "The run's place in the queue: higher goes first, then older (default 0)")
-    ->check(CLI::Range(-max_priority, max_priority));
+    ->check(CLI::Range(-actors::max_priority, actors::max_priority));
   run->add_flag("--background", ra.background, "Print the run id and return at once");
   run->add_flag("--json", ra.json, "Print JSON (the final status, or the run id)");
   out.push_back({run, [o, uniform] {

@@ -885,6 +885,19 @@ TEST_CASE("a bulk connection must prove its host's per-boot secret: a party on t
     CHECK(sha256_file_hex(dest) == sha);
     CHECK(a.b->stats().bulk_chunks_served - before == 3);  // on the bulk channel
   };
+  // A admits B's bulk connection (the ZAP answer) a moment before B's end of it is ready:
+  // a fetch in that moment travels on the CURVE link (the fallback). Once B's end is up,
+  // fetches go on the bulk channel; wait for that, one fetch at a time.
+  auto bulk_carries_fetches = [&](const char* name) {
+    int n = 0;
+    return eventually([&] {
+      const uint64_t before = a.b->stats().bulk_chunks_served;
+      const std::string dest = (dir_b.path / (name + std::to_string(n++))).string();
+      const fetch_result r = fetch(*b->b, "A", sha, size, dest);
+      return r.outcome == fetch_outcome::ok && a.b->stats().bulk_chunks_served - before == 3;
+    });
+  };
+  REQUIRE(bulk_carries_fetches("warmup"));
   fetch_on_bulk("first.latent");
   CHECK(a.b->stats().bulk_secrets_refused == 0);
 
@@ -924,6 +937,7 @@ TEST_CASE("a bulk connection must prove its host's per-boot secret: a party on t
   ob.boot_id = 0;
   b = std::make_unique<node>(ob);
   REQUIRE(eventually([&] { return a.b->stats().bulk_admitted > admitted; }));
+  REQUIRE(bulk_carries_fetches("rewarm"));
   fetch_on_bulk("third.latent");
   // The impostors keep retrying and are refused; the real B never was.
   CHECK(a.b->stats().bulk_secrets_refused >= refused);
