@@ -32,6 +32,7 @@
 #include "actors/coordinator/coordinator_actor.hpp"
 #include "actors/planner/plan.hpp"
 #include "actors/planner/reference_rows.hpp"
+#include "bench/episode.hpp"
 #include "common/sha256.hpp"
 
 using namespace vidline;
@@ -593,29 +594,6 @@ double mix_upper_bound(const setup& s, const std::vector<std::array<uint32_t, 3>
   return simplex_max(A, b, obj);
 }
 
-/// A production shot list modelled on the reference owner's episode (issue 12): `n` shots,
-/// 70% of 5 s and 30% of 10 s, half at 736x1280 and half at 416x736, each its own prompt
-/// and reference image (digests only: the planner reads no file), in episode order.
-std::vector<msg::shot> episode(uint32_t n) {
-  std::vector<msg::shot> out;
-  for (uint32_t i = 0; i < n; ++i) {
-    msg::shot s;
-    s.prompt = "episode 1, shot " + std::to_string(i + 1) + ": scene " + std::to_string(i / 4 + 1)
-               + ", camera " + std::to_string(i % 4 + 1);
-    const bool ten = (i * 3) % 10 < 3;  // 3 of every 10
-    const bool tall = (i / 3) % 2 == 0;   // runs of three at each size
-    s.width = tall ? 736 : 416;
-    s.height = tall ? 1280 : 736;
-    s.seconds = ten ? 10 : 5;
-    s.seed = 987654321123ull + i;
-    s.name = "ep1-shot" + std::to_string(i + 1);
-    s.reference = "/refs/ep1-shot" + std::to_string(i + 1) + ".png";
-    s.reference_sha256 = to_hex(sha256_of(s.reference));
-    out.push_back(std::move(s));
-  }
-  return out;
-}
-
 int run_bench(int argc, char** argv) {
   // `bench_plan --search [MAX_COUNT]`: only auto against the best schedule of the model, by
   // exhaustive search, on the reference cluster, every measured size, counts 1..MAX_COUNT
@@ -806,7 +784,7 @@ int run_bench(int argc, char** argv) {
 
   // -- 4. the production shot list --------------------------------------------------------------
   const uint32_t shots_n = 64;
-  auto shots = episode(shots_n);
+  auto shots = bench::episode(shots_n);
   std::map<std::array<uint32_t, 3>, uint32_t> mix;
   for (auto& sh : shots)
     ++mix[{sh.width, sh.height, sh.seconds}];

@@ -1,0 +1,163 @@
+// The production shot list planned, then run live, side by side (issue 12): the list of
+// bench/episode.hpp written as a shot file with a real reference image per shot, planned by
+// `vidline plan`'s code (load_plan_setup + read_shot_file + planner::plan), and run by two
+// real node processes on loopback (the reference cluster, sim backend, clock scaled) through
+// `vidline run --jobs`. Prints each job's planned and live pool and ends with
+//   RESULT plan_live_makespan_ratio <live / plan> ratio target 0.98..1.02
+//   RESULT plan_live_same_pool <share of jobs on the planned pool> share target (none)
+// Usage: bench_plan_live [SHOTS (64)] [TIME_SCALE (0.04)]
+// The clock runs at TIME_SCALE of real time: 64 shots plan to ~5,300 run-clock seconds, so
+// ~212 s of wall time at 0.04. A slower clock (smaller TIME_SCALE) makes the real delays
+// (messages, latents crossing the loopback, a loaded machine) count for more.
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "bench/episode.hpp"
+#include "nodes/plan_cmd.hpp"
+#include "nodes/shot_file.hpp"
+#include "tests/support/cluster.hpp"
+
+using namespace vidline;
+using namespace testing_support;
+using json = nlohmann::json;
+
+namespace {
+
+/// Writes the episode as DIR/episode.jsonl, each shot's reference a distinct small image
+/// file under DIR/refs/; returns the shot file's path.
+std::string write_episode(const std::string& dir, uint32_t shots) {
+  std::filesystem::create_directories(dir + "/refs");
+  std::ofstream list(dir + "/episode.jsonl");
+  for (const auto& s : bench::episode(shots)) {
+    const std::string ref = "refs/" + s.name + ".png";
+    std::ofstream(dir + "/" + ref, std::ios::binary)
+      << std::string("\x89PNG\r\n\x1a\n", 8) << "reference of " << s.name << '\n';
+    list << json{{"prompt", s.prompt}, {"width", s.width}, {"height", s.height},
+                 {"seconds", s.seconds}, {"seed", s.seed}, {"name", s.name},
+                 {"reference", ref}}.dump()
+         << '\n';
+  }
+  return dir + "/episode.jsonl";
+}
+
+/// Waits until every pool and decoder of the cluster has reported (a plan starts with all
+/// of them known; a live batch that came first would wait for them).
+bool all_reported(nodes::coordinator_client& cl, double seconds) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < deadline) {
+    try {
+      if (auto c = cl.status("@cluster", 500)) {
+        bool all = !(*c)["pools"].empty();
+        for (auto& [name, p] : (*c)["pools"].items())
+          all = all && p["alive"].get<bool>();
+        for (auto& [name, d] : (*c)["decoders"].items())
+          all = all && d["alive"].get<bool>();
+        if (all)
+          return true;
+      }
+    } catch (const std::exception&) {
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // polling pace
+  }
+  return false;
+}
+
+int run_live(uint32_t shots, double time_scale) {
+  temp_dir dir("vl-plan-live");
+  const std::string config = write_reference_config(dir.path(), time_scale);
+  const std::string list_path = write_episode(dir.path(), shots);
+
+  auto setup = nodes::load_plan_setup(config, "");
+  nodes::shot_list list;
+  if (auto why = nodes::read_shot_file(list_path, setup.cluster.knobs, nodes::run_max_jobs, list);
+      !why.empty()) {
+    std::fprintf(stderr, "the shot file: %s\n", why.c_str());
+    return 1;
+  }
+  planner::request pr;
+  pr.mode = planner::auto_mode;
+  pr.shots = list.shots;
+  auto plan = planner::plan(setup.state, *setup.est, pr);
+  if (!plan.refused.empty()) {
+    std::fprintf(stderr, "the plan refused the list: %s\n", plan.refused.c_str());
+    return 1;
+  }
+
+  auto a = start_node(dir.path(), config, "host_a");
+  auto b = start_node(dir.path(), config, "host_b");
+  nodes::coordinator_client cl(setup.cluster);
+  if (!coordinator_answers(cl, 30) || !all_reported(cl, 30)) {
+    std::fprintf(stderr, "the line did not come up (node logs in %s)\n", dir.path().c_str());
+    dir.keep();
+    return 1;
+  }
+  process submit({VIDLINE_BINARY, "run", "--config", config, "--mode", planner::auto_mode,
+                  "--jobs", list_path, "--background"},
+                 dir.path() + "/submit.out");
+  if (submit.wait(60) != 0) {
+    std::fprintf(stderr, "vidline run failed: %s\n", submit.err().c_str());
+    dir.keep();
+    return 1;
+  }
+  std::string run_id = submit.out();
+  while (!run_id.empty() && std::isspace(static_cast<unsigned char>(run_id.back())))
+    run_id.pop_back();
+  const double wall_limit = plan.summary.makespan_s * time_scale * 3 + 120;
+  auto st = wait_status(cl, run_id, wall_limit,
+                        [](const json& s) { return s["state"] != "running"; });
+  if (st.is_null() || st["state"] != "succeeded") {
+    std::fprintf(stderr, "the live run did not succeed: %s\n",
+                 st.is_null() ? "no status" : st["state"].dump().c_str());
+    dir.keep();
+    return 1;
+  }
+
+  std::printf("%5s %-14s %-12s %-12s %10s %10s\n", "job", "size", "plan pool", "live pool",
+              "plan end", "live end");
+  std::size_t same = 0;
+  for (auto& j : st["jobs"]) {
+    const auto i = j["index"].get<std::size_t>();
+    const auto& pj = plan.jobs.at(i);
+    const std::string live_pool = j["pool"].get<std::string>();
+    same += live_pool == pj.pool;
+    char size[32];
+    std::snprintf(size, sizeof(size), "%ux%ux%u", pj.width, pj.height, pj.seconds);
+    std::printf("%5zu %-14s %-12s %-12s %10.1f %10.1f\n", i, size, pj.pool.c_str(),
+                live_pool.c_str(), pj.decode ? pj.decode->end : -1.0,
+                j["decode_end"].get<double>());
+  }
+  const double live = st["summary"]["makespan_s"].get<double>();
+  const double planned = plan.summary.makespan_s;
+  std::printf("\n%u shots (auto, reference cluster, sim clock x%g): plan %.1f s, live %.1f s "
+              "(%+.2f%%); %zu of %zu jobs on the planned pool\n",
+              shots, time_scale, planned, live, (live / planned - 1) * 100, same,
+              st["jobs"].size());
+  std::printf("RESULT plan_live_makespan_ratio %.4f ratio target 0.98..1.02\n", live / planned);
+  std::printf("RESULT plan_live_same_pool %.3f share target none\n",
+              static_cast<double>(same) / static_cast<double>(st["jobs"].size()));
+  a->signal(SIGTERM);
+  b->signal(SIGTERM);
+  a->wait(30);
+  b->wait(30);
+  return std::abs(live / planned - 1) <= 0.02 ? 0 : 3;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const uint32_t shots = argc > 1 ? static_cast<uint32_t>(std::stoul(argv[1])) : 64;
+    const double time_scale = argc > 2 ? std::stod(argv[2]) : 0.04;
+    if (shots == 0 || shots > 10000 || !(time_scale > 0 && time_scale <= 1)) {
+      std::fprintf(stderr, "usage: bench_plan_live [SHOTS 1..10000] [TIME_SCALE (0,1]]\n");
+      return 2;
+    }
+    return run_live(shots, time_scale);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_plan_live: %s\n", e.what());
+    return 1;
+  }
+}
