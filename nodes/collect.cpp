@@ -199,6 +199,9 @@ void collector::pass(const json& status, bool final) {
   const std::string run_id = str_or(status, "run_id");
   if (final)
     r_.not_made = 0;
+  // A host that did not answer is not asked again in this pass: one silence per host, not
+  // one per video (its videos are named as not collected; the next final pass tries again).
+  std::map<std::string, std::string> silent;
   for (const auto& j : status.value("jobs", json::array())) {
     const std::string sha = str_or(j, "output_sha256");
     const std::string output = str_or(j, "output");
@@ -240,6 +243,10 @@ void collector::pass(const json& status, bool final) {
         P.failures[key] = label + ": decoder '" + decoder + "' is not in this config";
         continue;
       }
+      if (auto it = silent.find(h->name); it != silent.end()) {
+        P.failures[key] = label + ": not collected: " + it->second;
+        continue;
+      }
       auto& cl = P.clients[h->name];
       std::string why;
       try {
@@ -251,6 +258,8 @@ void collector::pass(const json& status, bool final) {
         why = e.what();
       }
       if (!why.empty()) {
+        if (why.rfind("no answer from host", 0) == 0)
+          silent[h->name] = why;
         P.failures[key] = label + ": not collected: " + why;
         continue;
       }

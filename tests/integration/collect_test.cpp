@@ -94,7 +94,8 @@ void check_collected(const json& st, const std::string& dir) {
 
 TEST_CASE("a shot list's videos are collected and indexed; another file at a name is refused") {
   temp_dir dir("vl-collect");
-  auto config = testing_support::write_reference_config(dir.path(), 0.005);
+  auto config = testing_support::write_reference_config(dir.path(), 0.005,
+                                                         {{"transfer_timeout_ms", 1000}});
   auto cluster = config::load(config);
   auto a = testing_support::start_node(dir.path(), config, "host_a");
   auto b = testing_support::start_node(dir.path(), config, "host_b");
@@ -139,10 +140,30 @@ TEST_CASE("a shot list's videos are collected and indexed; another file at a nam
   CHECK(twice.out().find("collected 0 video(s) into " + out + ", 5 already there") != std::string::npos);
   CHECK(read_file(out + "/index.jsonl") == index_before);
 
-  a->signal(SIGTERM);
+  // The decoder host down: its videos are named as not collected (exit 11), nothing
+  // partial is left, and a silent host costs one timeout per pass, not one per video.
   b->signal(SIGTERM);
-  CHECK(a->wait(20) == 0);
   CHECK(b->wait(20) == 0);
+  int on_b = 0;
+  for (auto& j : st["jobs"])
+    on_b += cluster.find_decoder(j["decoder"])->host == "host_b" ? 1 : 0;
+  const std::string out2 = dir.path() + "/collected2";
+  const auto before = std::chrono::steady_clock::now();
+  process down({VIDLINE_BINARY, "wait", run_id, "--config", config, "--collect", out2},
+               dir.path() + "/down.out");
+  REQUIRE(on_b == 5);  // the mode's one decoder, rtx3080ti, is on host_b
+  CHECK(down.wait(120) == 11);
+  INFO(down.err());
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - before).count();
+  CHECK(took < 30);  // two passes, one silence of 6 x 1 s each
+  CHECK(down.out().find("collected " + std::to_string(5 - on_b) + " video(s)") != std::string::npos);
+  CHECK(down.err().find("not collected: no answer from host host_b") != std::string::npos);
+  CHECK(down.out().find("5 not collected") != std::string::npos);
+  CHECK(read_index(out2 + "/index.jsonl").empty());
+  CHECK(std::distance(std::filesystem::directory_iterator(out2), {}) == 0);
+
+  a->signal(SIGTERM);
+  CHECK(a->wait(20) == 0);
 }
 
 TEST_CASE("a kill of the collecting client and the coordinator mid-list; resume collects each once") {
