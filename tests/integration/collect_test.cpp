@@ -92,7 +92,7 @@ void check_collected(const json& st, const std::string& dir) {
 
 } // namespace
 
-TEST_CASE("a shot list's videos are collected and indexed; another file at a name is refused") {
+TEST_CASE("a shot list's videos are collected and indexed, another file at a name is refused") {
   temp_dir dir("vl-collect");
   auto config = testing_support::write_reference_config(dir.path(), 0.005,
                                                          {{"transfer_timeout_ms", 1000}});
@@ -166,7 +166,7 @@ TEST_CASE("a shot list's videos are collected and indexed; another file at a nam
   CHECK(a->wait(20) == 0);
 }
 
-TEST_CASE("a kill of the collecting client and the coordinator mid-list; resume collects each once") {
+TEST_CASE("a kill of the collecting client and the coordinator mid-list, then resume collects each once") {
   temp_dir dir("vl-collect-kill");
   auto config = testing_support::write_reference_config(dir.path(), 0.02);
   auto cluster = config::load(config);
