@@ -41,6 +41,9 @@ struct context {
 /// Sub-directories of a host's data directory.
 std::string latent_dir(const context& c);      ///< <data>/latents: <sha256>.latent (+ .job)
 std::string output_dir(const context& c);      ///< <data>/outputs/<run>/...
+/// Under a host's data directory: every video its decoder published, hard-linked by its
+/// SHA-256 (<sha256>, no extension), which its bus serves to `vidline run --collect`.
+inline constexpr const char* output_blobs_subdir = "outputs/.by-sha256";
 std::string work_dir(const context& c);        ///< <data>/work/<attempt>/...
 std::string conditioning_dir(const context& c);///< <data>/conditioning/<prompt sha>.cond
 

@@ -293,7 +293,8 @@ struct latent_fetch {
   std::string sha256;
   uint64_t offset = 0;
   uint32_t length = 0;
-  MSGPACK_DEFINE_MAP(transfer_id, sha256, offset, length)
+  std::string kind;  ///< "" = a latent; "output" = a finished video (outputs collected)
+  MSGPACK_DEFINE_MAP(transfer_id, sha256, offset, length, kind)
 };
 
 /// sender -> receiver: one chunk (or an error such as "not found").

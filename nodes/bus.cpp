@@ -510,6 +510,7 @@ bus::impl::impl(bus_options o, message_handler m, peer_handler p)
           [this] { return now_ms(); }),
       server(opt.latent_dir, opt.knobs.max_frame_bytes - chunk_frame_overhead_bytes,
              opt.corrupt_every_nth_chunk) {
+  server.set_output_dir(opt.output_dir);
   for (const auto& [host, key] : opt.security.host_keys)
     host_of_key[z85_to_binary(key)] = host;
   for (const auto& [host, ep] : opt.bulk_peers)

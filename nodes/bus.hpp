@@ -63,6 +63,7 @@ struct bus_options {
   std::map<std::string, std::string> peers;  ///< host name -> its "tcp://ADDR:PORT"
   config::knobs knobs;                       ///< liveness, reconnect, data plane, limits
   std::string latent_dir;                    ///< this host's latents, as <sha256>.latent
+  std::string output_dir;                    ///< finished videos by digest, as <sha256> (collect)
   uint64_t boot_id = 0;                      ///< random per process start; 0 = pick one
   bus_security security;                     ///< CURVE keys, or plaintext on loopback
   /// Announced in every heartbeat (the hello); a peer announcing another version or

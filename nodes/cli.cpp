@@ -12,6 +12,7 @@
 #include "common/sha256.hpp"
 #include "config/config.hpp"
 #include "nodes/cli_checks.hpp"
+#include "nodes/collect.hpp"
 #include "nodes/commands.hpp"
 #include "nodes/exit_codes.hpp"
 #include "nodes/node.hpp"
@@ -49,7 +50,48 @@ struct run_args {
   std::vector<std::string> given;    ///< the uniform form's options given (for --jobs)
   std::vector<std::string> missing;  ///< the uniform form's options missing
   int32_t priority = 0;
+  std::string collect;               ///< --collect DIR: copy the videos here
 };
+
+/// Follows a run (wait_for_run) and, with `dir` (--collect), collects its videos as they
+/// finish and once more from the whole status at the end (nodes/collect.hpp). The report
+/// goes to stderr with --json. Exit code: wait's, or not_collected when that was ok and a
+/// video was refused or could not be collected.
+int follow(coordinator_client& cl, const config::cluster& cluster, const std::string& run_id,
+           wait_options wo, const std::string& dir) {
+  if (dir.empty())
+    return wait_for_run(cl, run_id, wo);
+  std::unique_ptr<collector> k;
+  try {
+    k = std::make_unique<collector>(cluster, dir);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: --collect: %s\n", e.what());
+    return exit_code::usage;
+  }
+  wo.on_status = [&](const nlohmann::json& st) { k->pass(st, false); };
+  const int code = wait_for_run(cl, run_id, wo);
+  std::optional<nlohmann::json> st;
+  try {
+    st = cl.status(run_id, 10000);
+  } catch (const coordinator_error& e) {
+    std::fprintf(stderr, "error: --collect: %s\n", e.what());
+    return code == exit_code::ok ? e.exit_code() : code;
+  }
+  if (!st) {
+    std::fprintf(stderr, "error: --collect: no answer from the coordinator at %s; not every "
+                         "video is collected (`vidline resume %s --collect %s` goes on)\n",
+                 cl.endpoint().c_str(), run_id.c_str(), dir.c_str());
+    return code == exit_code::ok ? exit_code::unreachable : code;
+  }
+  k->pass(*st, true);
+  const auto& r = k->report();
+  for (auto& p : r.problems)
+    std::fprintf(stderr, "error: --collect: %s\n", p.c_str());
+  std::fprintf(wo.json ? stderr : stdout, "%s\n", format_collect_report(r, dir).c_str());
+  if (code == exit_code::ok && (r.refused > 0 || r.failed > 0))
+    return exit_code::not_collected;
+  return code;
+}
 
 int do_run(const run_args& a) {
   if (!a.jobs.empty()) {
@@ -62,12 +104,25 @@ int do_run(const run_args& a) {
                  a.missing.front().c_str());
     return exit_code::usage;
   }
+  if (a.background && !a.collect.empty()) {
+    std::fprintf(stderr, "error: --collect follows the run: not with --background (collect "
+                         "later with `vidline wait RUN --collect DIR`)\n");
+    return exit_code::usage;
+  }
   if (auto why = cli_checks::seed_range_error(a.seed, a.count); a.jobs.empty() && !why.empty()) {
     std::fprintf(stderr, "error: %s\n", why.c_str());
     return exit_code::usage;
   }
   auto cluster = config::load(a.config);
   remember_config(a.config);
+  if (!a.collect.empty()) {
+    try {
+      files::make_dirs(a.collect);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "error: --collect: %s\nnothing was submitted\n", e.what());
+      return exit_code::usage;
+    }
+  }
   msg::submit_run req;
   req.mode = a.mode;
   std::string why;
@@ -129,7 +184,7 @@ int do_run(const run_args& a) {
   wait_options wo;
   wo.json = a.json;
   wo.cluster = &cluster;
-  return wait_for_run(cl, run_id, wo);
+  return follow(cl, cluster, run_id, wo, a.collect);
 }
 
 int do_status(const std::string& config, const std::string& run_id, bool json,
@@ -166,19 +221,20 @@ int do_status(const std::string& config, const std::string& run_id, bool json,
   return exit_code::ok;
 }
 
-int do_wait(const std::string& config, const std::string& run_id, double timeout_s, bool json) {
+int do_wait(const std::string& config, const std::string& run_id, double timeout_s, bool json,
+            const std::string& collect) {
   auto cluster = cluster_for(config);
   coordinator_client cl(cluster);
   wait_options wo;
   wo.timeout_s = timeout_s;
   wo.json = json;
   wo.cluster = &cluster;
-  return wait_for_run(cl, run_id, wo);
+  return follow(cl, cluster, run_id, wo, collect);
 }
 
 /// Options shared by the line verbs; they live as long as the app.
 struct line_options {
-  std::string config_path, host, run_id, gantt;
+  std::string config_path, host, run_id, gantt, collect;
   double timeout_s = 0;
   double status_timeout_s = 5;
   bool json = false;
@@ -221,6 +277,9 @@ void add_line_verbs(CLI::App& app, verb_list& out) {
                   "The run's place in the queue: higher goes first, then older (default 0)")
     ->check(CLI::Range(-actors::max_priority, actors::max_priority));
   run->add_flag("--background", ra.background, "Print the run id and return at once");
+  run->add_option("--collect", ra.collect,
+                  "Copy each finished video, verified, into this directory with an index.jsonl "
+                  "(docs/shots.md)");
   run->add_flag("--json", ra.json, "Print JSON (the final status, or the run id)");
   out.push_back({run, [o, uniform] {
                    for (auto* opt : uniform) {
@@ -238,7 +297,11 @@ void add_line_verbs(CLI::App& app, verb_list& out) {
   wait->add_option("--timeout", o->timeout_s, "Seconds to wait (0 = forever)")->check(seconds(0));
   wait->add_option("--config", o->config_path, "Cluster config (default: the last one used)");
   wait->add_flag("--json", o->json, "Print the final status JSON");
-  out.push_back({wait, [o] { return do_wait(o->config_path, o->run_id, o->timeout_s, o->json); }});
+  wait->add_option("--collect", o->collect,
+                   "Then copy the run's videos, verified, into this directory (docs/shots.md)");
+  out.push_back({wait, [o] {
+                   return do_wait(o->config_path, o->run_id, o->timeout_s, o->json, o->collect);
+                 }});
 
   auto* status = app.add_subcommand("status", "Show a run (default: the latest), or the cluster");
   status->add_option("run_id", o->run_id,
@@ -260,6 +323,9 @@ void add_line_verbs(CLI::App& app, verb_list& out) {
   resume->add_option("--config", o->config_path, "Cluster config (default: the last one used)");
   resume->add_option("--timeout", o->timeout_s, "Seconds to wait (0 = forever)")->check(seconds(0));
   resume->add_flag("--json", o->json, "Print the final status JSON");
+  resume->add_option("--collect", o->collect,
+                     "Then copy the videos not yet there, verified, into this directory "
+                     "(docs/shots.md)");
   out.push_back({resume, [o] {
                    auto cluster = cluster_for(o->config_path);
                    coordinator_client cl(cluster);
@@ -275,7 +341,7 @@ void add_line_verbs(CLI::App& app, verb_list& out) {
                    wo.timeout_s = o->timeout_s;
                    wo.json = o->json;
                    wo.cluster = &cluster;
-                   return wait_for_run(cl, o->run_id, wo);
+                   return follow(cl, cluster, o->run_id, wo, o->collect);
                  }});
 
   auto* demo = app.add_subcommand("demo", "Run the reference 6-job batch on two local nodes");

@@ -551,6 +551,8 @@ int wait_for_run(coordinator_client& cl, const std::string& run_id, const wait_o
           }
         }
       }
+      if (o.on_status)
+        o.on_status(*st);
       const bool running = (*st)["state"].get<std::string>() == "running";
       if (!o.quiet) {
         auto line = progress_line(*st, planned);

@@ -2,6 +2,7 @@
 /// The verbs of the `vidline` command line that talk to a running cluster.
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -93,6 +94,9 @@ struct wait_options {
   const char* reference_row = nullptr;  ///< printed beside the summary (demo)
   /// The cluster, to plan the batch for the progress line's ETA (none = no ETA).
   const config::cluster* cluster = nullptr;
+  /// Called with each status polled (all the jobs, or one page of a big run), before the
+  /// end is judged: `--collect` copies the videos finished since (nodes/collect.hpp).
+  std::function<void(const nlohmann::json&)> on_status;
 };
 
 /// Follows a run: a line per job as it finishes, a progress line (done / total, jobs per

@@ -16,6 +16,7 @@ inline constexpr int no_such_run = 7;    ///< client: the coordinator knows no s
 inline constexpr int refused = 8;        ///< client: the coordinator refused the request (over a limit, queue full)
 inline constexpr int too_large = 9;      ///< client: the answer would not fit a frame (max_frame_bytes)
 inline constexpr int cancelled = 10;     ///< wait/run/resume: the run was cancelled (`vidline cancel`)
+inline constexpr int not_collected = 11; ///< run/wait/resume --collect: a video was refused (another file at its name) or could not be collected
 inline constexpr int crash_point = 86;   ///< a named crash point fired (fault injection)
 
 } // namespace vidline::nodes::exit_code

@@ -18,6 +18,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "actors/context.hpp"
 #include "actors/coordinator/coordinator_actor.hpp"
 #include "actors/decoder/decoder_actor.hpp"
 #include "actors/encoder/encoder_actor.hpp"
@@ -288,6 +289,7 @@ int run_node(const config::cluster& c, const std::string& host_name) {
       bo.peers[peer.name] = endpoint_of(peer);
   bo.knobs = c.knobs;
   bo.latent_dir = h->data_dir + "/latents";
+  bo.output_dir = h->data_dir + "/" + actors::output_blobs_subdir;
   bo.version = version_string;
   bo.config_digest = digest;
   // Fault injection for tests, off unless set: flip a byte of every nth latent chunk served.

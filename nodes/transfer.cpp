@@ -604,6 +604,16 @@ latent_server::latent_server(std::string latent_dir, uint32_t max_chunk_bytes,
       max_chunk_bytes_(max_chunk_bytes),
       corrupt_every_nth_chunk_(corrupt_every_nth_chunk) {}
 
+namespace {
+/// A requested kind as it may be logged: at most 32 printable characters.
+std::string printable_kind(const std::string& k) {
+  std::string out;
+  for (char c : k.substr(0, 32))
+    out += (c >= 0x20 && c < 0x7f) ? c : '?';
+  return out;
+}
+} // namespace
+
 bool latent_server::serve(const msg::latent_fetch& req, const body_allocator& alloc) {
   const bool valid_sha = is_sha256_hex(req.sha256);
   auto refuse = [&](std::string error) {
@@ -623,9 +633,13 @@ bool latent_server::serve(const msg::latent_fetch& req, const body_allocator& al
   if (req.length > max_chunk_bytes_)
     return refuse("chunk of " + std::to_string(req.length) + " bytes asked, at most " +
                   std::to_string(max_chunk_bytes_) + " served");
-  if (latent_dir_.empty())
+  if (!req.kind.empty() && req.kind != "output")
+    return refuse("unknown kind '" + printable_kind(req.kind) + "' (latent \"\" or \"output\")");
+  const bool output = req.kind == "output";
+  const std::string& dir = output ? output_dir_ : latent_dir_;
+  if (dir.empty())
     return refuse(latent_not_found);
-  const std::string path = latent_dir_ + "/" + req.sha256 + ".latent";
+  const std::string path = dir + "/" + req.sha256 + (output ? "" : ".latent");
   unique_fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.fd < 0)
     return refuse(errno == ENOENT ? std::string(latent_not_found)

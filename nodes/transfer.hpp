@@ -174,12 +174,17 @@ public:
   latent_server(std::string latent_dir, uint32_t max_chunk_bytes,
                 uint32_t corrupt_every_nth_chunk = 0);
 
+  /// Also serves requests of kind "output" (a finished video, for `vidline run --collect`)
+  /// from `<output_dir>/<sha256>` (the decoder's hard links, docs/shots.md). Empty = none.
+  void set_output_dir(std::string output_dir) { output_dir_ = std::move(output_dir); }
+
   /// Answers one request with a latent_chunk body written through `alloc`: the data, or
   /// an error ("not found", "bad sha256", ...). True when data was served.
   bool serve(const msg::latent_fetch& request, const body_allocator& alloc);
 
 private:
   std::string latent_dir_;
+  std::string output_dir_;
   uint32_t max_chunk_bytes_;
   uint32_t corrupt_every_nth_chunk_;
   uint64_t served_ = 0;

@@ -391,6 +391,7 @@ json status_json(const sched::state& s, const sched::run& r, const clock_note& c
                     {"seconds", j.spec.seconds},
                     {"name", null_if_empty(j.spec.name)},
                     {"reference_sha256", null_if_empty(j.spec.reference_sha256)},
+                    {"prompt_sha256", null_if_empty(j.spec.prompt_sha256)},
                     {"state", sched::to_string(j.state)},
                     {"pool", null_if_empty(j.pool)},
                     {"decoder", null_if_empty(j.decoder)},

@@ -222,6 +222,25 @@ void index_video(shell& sh, const decoding::fx_commit& c) {
     spdlog::error("decoder {}: {}/{}: the run's index line was not written: {}", sh.dec.name,
                   c.order.job.run_id, c.order.job.index, x.what());
   }
+  // Collectable by its digest (`vidline run --collect`): a hard link, no copy. Already
+  // there = the same bytes (content-addressed); a failure only means it cannot be collected.
+  if (is_sha256_hex(c.sha256)) {
+    const std::string blobs = sh.ctx.data_dir + "/" + output_blobs_subdir;
+    const std::string link = blobs + "/" + c.sha256;
+    std::error_code lec;
+    if (!std::filesystem::exists(link, lec)) {
+      std::filesystem::create_directories(blobs, lec);
+      std::filesystem::create_hard_link(c.output, link, lec);
+      if (lec && !std::filesystem::exists(link))
+        spdlog::warn("decoder {}: {}/{}: cannot link {} for collection: {}", sh.dec.name,
+                     c.order.job.run_id, c.order.job.index, link, lec.message());
+      else
+        try {
+          files::fsync_dir(blobs);
+        } catch (const std::exception&) {
+        }
+    }
+  }
 }
 
 /// Publishes a video within its lease: renamed into place, receipt, ledger line, index line.

@@ -77,6 +77,11 @@ std::set<std::pair<std::string, std::string>> read_keys(const std::string& path)
 }
 
 bool append(cache& c, const std::string& path, const entry& e) {
+  return append_line(c, path, stem_of(e.output), e.output_sha256, line(e));
+}
+
+bool append_line(cache& c, const std::string& path, const std::string& name,
+                 const std::string& sha256, const std::string& line_text) {
   auto it = c.keys.find(path);
   if (it == c.keys.end()) {
     if (c.keys.size() >= cache::max_cached) {
@@ -90,13 +95,13 @@ bool append(cache& c, const std::string& path, const entry& e) {
     it = c.keys.emplace(path, read_keys(path)).first;
   }
   c.used[path] = ++c.clock;
-  std::pair<std::string, std::string> key{stem_of(e.output), e.output_sha256};
+  std::pair<std::string, std::string> key{name, sha256};
   if (it->second.count(key))
     return false;
   int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0)
     throw std::runtime_error("cannot open " + path + ": " + std::strerror(errno));
-  std::string text = line(e) + "\n";
+  std::string text = line_text + "\n";
   // A torn last line (a crash mid-append) is ended first, so this line stands whole.
   off_t size = ::lseek(fd, 0, SEEK_END);
   if (size > 0) {

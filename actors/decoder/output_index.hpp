@@ -56,4 +56,9 @@ struct cache {
 /// std::runtime_error on an I/O error.
 bool append(cache& c, const std::string& path, const entry& e);
 
+/// The same for a line made elsewhere (`vidline run --collect`'s index): appends `line`
+/// (JSON, no newline) unless the index holds (`name`, `sha256`) already.
+bool append_line(cache& c, const std::string& path, const std::string& name,
+                 const std::string& sha256, const std::string& line);
+
 } // namespace vidline::actors::output_index

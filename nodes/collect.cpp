@@ -1,0 +1,304 @@
+/// Collecting a run's videos to the submitting host (collect.hpp, docs/shots.md).
+
+#include "nodes/collect.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <memory>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "actors/decoder/output_index.hpp"
+#include "common/files.hpp"
+#include "common/sha256.hpp"
+#include "messages/messages.hpp"
+#include "nodes/client.hpp"
+#include "nodes/keygen.hpp"
+
+namespace vidline::nodes {
+namespace {
+
+using nlohmann::json;
+
+/// A file name a status may give for a video: a stem and extension of the decoder's safe
+/// characters, nothing that could leave `dir`.
+bool safe_file_name(const std::string& f) {
+  if (f.empty() || f.size() > 200 || f[0] == '.' || f[0] == '-')
+    return false;
+  for (char ch : f)
+    if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9')
+          || ch == '_' || ch == '.' || ch == '-'))
+      return false;
+  return f.find("..") == std::string::npos && f.size() > 5
+         && f.compare(f.size() - 5, 5, ".part") != 0;
+}
+
+std::string str_or(const json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+struct fd_guard {
+  int fd = -1;
+  ~fd_guard() {
+    if (fd >= 0)
+      ::close(fd);
+  }
+};
+
+/// Pulls video `sha` from `cl` (the decoder host's bus) into `part`, hashing as it goes;
+/// on a match fsyncs and renames it to `dest`. "" on success, else why not (the part
+/// removed). `bytes` gets the size.
+std::string fetch_video(client& cl, const config::knobs& knobs, const std::string& host,
+                        const std::string& sha, const std::string& part, const std::string& dest,
+                        uint64_t& bytes) {
+  fd_guard out;
+  out.fd = ::open(part.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (out.fd < 0)
+    return "cannot open " + part + ": " + std::strerror(errno);
+  auto fail = [&](std::string why) {
+    ::close(out.fd);
+    out.fd = -1;
+    std::error_code ec;
+    std::filesystem::remove(part, ec);
+    return why;
+  };
+  const auto limits = wire_limits(knobs);
+  const uint32_t chunk = knobs.chunk_bytes;
+  const int timeout_ms = std::max(1000, knobs.transfer_timeout_ms);
+  constexpr int max_silences = 6;  // consecutive unanswered requests before giving up
+  sha256 h;
+  uint64_t offset = 0, total = 0;
+  bool known_total = false;
+  int silences = 0;
+  static uint64_t next_transfer = 1;
+  while (!known_total || offset < total) {
+    msg::latent_fetch req;
+    req.transfer_id = next_transfer++;
+    req.sha256 = sha;
+    req.offset = offset;
+    req.length = chunk;
+    req.kind = "output";
+    auto rep = cl.request("bus", req, timeout_ms);
+    if (!rep) {
+      if (++silences >= max_silences)
+        return fail(fmt::format("no answer from host {} for {} s", host,
+                                max_silences * timeout_ms / 1000));
+      continue;
+    }
+    silences = 0;
+    if (rep->env.type != msg::latent_chunk::wire_name)
+      return fail("host " + host + " answered " + rep->env.type);
+    msgpack::object_handle keep;
+    msg::latent_chunk c;
+    try {
+      if (!msg::unpack_body(rep->body, limits, keep))
+        return fail("host " + host + " sent a chunk that does not decode");
+      keep.get().convert(c);
+    } catch (const std::exception&) {
+      return fail("host " + host + " sent a chunk that does not decode");
+    }
+    if (!c.error.empty())
+      return fail(c.error == "not found"
+                    ? "host " + host + " has no video of that SHA-256 (removed, or made "
+                      "before outputs were collectable)"
+                    : "host " + host + ": " + c.error);
+    if (c.offset != offset || c.sha256 != sha || (known_total && c.total != total))
+      return fail("host " + host + " sent a chunk that does not follow (offset, digest or size)");
+    total = c.total;
+    known_total = true;
+    const std::size_t n = c.data.size;
+    if (n > chunk || offset + n > total || (n == 0 && offset < total))
+      return fail("host " + host + " sent a chunk of the wrong length");
+    h.update(c.data.ptr, n);
+    std::size_t done = 0;
+    while (done < n) {
+      ssize_t w = ::write(out.fd, c.data.ptr + done, n - done);
+      if (w < 0 && errno == EINTR)
+        continue;
+      if (w <= 0)
+        return fail("cannot write " + part + ": " + std::strerror(errno));
+      done += static_cast<std::size_t>(w);
+    }
+    offset += n;
+  }
+  const std::string got = to_hex(h.finish());
+  if (got != sha)
+    return fail("the bytes from host " + host + " hash to " + got + ", not " + sha +
+                " (nothing kept)");
+  if (::fsync(out.fd) != 0)
+    return fail("cannot fsync " + part + ": " + std::strerror(errno));
+  ::close(out.fd);
+  out.fd = -1;
+  try {
+    files::rename_durable(part, dest);
+  } catch (const std::exception& e) {
+    std::error_code ec;
+    std::filesystem::remove(part, ec);
+    return e.what();
+  }
+  bytes = total;
+  return "";
+}
+
+} // namespace
+
+std::string collected_line(const std::string& run_id, const json& j, uint64_t bytes) {
+  const std::string file = std::filesystem::path(str_or(j, "output")).filename().string();
+  const auto dot = file.rfind('.');
+  auto null_if_empty = [](const std::string& s) { return s.empty() ? json(nullptr) : json(s); };
+  const json times = j.value("times", json::object());
+  auto num = [&](const char* k) { return times.contains(k) && times[k].is_number() ? times[k] : json(0); };
+  json l = {{"name", dot == std::string::npos ? file : file.substr(0, dot)},
+            {"file", file},
+            {"run_id", run_id},
+            {"index", j.value("index", uint64_t{0})},
+            {"seed", j.value("seed", uint64_t{0})},
+            {"width", j.value("width", 0u)},
+            {"height", j.value("height", 0u)},
+            {"seconds", j.value("seconds", 0u)},
+            {"prompt_sha256", null_if_empty(str_or(j, "prompt_sha256"))},
+            {"reference_sha256", null_if_empty(str_or(j, "reference_sha256"))},
+            {"pool", null_if_empty(str_or(j, "pool"))},
+            {"decoder", null_if_empty(str_or(j, "decoder"))},
+            {"timings", {{"conditioning_s", num("conditioning_s")},
+                         {"sampling_s", num("sampling_s")},
+                         {"handoff_s", num("handoff_s")},
+                         {"decode_s", num("decode_s")}}},
+            {"output_sha256", str_or(j, "output_sha256")},
+            {"bytes", bytes}};
+  return l.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+struct collector::impl {
+  const config::cluster& c;
+  std::string dir;
+  std::string index;
+  actors::output_index::cache idx;
+  std::map<std::string, std::unique_ptr<client>> clients;  // by host
+  std::set<std::string> handled;                           // "<index>:<sha>": done, found or refused
+  std::map<std::string, std::string> refusals;             // key -> its problem line
+  std::map<std::string, std::string> failures;             // key -> its problem line
+};
+
+collector::collector(const config::cluster& c, std::string dir)
+    : p_(std::make_unique<impl>(impl{c, std::move(dir), "", {}, {}, {}, {}, {}})) {
+  files::make_dirs(p_->dir);
+  p_->index = p_->dir + "/" + actors::output_index::file_name;
+}
+
+collector::~collector() = default;
+
+void collector::pass(const json& status, bool final) {
+  auto& P = *p_;
+  const std::string run_id = str_or(status, "run_id");
+  if (final)
+    r_.not_made = 0;
+  // A host that did not answer is not asked again in this pass: one silence per host, not
+  // one per video (its videos are named as not collected; the next final pass tries again).
+  std::map<std::string, std::string> silent;
+  for (const auto& j : status.value("jobs", json::array())) {
+    const std::string sha = str_or(j, "output_sha256");
+    const std::string output = str_or(j, "output");
+    if (str_or(j, "state") != "succeeded" || output.empty() || !is_sha256_hex(sha)) {
+      if (final)
+        ++r_.not_made;
+      continue;
+    }
+    const std::string key = std::to_string(j.value("index", uint64_t{0})) + ":" + sha;
+    if (P.handled.count(key) || (!final && P.failures.count(key)))
+      continue;
+    P.failures.erase(key);
+    const std::string file = std::filesystem::path(output).filename().string();
+    const std::string label = fmt::format("job {} ({})", j.value("index", uint64_t{0}), file);
+    if (!safe_file_name(file)) {
+      P.failures[key] = label + ": not a file name to collect under";
+      continue;
+    }
+    const std::string dest = P.dir + "/" + file;
+    const auto stem = file.substr(0, file.rfind('.'));
+    std::error_code ec;
+    uint64_t bytes = 0;
+    if (std::filesystem::exists(dest, ec)) {
+      const std::string have = sha256_file_hex(dest, &bytes);
+      if (have != sha) {
+        P.handled.insert(key);
+        P.refusals[key] = fmt::format(
+          "{}: refused: {} exists with other bytes (SHA-256 {}, the run's video is {}); it "
+          "is not overwritten: move it away and collect again",
+          label, dest, have.empty() ? "unreadable" : have, sha);
+        continue;
+      }
+      ++r_.already;
+    } else {
+      const std::string decoder = str_or(j, "decoder");
+      const auto* d = P.c.find_decoder(decoder);
+      const auto* h = d == nullptr ? nullptr : P.c.find_host(d->host);
+      if (h == nullptr) {
+        P.failures[key] = label + ": decoder '" + decoder + "' is not in this config";
+        continue;
+      }
+      if (auto it = silent.find(h->name); it != silent.end()) {
+        P.failures[key] = label + ": not collected: " + it->second;
+        continue;
+      }
+      auto& cl = P.clients[h->name];
+      std::string why;
+      try {
+        if (!cl)
+          cl = std::make_unique<client>("tcp://" + h->address + ":" + std::to_string(h->port),
+                                        P.c.knobs, client_security_for(P.c, h->name));
+        why = fetch_video(*cl, P.c.knobs, h->name, sha, dest + ".part", dest, bytes);
+      } catch (const std::exception& e) {
+        why = e.what();
+      }
+      if (!why.empty()) {
+        if (why.rfind("no answer from host", 0) == 0)
+          silent[h->name] = why;
+        P.failures[key] = label + ": not collected: " + why;
+        continue;
+      }
+      ++r_.collected;
+    }
+    try {
+      actors::output_index::append_line(P.idx, P.index, stem, sha,
+                                        collected_line(run_id, j, bytes));
+      P.handled.insert(key);
+    } catch (const std::exception& e) {
+      P.failures[key] = label + ": collected, but its index line was not written: " + e.what();
+    }
+  }
+  r_.refused = static_cast<uint32_t>(P.refusals.size());
+  r_.failed = static_cast<uint32_t>(P.failures.size());
+  r_.problems.clear();
+  for (auto& [k, why] : P.refusals)
+    r_.problems.push_back(why);
+  for (auto& [k, why] : P.failures)
+    r_.problems.push_back(why);
+}
+
+collect_report collect_run(const config::cluster& c, const json& status, const std::string& dir) {
+  collector k(c, dir);
+  k.pass(status, true);
+  return k.report();
+}
+
+std::string format_collect_report(const collect_report& r, const std::string& dir) {
+  std::string s = fmt::format("collected {} video(s) into {}", r.collected, dir);
+  if (r.already)
+    s += fmt::format(", {} already there", r.already);
+  if (r.refused)
+    s += fmt::format(", {} refused (another file at the name)", r.refused);
+  if (r.failed)
+    s += fmt::format(", {} not collected (`vidline resume RUN --collect DIR` tries again)", r.failed);
+  if (r.not_made)
+    s += fmt::format(", {} job(s) have no video", r.not_made);
+  return s;
+}
+
+} // namespace vidline::nodes
