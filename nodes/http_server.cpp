@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -59,18 +60,19 @@ std::string type_of(const json& j) {
 }
 
 /// An unsigned integer field within [lo, hi].
+/// `where`: what holds the field, for the message ("" = the body; "shots[2]." = a shot).
 bool read_uint(const json& o, const char* key, uint64_t lo, uint64_t hi, uint64_t& out,
-               api_error& err) {
+               api_error& err, const std::string& where = "") {
   const json& v = o.at(key);
   if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<int64_t>() >= 0)) {
-    err = {400, std::string("field '") + key + "' must be a whole number from " +
+    err = {400, "field '" + where + key + "' must be a whole number from " +
                     std::to_string(lo) + " to " + std::to_string(hi) + ", got " + type_of(v) +
                     (v.is_number_integer() ? " below 0" : "")};
     return false;
   }
   const uint64_t x = v.get<uint64_t>();
   if (x < lo || x > hi) {
-    err = {400, std::string("field '") + key + "' must be from " + std::to_string(lo) + " to " +
+    err = {400, "field '" + where + key + "' must be from " + std::to_string(lo) + " to " +
                     std::to_string(hi) + ", got " + std::to_string(x)};
     return false;
   }
@@ -78,10 +80,11 @@ bool read_uint(const json& o, const char* key, uint64_t lo, uint64_t hi, uint64_
   return true;
 }
 
-bool read_text(const json& o, const char* key, std::string& out, api_error& err) {
+bool read_text(const json& o, const char* key, std::string& out, api_error& err,
+               const std::string& where = "") {
   const json& v = o.at(key);
   if (!v.is_string()) {
-    err = {400, std::string("field '") + key + "' must be a string, got " + type_of(v)};
+    err = {400, "field '" + where + key + "' must be a string, got " + type_of(v)};
     return false;
   }
   out = v.get<std::string>();
@@ -94,24 +97,46 @@ namespace {
 
 /// A signed integer field within [lo, hi].
 bool read_int(const json& o, const char* key, int64_t lo, int64_t hi, int64_t& out,
-              api_error& err) {
+              api_error& err, const std::string& where = "") {
   const json& v = o.at(key);
   const std::string range = " from " + std::to_string(lo) + " to " + std::to_string(hi);
   if (!v.is_number_integer()) {
-    err = {400, std::string("field '") + key + "' must be a whole number" + range + ", got " +
+    err = {400, "field '" + where + key + "' must be a whole number" + range + ", got " +
                     type_of(v)};
     return false;
   }
   if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(hi)) {
-    err = {400, std::string("field '") + key + "' must be" + range + ", got " + v.dump()};
+    err = {400, "field '" + where + key + "' must be" + range + ", got " + v.dump()};
     return false;
   }
   const int64_t x = v.get<int64_t>();
   if (x < lo || x > hi) {
-    err = {400, std::string("field '") + key + "' must be" + range + ", got " + std::to_string(x)};
+    err = {400, "field '" + where + key + "' must be" + range + ", got " + std::to_string(x)};
     return false;
   }
   out = x;
+  return true;
+}
+
+/// An object's fields all known and the required ones given (`where` as for read_uint).
+bool check_fields(const json& doc, const std::vector<std::string>& required,
+                  const std::vector<std::string>& optional, api_error& err,
+                  const std::string& where = "") {
+  for (auto& [key, value] : doc.items())
+    if (std::find(required.begin(), required.end(), key) == required.end() &&
+        std::find(optional.begin(), optional.end(), key) == optional.end()) {
+      std::string known;
+      for (auto* list : {&required, &optional})
+        for (auto& k : *list)
+          known += (known.empty() ? "" : ", ") + k;
+      err = {400, "unknown field '" + where + text::to_valid_utf8(key) + "' (known: " + known + ")"};
+      return false;
+    }
+  for (auto& k : required)
+    if (!doc.contains(k)) {
+      err = {400, "missing field '" + where + k + "'"};
+      return false;
+    }
   return true;
 }
 
@@ -129,22 +154,43 @@ std::optional<json> read_body(const std::string& body, const std::vector<std::st
     err = {400, "the body must be a JSON object, got " + type_of(doc)};
     return std::nullopt;
   }
-  for (auto& [key, value] : doc.items())
-    if (std::find(required.begin(), required.end(), key) == required.end() &&
-        std::find(optional.begin(), optional.end(), key) == optional.end()) {
-      std::string known;
-      for (auto* list : {&required, &optional})
-        for (auto& k : *list)
-          known += (known.empty() ? "" : ", ") + k;
-      err = {400, "unknown field '" + text::to_valid_utf8(key) + "' (known: " + known + ")"};
-      return std::nullopt;
-    }
-  for (auto& k : required)
-    if (!doc.contains(k)) {
-      err = {400, "missing field '" + k + "'"};
-      return std::nullopt;
-    }
+  if (!check_fields(doc, required, optional, err))
+    return std::nullopt;
   return doc;
+}
+
+/// One shot of a shot list (`vidline run --jobs FILE`, docs/shots.md): the fields of a shot
+/// line, the prompt given as text (`prompt_file` is the CLI's: a file beside the list).
+bool read_shot(const json& j, const std::string& where, msg::shot& s, api_error& err) {
+  if (!j.is_object()) {
+    err = {400, "field '" + where.substr(0, where.size() - 1) + "' must be a JSON object, got " +
+                    type_of(j)};
+    return false;
+  }
+  if (!check_fields(j, {"prompt", "width", "height", "seconds", "seed"},
+                    {"takes", "name", "priority", "reference"}, err, where))
+    return false;
+  uint64_t w = 0, h = 0, sec = 0, takes = 1;
+  if (!read_text(j, "prompt", s.prompt, err, where) ||
+      !read_uint(j, "width", 8, 8192, w, err, where) ||
+      !read_uint(j, "height", 8, 8192, h, err, where) ||
+      !read_uint(j, "seconds", 1, 3600, sec, err, where) ||
+      !read_uint(j, "seed", 0, UINT64_MAX, s.seed, err, where) ||
+      (j.contains("takes") && !read_uint(j, "takes", 1, 1000, takes, err, where)) ||
+      (j.contains("name") && !read_text(j, "name", s.name, err, where)) ||
+      (j.contains("reference") && !read_text(j, "reference", s.reference, err, where)))
+    return false;
+  s.width = static_cast<uint32_t>(w);
+  s.height = static_cast<uint32_t>(h);
+  s.seconds = static_cast<uint32_t>(sec);
+  s.takes = static_cast<uint32_t>(takes);
+  if (j.contains("priority")) {
+    int64_t p = 0;
+    if (!read_int(j, "priority", INT32_MIN, INT32_MAX, p, err, where))
+      return false;
+    s.priority = static_cast<int32_t>(p);
+  }
+  return true;
 }
 
 /// The batch fields `vidline run` and `vidline submit` share: prompt, width, height,
@@ -177,13 +223,47 @@ bool read_batch(const json& doc, Request& r, api_error& err) {
 } // namespace
 
 std::optional<msg::submit_run> parse_submit(const std::string& body, api_error& err) {
-  auto doc = read_body(body, {"mode", "prompt", "width", "height", "seconds", "count", "seed"},
-                       {"reference", "request_id", "priority"}, err);
+  static const std::vector<std::string> uniform{"prompt", "width", "height", "seconds",
+                                                "count", "seed"};
+  auto doc = read_body(body, {"mode"},
+                       {"prompt", "width", "height", "seconds", "count", "seed", "shots",
+                        "reference", "request_id", "priority"},
+                       err);
   if (!doc)
     return std::nullopt;
   msg::submit_run r;
-  if (!read_text(*doc, "mode", r.mode, err) || !read_batch(*doc, r, err))
+  if (!read_text(*doc, "mode", r.mode, err))
     return std::nullopt;
+  if (doc->contains("shots")) {
+    // A shot list: each shot has its own prompt, size and seed.
+    for (auto& k : uniform)
+      if (doc->contains(k)) {
+        err = {400, "field '" + k + "': a shot list ('shots') comes without prompt, width, "
+                                    "height, seconds, count and seed (each shot has its own)"};
+        return std::nullopt;
+      }
+    const json& shots = (*doc)["shots"];
+    if (!shots.is_array() || shots.empty()) {
+      err = {400, "field 'shots' must be a non-empty array of shots, got " +
+                      (shots.is_array() ? std::string("an empty array") : type_of(shots))};
+      return std::nullopt;
+    }
+    for (std::size_t i = 0; i < shots.size(); ++i) {
+      msg::shot s;
+      if (!read_shot(shots[i], "shots[" + std::to_string(i) + "].", s, err))
+        return std::nullopt;
+      r.shots.push_back(std::move(s));
+    }
+    if (doc->contains("reference") && !(*doc)["reference"].is_null() &&
+        !read_text(*doc, "reference", r.reference, err))
+      return std::nullopt;
+    if (doc->contains("request_id") && !read_text(*doc, "request_id", r.request_id, err))
+      return std::nullopt;
+  } else {
+    if (!check_fields(*doc, uniform, {"mode", "reference", "request_id", "priority"}, err) ||
+        !read_batch(*doc, r, err))
+      return std::nullopt;
+  }
   if (doc->contains("priority")) {
     int64_t p = 0;
     if (!read_int(*doc, "priority", -api_max_priority, api_max_priority, p, err))

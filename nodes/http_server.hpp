@@ -28,6 +28,9 @@ struct api_error {
 /// error naming the field that is wrong (unknown field, wrong type, out of range).
 /// A missing request_id is left empty (the server gives one).
 /// `priority` (optional, default 0) within +-api_max_priority (as `vidline run --priority`).
+/// Either the uniform batch (prompt, width, height, seconds, count, seed) or a shot list
+/// (`shots`: an array of shots with the fields of a shot line, docs/shots.md, the prompt as
+/// text) with none of the uniform fields; each shot's errors name it ("shots[2].width").
 std::optional<msg::submit_run> parse_submit(const std::string& body, api_error& err);
 
 /// The body of `POST /v1/runs/{run_id}/jobs` as a submit_jobs for run `run_id` (the fields

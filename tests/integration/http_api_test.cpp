@@ -470,16 +470,42 @@ TEST_CASE("http: the queue through the API: runs listed, jobs added to an open r
   REQUIRE(end_at != std::string::npos);
   CHECK(stream.find("\"state\":\"cancelled\"", end_at) != std::string::npos);
 
-  // The line goes on: a run of higher priority submitted after it finishes.
-  body = submit_body(1, 3000);
-  body["priority"] = 7;
-  auto next = post("/v1/runs", body);
+  // The line goes on: a shot list (`vidline run --jobs`) of higher priority, submitted after
+  // it, finishes with its names and takes.
+  const json shots = {
+    {"mode", "four_four_xtx_plus_one"}, {"priority", 7}, {"request_id", "http-shots-1"},
+    {"shots", {{{"prompt", "shot one"}, {"width", 416}, {"height", 736}, {"seconds", 5},
+                {"seed", 3000}, {"takes", 2}, {"name", "one"}},
+               {{"prompt", "shot two"}, {"width", 416}, {"height", 736}, {"seconds", 5},
+                {"seed", 4000}, {"name", "two"}, {"priority", 1}}}}};
+  auto bad_shots = shots;
+  bad_shots["shots"][1]["width"] = 4;
+  expect_error(post("/v1/runs", bad_shots), 400, "'shots[1].width'");
+  bad_shots = shots;
+  bad_shots["shots"][1]["name"] = "one";  // the coordinator's check: names unique
+  bad_shots["request_id"] = "http-shots-bad";
+  auto dup = post("/v1/runs", bad_shots);
+  REQUIRE(dup);
+  INFO(dup->body);
+  CHECK(dup->status == 422);
+  auto next = post("/v1/runs", shots);
   REQUIRE(next);
+  INFO(next->body);
   REQUIRE(next->status == 201);
   const auto next_id = json::parse(next->body)["run_id"].get<std::string>();
   CHECK(listed(next_id)["priority"] == 7);
+  CHECK(listed(next_id)["total"] == 3);
   auto done = wait_status(cl, next_id, 90, [](const json& s) { return s["state"] != "running"; });
+  INFO(done.dump(2).substr(0, 3000));
   CHECK(done["state"] == "succeeded");
+  std::set<std::string> names;
+  for (auto& j : done["jobs"]) {
+    CHECK(contract_problem(j) == "");
+    if (j["name"].is_string())
+      names.insert(j["name"].get<std::string>());
+  }
+  CHECK(names == std::set<std::string>{"one-take-1", "one-take-2", "two"});
+  CHECK(done["jobs"][0]["name"] == "two");  // the shot of higher priority is job 0
 }
 
 TEST_CASE("http: the dashboard in headless Chromium follows a run to its end") {

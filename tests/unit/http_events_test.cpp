@@ -160,3 +160,46 @@ TEST_CASE("api: priority in a submit body; the body of jobs added to a run; bodi
   CHECK_FALSE(parse_empty_body("{", "resume", err));
   CHECK_THAT(err.message, Catch::Contains("not JSON"));
 }
+
+TEST_CASE("api: a shot list in a submit body, each shot's fields named") {
+  api_error err;
+  auto ok = parse_submit(R"({"mode":"m","priority":2,"request_id":"k","shots":[
+      {"prompt":"a","width":416,"height":736,"seconds":5,"seed":1,"takes":2,"name":"hero","priority":-3},
+      {"prompt":"b","width":736,"height":416,"seconds":10,"seed":9,"reference":"/refs/b.png"}]})",
+                         err);
+  INFO(err.message);
+  REQUIRE(ok);
+  CHECK(ok->priority == 2);
+  CHECK(ok->count == 0);
+  CHECK(ok->prompt.empty());
+  REQUIRE(ok->shots.size() == 2);
+  CHECK(ok->shots[0].takes == 2);
+  CHECK(ok->shots[0].name == "hero");
+  CHECK(ok->shots[0].priority == -3);
+  CHECK(ok->shots[1].takes == 1);
+  CHECK(ok->shots[1].width == 736);
+  CHECK(ok->shots[1].reference == "/refs/b.png");
+  auto bad = [&](const std::string& body) {
+    api_error e;
+    CHECK_FALSE(parse_submit(body, e));
+    CHECK(e.status == 400);
+    return e.message;
+  };
+  const std::string shot = R"({"prompt":"a","width":416,"height":736,"seconds":5,"seed":1})";
+  CHECK_THAT(bad(R"({"mode":"m","shots":[]})"), Catch::Contains("'shots' must be a non-empty array"));
+  CHECK_THAT(bad(R"({"mode":"m","shots":{}})"), Catch::Contains("'shots' must be"));
+  CHECK_THAT(bad(R"({"mode":"m","count":2,"shots":[)" + shot + "]}"), Catch::Contains("field 'count': a shot list"));
+  CHECK_THAT(bad(R"({"mode":"m","shots":[)" + shot + ",7]}"), Catch::Contains("'shots[1]' must be a JSON object"));
+  CHECK_THAT(bad(R"({"mode":"m","shots":[)" + shot + R"(,{"prompt":"a","width":416,"height":736,"seconds":5}]})"),
+             Catch::Contains("missing field 'shots[1].seed'"));
+  CHECK_THAT(bad(R"({"mode":"m","shots":[{"prompt":"a","width":416,"height":736,"seconds":5,"seed":1,"colour":1}]})"),
+             Catch::Contains("unknown field 'shots[0].colour'"));
+  CHECK_THAT(bad(R"({"mode":"m","shots":[{"prompt":"a","width":416,"height":736,"seconds":5,"seed":1,"takes":1001}]})"),
+             Catch::Contains("'shots[0].takes' must be from 1 to 1000"));
+  CHECK_THAT(bad(R"({"mode":"m","shots":[{"prompt_file":"p.txt","width":416,"height":736,"seconds":5,"seed":1}]})"),
+             Catch::Contains("'shots[0].prompt_file'"));
+  CHECK_THAT(bad(R"({"mode":"m","shots":[{"prompt":"a","width":416,"height":736,"seconds":5,"seed":1,"priority":2147483648}]})"),
+             Catch::Contains("'shots[0].priority'"));
+  // Neither form: the uniform fields are asked for.
+  CHECK_THAT(bad(R"({"mode":"m"})"), Catch::Contains("missing field 'prompt'"));
+}
