@@ -165,9 +165,11 @@ function renderHeader() {
   document.body.dataset.runState = state;
 }
 
+const FINAL = new Set(['succeeded', 'failed', 'cancelled']);  // cancelled: `vidline cancel`
+
 function jobsDone() {
   let n = 0;
-  for (const j of view.jobs.values()) if (j.state === 'succeeded' || j.state === 'failed') n++;
+  for (const j of view.jobs.values()) if (FINAL.has(j.state)) n++;
   return n;
 }
 

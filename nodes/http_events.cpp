@@ -16,7 +16,11 @@ const json& member(const json& j, const char* key) {
   return it == j.end() ? null_value : *it;
 }
 
-bool final_state(const json& state) { return state == "succeeded" || state == "failed"; }
+/// A job's or a run's state that does not change any more (`vidline cancel` makes
+/// `cancelled`, of a job or of a whole run).
+bool final_state(const json& state) {
+  return state == "succeeded" || state == "failed" || state == "cancelled";
+}
 
 /// A job's record without what the `progress` event carries.
 json job_view(const json& job) {
@@ -49,7 +53,8 @@ json run_summary(const json& st) {
       done += final_state(member(j, "state")) ? 1 : 0;
     }
   return {{"run_id", member(st, "run_id")}, {"state", member(st, "state")},
-          {"mode", member(st, "mode")},     {"done", done},
+          {"mode", member(st, "mode")},     {"priority", member(st, "priority")},
+          {"done", done},
           {"total", total},                 {"summary", member(st, "summary")},
           {"outages", member(st, "outages")}, {"now_s", member(st, "now_s")}};
 }

@@ -18,14 +18,15 @@ struct event {
 
 /// What changed between two statuses of one run (`before` null: nothing seen yet, so
 /// nothing but a `snapshot` of `now`):
-/// - `run`: the run's state, summary or outages changed: {run_id, state, done, total,
-///   summary, outages, now_s}
-/// - `job`: a job's state, lanes, running stage, stage times, error or output changed: the
-///   job's record of the status (its `progress` left out), plus run_id
+/// - `run`: the run's state, summary, outages or size changed: {run_id, state, mode,
+///   priority, done, total, summary, outages, now_s} (done counts cancelled jobs too)
+/// - `job`: a job added to the run (`vidline submit`), or a job's state (`cancelled` too),
+///   lanes, running stage, stage times, error or output changed: the job's record of the
+///   status (its `progress` left out), plus run_id
 /// - `progress`: a sampling job's step changed: {run_id, index, step, steps}
 /// - `failure`: an attempt failed (a new entry of failed_attempts: {run_id, index, stage,
 ///   lane, start_s, end_s, reason}), or a job failed for good (stage "job", reason: its error)
-/// - `end`: the run reached succeeded or failed: {run_id, state, summary}
+/// - `end`: the run reached succeeded, failed or cancelled: {run_id, state, summary}
 std::vector<event> run_events(const nlohmann::json& before, const nlohmann::json& now);
 
 /// `cluster` when the coordinator's view of hosts, pools or decoders changed (the whole

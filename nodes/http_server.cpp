@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -59,18 +60,19 @@ std::string type_of(const json& j) {
 }
 
 /// An unsigned integer field within [lo, hi].
+/// `where`: what holds the field, for the message ("" = the body; "shots[2]." = a shot).
 bool read_uint(const json& o, const char* key, uint64_t lo, uint64_t hi, uint64_t& out,
-               api_error& err) {
+               api_error& err, const std::string& where = "") {
   const json& v = o.at(key);
   if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<int64_t>() >= 0)) {
-    err = {400, std::string("field '") + key + "' must be a whole number from " +
+    err = {400, "field '" + where + key + "' must be a whole number from " +
                     std::to_string(lo) + " to " + std::to_string(hi) + ", got " + type_of(v) +
                     (v.is_number_integer() ? " below 0" : "")};
     return false;
   }
   const uint64_t x = v.get<uint64_t>();
   if (x < lo || x > hi) {
-    err = {400, std::string("field '") + key + "' must be from " + std::to_string(lo) + " to " +
+    err = {400, "field '" + where + key + "' must be from " + std::to_string(lo) + " to " +
                     std::to_string(hi) + ", got " + std::to_string(x)};
     return false;
   }
@@ -78,10 +80,11 @@ bool read_uint(const json& o, const char* key, uint64_t lo, uint64_t hi, uint64_
   return true;
 }
 
-bool read_text(const json& o, const char* key, std::string& out, api_error& err) {
+bool read_text(const json& o, const char* key, std::string& out, api_error& err,
+               const std::string& where = "") {
   const json& v = o.at(key);
   if (!v.is_string()) {
-    err = {400, std::string("field '") + key + "' must be a string, got " + type_of(v)};
+    err = {400, "field '" + where + key + "' must be a string, got " + type_of(v)};
     return false;
   }
   out = v.get<std::string>();
@@ -90,7 +93,56 @@ bool read_text(const json& o, const char* key, std::string& out, api_error& err)
 
 } // namespace
 
-std::optional<msg::submit_run> parse_submit(const std::string& body, api_error& err) {
+namespace {
+
+/// A signed integer field within [lo, hi].
+bool read_int(const json& o, const char* key, int64_t lo, int64_t hi, int64_t& out,
+              api_error& err, const std::string& where = "") {
+  const json& v = o.at(key);
+  const std::string range = " from " + std::to_string(lo) + " to " + std::to_string(hi);
+  if (!v.is_number_integer()) {
+    err = {400, "field '" + where + key + "' must be a whole number" + range + ", got " +
+                    type_of(v)};
+    return false;
+  }
+  if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(hi)) {
+    err = {400, "field '" + where + key + "' must be" + range + ", got " + v.dump()};
+    return false;
+  }
+  const int64_t x = v.get<int64_t>();
+  if (x < lo || x > hi) {
+    err = {400, "field '" + where + key + "' must be" + range + ", got " + std::to_string(x)};
+    return false;
+  }
+  out = x;
+  return true;
+}
+
+/// An object's fields all known and the required ones given (`where` as for read_uint).
+bool check_fields(const json& doc, const std::vector<std::string>& required,
+                  const std::vector<std::string>& optional, api_error& err,
+                  const std::string& where = "") {
+  for (auto& [key, value] : doc.items())
+    if (std::find(required.begin(), required.end(), key) == required.end() &&
+        std::find(optional.begin(), optional.end(), key) == optional.end()) {
+      std::string known;
+      for (auto* list : {&required, &optional})
+        for (auto& k : *list)
+          known += (known.empty() ? "" : ", ") + k;
+      err = {400, "unknown field '" + where + text::to_valid_utf8(key) + "' (known: " + known + ")"};
+      return false;
+    }
+  for (auto& k : required)
+    if (!doc.contains(k)) {
+      err = {400, "missing field '" + where + k + "'"};
+      return false;
+    }
+  return true;
+}
+
+/// The body as a JSON object whose fields are all known and the required ones given.
+std::optional<json> read_body(const std::string& body, const std::vector<std::string>& required,
+                              const std::vector<std::string>& optional, api_error& err) {
   json doc;
   try {
     doc = json::parse(body);
@@ -102,46 +154,154 @@ std::optional<msg::submit_run> parse_submit(const std::string& body, api_error& 
     err = {400, "the body must be a JSON object, got " + type_of(doc)};
     return std::nullopt;
   }
-  static const std::vector<std::string> required{"mode", "prompt", "width", "height",
-                                                 "seconds", "count", "seed"};
-  static const std::vector<std::string> optional{"reference", "request_id"};
-  for (auto& [key, value] : doc.items())
-    if (std::find(required.begin(), required.end(), key) == required.end() &&
-        std::find(optional.begin(), optional.end(), key) == optional.end()) {
-      std::string known;
-      for (auto* list : {&required, &optional})
-        for (auto& k : *list)
-          known += (known.empty() ? "" : ", ") + k;
-      err = {400, "unknown field '" + text::to_valid_utf8(key) + "' (known: " + known + ")"};
-      return std::nullopt;
-    }
-  for (auto& k : required)
-    if (!doc.contains(k)) {
-      err = {400, "missing field '" + k + "'"};
-      return std::nullopt;
-    }
-  msg::submit_run r;
-  uint64_t w = 0, h = 0, s = 0, n = 0;
-  if (!read_text(doc, "mode", r.mode, err) || !read_text(doc, "prompt", r.prompt, err) ||
-      !read_uint(doc, "width", 8, 8192, w, err) || !read_uint(doc, "height", 8, 8192, h, err) ||
-      !read_uint(doc, "seconds", 1, 3600, s, err) || !read_uint(doc, "count", 1, 1000000, n, err) ||
-      !read_uint(doc, "seed", 0, UINT64_MAX, r.seed, err))
+  if (!check_fields(doc, required, optional, err))
     return std::nullopt;
+  return doc;
+}
+
+/// One shot of a shot list (`vidline run --jobs FILE`, docs/shots.md): the fields of a shot
+/// line, the prompt given as text (`prompt_file` is the CLI's: a file beside the list).
+bool read_shot(const json& j, const std::string& where, msg::shot& s, api_error& err) {
+  if (!j.is_object()) {
+    err = {400, "field '" + where.substr(0, where.size() - 1) + "' must be a JSON object, got " +
+                    type_of(j)};
+    return false;
+  }
+  if (!check_fields(j, {"prompt", "width", "height", "seconds", "seed"},
+                    {"takes", "name", "priority", "reference"}, err, where))
+    return false;
+  uint64_t w = 0, h = 0, sec = 0, takes = 1;
+  if (!read_text(j, "prompt", s.prompt, err, where) ||
+      !read_uint(j, "width", 8, 8192, w, err, where) ||
+      !read_uint(j, "height", 8, 8192, h, err, where) ||
+      !read_uint(j, "seconds", 1, 3600, sec, err, where) ||
+      !read_uint(j, "seed", 0, UINT64_MAX, s.seed, err, where) ||
+      (j.contains("takes") && !read_uint(j, "takes", 1, 1000, takes, err, where)) ||
+      (j.contains("name") && !read_text(j, "name", s.name, err, where)) ||
+      (j.contains("reference") && !read_text(j, "reference", s.reference, err, where)))
+    return false;
+  s.width = static_cast<uint32_t>(w);
+  s.height = static_cast<uint32_t>(h);
+  s.seconds = static_cast<uint32_t>(sec);
+  s.takes = static_cast<uint32_t>(takes);
+  if (j.contains("priority")) {
+    int64_t p = 0;
+    if (!read_int(j, "priority", INT32_MIN, INT32_MAX, p, err, where))
+      return false;
+    s.priority = static_cast<int32_t>(p);
+  }
+  return true;
+}
+
+/// The batch fields `vidline run` and `vidline submit` share: prompt, width, height,
+/// seconds, count, seed, and the optional reference and request_id.
+template <class Request>
+bool read_batch(const json& doc, Request& r, api_error& err) {
+  uint64_t w = 0, h = 0, s = 0, n = 0;
+  if (!read_text(doc, "prompt", r.prompt, err) || !read_uint(doc, "width", 8, 8192, w, err) ||
+      !read_uint(doc, "height", 8, 8192, h, err) || !read_uint(doc, "seconds", 1, 3600, s, err) ||
+      !read_uint(doc, "count", 1, 1000000, n, err) ||
+      !read_uint(doc, "seed", 0, UINT64_MAX, r.seed, err))
+    return false;
   r.width = static_cast<uint32_t>(w);
   r.height = static_cast<uint32_t>(h);
   r.seconds = static_cast<uint32_t>(s);
   r.count = static_cast<uint32_t>(n);
   if (doc.contains("reference") && !doc["reference"].is_null() &&
       !read_text(doc, "reference", r.reference, err))
-    return std::nullopt;
+    return false;
   if (doc.contains("request_id") && !read_text(doc, "request_id", r.request_id, err))
-    return std::nullopt;
+    return false;
   if (r.seed > UINT64_MAX - (r.count - 1)) {
     err = {400, "field 'seed': " + std::to_string(r.seed) + " with count " +
                     std::to_string(r.count) + " would give the last job a seed past 2^64-1"};
+    return false;
+  }
+  return true;
+}
+
+} // namespace
+
+std::optional<msg::submit_run> parse_submit(const std::string& body, api_error& err) {
+  static const std::vector<std::string> uniform{"prompt", "width", "height", "seconds",
+                                                "count", "seed"};
+  auto doc = read_body(body, {"mode"},
+                       {"prompt", "width", "height", "seconds", "count", "seed", "shots",
+                        "reference", "request_id", "priority"},
+                       err);
+  if (!doc)
     return std::nullopt;
+  msg::submit_run r;
+  if (!read_text(*doc, "mode", r.mode, err))
+    return std::nullopt;
+  if (doc->contains("shots")) {
+    // A shot list: each shot has its own prompt, size and seed.
+    for (auto& k : uniform)
+      if (doc->contains(k)) {
+        err = {400, "field '" + k + "': a shot list ('shots') comes without prompt, width, "
+                                    "height, seconds, count and seed (each shot has its own)"};
+        return std::nullopt;
+      }
+    const json& shots = (*doc)["shots"];
+    if (!shots.is_array() || shots.empty()) {
+      err = {400, "field 'shots' must be a non-empty array of shots, got " +
+                      (shots.is_array() ? std::string("an empty array") : type_of(shots))};
+      return std::nullopt;
+    }
+    for (std::size_t i = 0; i < shots.size(); ++i) {
+      msg::shot s;
+      if (!read_shot(shots[i], "shots[" + std::to_string(i) + "].", s, err))
+        return std::nullopt;
+      r.shots.push_back(std::move(s));
+    }
+    if (doc->contains("reference") && !(*doc)["reference"].is_null() &&
+        !read_text(*doc, "reference", r.reference, err))
+      return std::nullopt;
+    if (doc->contains("request_id") && !read_text(*doc, "request_id", r.request_id, err))
+      return std::nullopt;
+  } else {
+    if (!check_fields(*doc, uniform, {"mode", "reference", "request_id", "priority"}, err) ||
+        !read_batch(*doc, r, err))
+      return std::nullopt;
+  }
+  if (doc->contains("priority")) {
+    int64_t p = 0;
+    if (!read_int(*doc, "priority", -api_max_priority, api_max_priority, p, err))
+      return std::nullopt;
+    r.priority = static_cast<int32_t>(p);
   }
   return r;
+}
+
+std::optional<msg::submit_jobs> parse_add_jobs(const std::string& run_id, const std::string& body,
+                                               api_error& err) {
+  auto doc = read_body(body, {"prompt", "width", "height", "seconds", "count", "seed"},
+                       {"reference", "request_id"}, err);
+  if (!doc)
+    return std::nullopt;
+  msg::submit_jobs r;
+  r.run_id = run_id;
+  if (!read_batch(*doc, r, err))
+    return std::nullopt;
+  return r;
+}
+
+bool parse_empty_body(const std::string& body, const std::string& what, api_error& err) {
+  if (body.empty())
+    return true;
+  json doc;
+  try {
+    doc = json::parse(body);
+  } catch (const json::parse_error& e) {
+    err = {400, std::string("the body is not JSON: ") + e.what()};
+    return false;
+  }
+  if (doc.is_object() && doc.empty())
+    return true;
+  err = {400, doc.is_object() ? "unknown field '" + text::to_valid_utf8(doc.begin().key()) + "' (" +
+                                  what + " takes no fields)"
+                              : "the body must be an empty JSON object, got " + type_of(doc)};
+  return false;
 }
 
 std::string read_token_file(const std::string& path) {
@@ -253,7 +413,6 @@ struct http_server::impl {
   std::condition_variable cv;
   std::atomic<int> streams{0};
   static constexpr int max_streams = 8;
-  std::vector<std::string> submitted;  ///< runs submitted through this server, oldest first
   std::string bound;
   int collector = 0;
 
@@ -282,7 +441,9 @@ struct http_server::impl {
   // Handlers.
   void metrics(const httplib::Request&, httplib::Response& res);
   void submit(const httplib::Request& req, httplib::Response& res);
-  void list_runs(const httplib::Request&, httplib::Response& res);
+  void list_runs(const httplib::Request& req, httplib::Response& res);
+  void cancel(const httplib::Request& req, httplib::Response& res, bool one_job);
+  void add_jobs(const httplib::Request& req, httplib::Response& res);
   void run_status(const httplib::Request& req, httplib::Response& res);
   void resume(const httplib::Request& req, httplib::Response& res);
   void gantt(const httplib::Request& req, httplib::Response& res);
@@ -304,6 +465,9 @@ std::vector<http_server::impl::route> http_server::impl::routes() {
     {"GET", "/v1/runs", true, [this](auto& q, auto& s) { list_runs(q, s); }},
     {"GET", run, true, [this](auto& q, auto& s) { run_status(q, s); }},
     {"POST", run + "/resume", true, [this](auto& q, auto& s) { resume(q, s); }},
+    {"POST", run + "/cancel", true, [this](auto& q, auto& s) { cancel(q, s, false); }},
+    {"POST", run + "/jobs", true, [this](auto& q, auto& s) { add_jobs(q, s); }},
+    {"POST", run + "/jobs/([0-9]{1,9})/cancel", true, [this](auto& q, auto& s) { cancel(q, s, true); }},
     {"GET", run + "/gantt\\.svg", true, [this](auto& q, auto& s) { gantt(q, s); }},
     {"GET", run + "/events", true, [this](auto& q, auto& s) { events(q, s, false); }},
     {"GET", run + "/jobs/([0-9]{1,9})/video", false, [this](auto& q, auto& s) { video(q, s); }},
@@ -424,61 +588,77 @@ void http_server::impl::submit(const httplib::Request& req, httplib::Response& r
     r->request_id = random_request_id();
   auto cl = client();
   auto id = cl.submit(*r);
-  {
-    std::lock_guard<std::mutex> l(m);
-    if (std::find(submitted.begin(), submitted.end(), id) == submitted.end())
-      submitted.push_back(id);
-    if (submitted.size() > 1000)
-      submitted.erase(submitted.begin());
-  }
   res.set_header("Location", "/v1/runs/" + id);
   send_json(res, 201, {{"run_id", id}, {"request_id", r->request_id}});
 }
 
-void http_server::impl::list_runs(const httplib::Request&, httplib::Response& res) {
-  // Until the coordinator answers a list of its runs, the list is what status can give:
-  // the latest run and those submitted through this endpoint since the node started.
-  std::vector<std::string> ids;
-  {
-    std::lock_guard<std::mutex> l(m);
-    ids = submitted;
+void http_server::impl::list_runs(const httplib::Request& req, httplib::Response& res) {
+  // `vidline runs [--all]`: the coordinator's list, as it sends it.
+  bool all = false;
+  for (auto& [key, value] : req.params) {
+    if (key != "all") {
+      send_error(res, 400, "unknown query parameter '" + key + "' (known: all)");
+      return;
+    }
+    if (value != "true" && value != "false" && value != "1" && value != "0") {
+      send_error(res, 400, "query parameter 'all' must be true or false, got '" + value + "'");
+      return;
+    }
+    all = value == "true" || value == "1";
+  }
+  json runs = client().runs(all);
+  if (!runs.is_array())
+    throw std::runtime_error("the coordinator's list of runs is not a JSON array");
+  const json latest = runs.empty() ? json(nullptr) : runs.back()["run_id"];
+  send_json(res, 200, {{"runs", std::move(runs)}, {"latest", latest}});
+}
+
+void http_server::impl::cancel(const httplib::Request& req, httplib::Response& res, bool one_job) {
+  api_error err;
+  if (!parse_empty_body(req.body, "cancel", err)) {
+    send_error(res, err.status, err.message);
+    return;
+  }
+  msg::cancel_run c;
+  c.run_id = req.matches[1];
+  if (one_job) {
+    c.one_job = true;
+    c.index = static_cast<uint32_t>(std::stoul(std::string(req.matches[2])));
   }
   auto cl = client();
-  json runs = json::array();
-  std::set<std::string> seen;
-  auto add = [&](const json& st) {
-    auto id = st.value("run_id", "");
-    if (seen.insert(id).second)
-      runs.push_back(events::run_summary(st));
-  };
-  std::optional<json> latest;
-  try {
-    latest = cl.status("", 5000);
-  } catch (const coordinator_error& e) {
-    if (e.exit_code() != exit_code::no_such_run)
-      throw;
-  }
-  if (!latest && ids.empty()) {
-    // Either no answer, or no runs yet: tell which.
-    try {
-      if (!cl.status("@cluster", 5000)) {
-        send_error(res, 503, "no answer from the coordinator at " + cl.endpoint());
-        return;
+  auto r = cl.cancel(c);
+  if (r.cancelled == 0) {
+    // Nothing was left to stop: the run (or the job) had finished. Said as a conflict, so a
+    // program learns its cancel changed nothing.
+    std::string what = "run " + r.run_id + " is " + r.state;
+    if (one_job) {
+      std::string job_state = "finished";
+      try {
+        if (auto st = cl.status_page(c.run_id, c.index, 1, 2000); st && !(*st)["jobs"].empty())
+          job_state = (*st)["jobs"][0].value("state", job_state);
+      } catch (const coordinator_error&) {
       }
-    } catch (const coordinator_error&) {
+      what = "job " + std::to_string(c.index) + " of run " + r.run_id + " is " + job_state;
     }
+    send_error(res, 409, what + ": nothing left to cancel");
+    return;
   }
-  for (auto& id : ids) {
-    try {
-      if (auto st = cl.status(id, 5000))
-        add(*st);
-    } catch (const coordinator_error&) {
-    }
+  send_json(res, 200, {{"run_id", r.run_id}, {"cancelled", r.cancelled},
+                       {"in_flight", r.in_flight}, {"state", r.state}});
+}
+
+void http_server::impl::add_jobs(const httplib::Request& req, httplib::Response& res) {
+  api_error err;
+  auto r = parse_add_jobs(req.matches[1], req.body, err);
+  if (!r) {
+    send_error(res, err.status, err.message);
+    return;
   }
-  if (latest)
-    add(*latest);
-  send_json(res, 200, {{"runs", runs},
-                       {"latest", latest ? json((*latest)["run_id"]) : json(nullptr)}});
+  if (r->request_id.empty())
+    r->request_id = random_request_id();
+  auto a = client().submit_jobs(*r);
+  send_json(res, 201, {{"run_id", a.run_id}, {"first_index", a.first_index},
+                       {"count", a.count}, {"request_id", r->request_id}});
 }
 
 void http_server::impl::run_status(const httplib::Request& req, httplib::Response& res) {
@@ -487,20 +667,10 @@ void http_server::impl::run_status(const httplib::Request& req, httplib::Respons
 }
 
 void http_server::impl::resume(const httplib::Request& req, httplib::Response& res) {
-  if (!req.body.empty()) {
-    json doc;
-    try {
-      doc = json::parse(req.body);
-    } catch (const json::parse_error& e) {
-      send_error(res, 400, std::string("the body is not JSON: ") + e.what());
-      return;
-    }
-    if (!doc.is_object() || !doc.empty()) {
-      send_error(res, 400, doc.is_object() ? "unknown field '" + doc.begin().key() +
-                                                 "' (resume takes no fields)"
-                                           : "the body must be an empty JSON object");
-      return;
-    }
+  api_error err;
+  if (!parse_empty_body(req.body, "resume", err)) {
+    send_error(res, err.status, err.message);
+    return;
   }
   auto r = client().resume(req.matches[1]);
   send_json(res, 200, {{"run_id", r.run_id}, {"reopened", r.reopened}, {"state", r.state}});

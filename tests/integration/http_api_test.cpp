@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <regex>
+#include <set>
+#include <thread>
 
 #include <httplib.h>
 
@@ -102,6 +104,11 @@ std::string read_events(httplib::Client& c, const std::string& path, const std::
     return stop_at.empty() || got.find(stop_at) == std::string::npos;
   });
   return got;
+}
+
+bool pool_busy(vidline::nodes::coordinator_client& cl, const std::string& pool) {
+  auto c = cl.status("@cluster", 1000);
+  return !c || (*c)["pools"][pool]["busy"].get<bool>();
 }
 
 const json& resolve(const json& doc, const json& schema) {
@@ -212,18 +219,37 @@ TEST_CASE("http: a run submitted and followed through the API; bad requests 4xx;
   CHECK(a.count("vidline_data_dir_free_bytes{dir=\"" + l.dir.path() + "/host_a\"}") == 1);
 
   // The server answers every documented path and method as documented; others are 404.
+  // The queue's requests go to open runs: jobs are added to `open` and its last job is
+  // cancelled; `doomed` is cancelled whole (the finished run has nothing left to cancel).
+  auto open_sub = c.Post("/v1/runs", auth(), submit_body(30, 600).dump(), "application/json");
+  auto doomed_sub = c.Post("/v1/runs", auth(), submit_body(30, 700).dump(), "application/json");
+  REQUIRE(open_sub);
+  REQUIRE(doomed_sub);
+  REQUIRE(open_sub->status == 201);
+  REQUIRE(doomed_sub->status == 201);
+  const auto open_run = json::parse(open_sub->body)["run_id"].get<std::string>();
+  const auto doomed_run = json::parse(doomed_sub->body)["run_id"].get<std::string>();
+  const json add_body = {{"prompt", "added over http"}, {"width", 416}, {"height", 736},
+                         {"seconds", 5}, {"count", 1}, {"seed", 800}};
+  std::set<std::string> sent;
   auto doc = json::parse(read_file(std::string(VIDLINE_SOURCE_DIR) + "/docs/openapi.json"));
   for (auto& [path, item] : doc["paths"].items())
     for (auto& [method, op] : item.items()) {
       if (method == "parameters")
         continue;
-      std::string p = std::regex_replace(path, std::regex("\\{run_id\\}"), run_id);
-      p = std::regex_replace(p, std::regex("\\{index\\}"), "0");
+      const bool job_cancel = path == "/v1/runs/{run_id}/jobs/{index}/cancel";
+      const std::string run = path == "/v1/runs/{run_id}/cancel" ? doomed_run
+                              : job_cancel || path == "/v1/runs/{run_id}/jobs" ? open_run
+                                                                                : run_id;
+      std::string p = std::regex_replace(path, std::regex("\\{run_id\\}"), run);
+      p = std::regex_replace(p, std::regex("\\{index\\}"), job_cancel ? "29" : "0");
+      sent.insert(method + " " + path);
       INFO(method << " " << p);
       auto send = [&]() -> httplib::Result {
         if (method == "post")
           return c.Post(p.c_str(), auth(),
-                   path == "/v1/runs" ? submit_body(1, 500).dump() : std::string("{}"),
+                   path == "/v1/runs" ? submit_body(1, 500).dump()
+                   : path == "/v1/runs/{run_id}/jobs" ? add_body.dump() : std::string("{}"),
                    "application/json");
         return c.Get(p.c_str(), auth());
       };
@@ -255,12 +281,231 @@ TEST_CASE("http: a run submitted and followed through the API; bad requests 4xx;
           INFO("required field " << field);
           CHECK(j.contains(field.get<std::string>()));
         }
+        // And the required fields of each element of an array of records (the runs' list).
+        const json props = schema.value("properties", json::object());
+        for (auto& [name, prop] : props.items()) {
+          if (prop.value("type", "") != "array" || !prop.contains("items") || !j[name].is_array())
+            continue;
+          const auto& items = resolve(doc, prop["items"]);
+          for (auto& e : j[name])
+            for (auto& field : items.value("required", json::array())) {
+              INFO(name << "[] required field " << field << ": " << e.dump());
+              CHECK(e.contains(field.get<std::string>()));
+            }
+        }
       }
     }
+  // The queue's requests are documented (and so were sent above).
+  for (auto* q : {"get /v1/runs", "post /v1/runs/{run_id}/cancel", "post /v1/runs/{run_id}/jobs",
+                  "post /v1/runs/{run_id}/jobs/{index}/cancel", "post /v1/runs/{run_id}/resume"}) {
+    INFO(q);
+    CHECK(sent.count(q) == 1);
+  }
   for (auto* p : {"/v1", "/v2/runs", "/v1/runs/" "x/nothing", "/v1/metrics", "/secret"}) {
     INFO(p);
     expect_error(c.Get(p, auth()), 404, "no such path");
   }
+}
+
+TEST_CASE("http: the queue through the API: runs listed, jobs added to an open run, cancel frees the pool") {
+  // A slow clock (1 simulated s = 50 ms): a sampling job runs for seconds.
+  line l(0.05);
+  httplib::Client c("127.0.0.1", l.http_a);
+  c.set_read_timeout(30);
+  REQUIRE(cluster_ready(c, 60));
+  auto cluster = vidline::config::load(l.config);
+  const double interval_s = cluster.knobs.status_interval_ms / 1000.0;
+  vidline::nodes::coordinator_client cl(cluster);
+  auto post = [&](const std::string& path, const json& body) {
+    return c.Post(path.c_str(), auth(), body.dump(), "application/json");
+  };
+  auto get_json = [&](const std::string& path) {
+    auto r = c.Get(path.c_str(), auth());
+    REQUIRE(r);
+    INFO(path << ": " << r->body);
+    REQUIRE(r->status == 200);
+    return json::parse(r->body);
+  };
+  auto listed = [&](const std::string& id, const std::string& query = "") {
+    auto list = get_json("/v1/runs" + query);
+    for (auto& r : list["runs"])
+      if (r["run_id"] == id)
+        return r;
+    FAIL("run " << id << " is not in the list: " << list.dump());
+    return json();
+  };
+
+  // Priority in the submit body: out of range is named.
+  auto body = submit_body(1, 1);
+  body["priority"] = 1000001;
+  expect_error(post("/v1/runs", body), 400, "'priority' must be from -1000000 to 1000000");
+  body["priority"] = "high";
+  expect_error(post("/v1/runs", body), 400, "'priority'");
+  expect_error(c.Get("/v1/runs?all=maybe", auth()), 400, "'all'");
+  expect_error(c.Get("/v1/runs?colour=red", auth()), 400, "unknown query parameter 'colour'");
+
+  // A 3-job run: one job on each pool, xtx sampling job 2.
+  body = submit_body(3, 1000);
+  body["priority"] = 3;
+  auto sub = post("/v1/runs", body);
+  REQUIRE(sub);
+  REQUIRE(sub->status == 201);
+  const auto run_id = json::parse(sub->body)["run_id"].get<std::string>();
+  const std::string run = "/v1/runs/" + run_id;
+  // Its event stream, followed to its end (a cancelled run ends it too).
+  std::string stream;
+  std::thread follower([&] {
+    httplib::Client f("127.0.0.1", l.http_a);
+    f.set_read_timeout(60);
+    stream = read_events(f, run + "/events");
+  });
+  // The list: what `vidline runs --json` shows, with the run's priority.
+  auto entry = listed(run_id);
+  CHECK(entry["state"] == "running");
+  CHECK(entry["priority"] == 3);
+  CHECK(entry["total"] == 3);
+  CHECK(entry["done"] == 0);
+  CHECK(entry.contains("eta_s"));
+  CHECK(get_json("/v1/runs")["latest"] == run_id);
+  CHECK(get_json("/v1/runs?all=true")["runs"].size() == 1);
+  auto [rc, out] = [&] {
+    process p({VIDLINE_BINARY, "runs", "--config", l.config, "--json"}, l.dir.path() + "/runs.out");
+    int code = p.wait(60);
+    return std::make_pair(code, p.out());
+  }();
+  REQUIRE(rc == 0);
+  auto cli_list = json::parse(out);
+  REQUIRE(cli_list.size() == 1);
+  for (auto* k : {"run_id", "state", "mode", "priority", "total", "queued"})
+    CHECK(cli_list[0][k] == entry[k]);
+
+  // Jobs added to the open run (`vidline submit`): a retry with the same request id adds
+  // nothing twice; bad bodies and unknown runs are named.
+  const json add = {{"prompt", "added over http"}, {"width", 416}, {"height", 736},
+                    {"seconds", 5}, {"count", 2}, {"seed", 2000}, {"request_id", "http-add-1"}};
+  auto added = post(run + "/jobs", add);
+  REQUIRE(added);
+  INFO(added->body);
+  REQUIRE(added->status == 201);
+  CHECK(json::parse(added->body)["first_index"] == 3);
+  CHECK(json::parse(added->body)["count"] == 2);
+  auto again = post(run + "/jobs", add);
+  REQUIRE(again);
+  CHECK(again->status == 201);
+  CHECK(json::parse(again->body)["first_index"] == 3);
+  CHECK(listed(run_id)["total"] == 5);
+  auto wrong = add;
+  wrong["mode"] = "four_four_xtx_plus_one";
+  expect_error(post(run + "/jobs", wrong), 400, "unknown field 'mode'");
+  wrong = add;
+  wrong.erase("seed");
+  expect_error(post(run + "/jobs", wrong), 400, "missing field 'seed'");
+  expect_error(post("/v1/runs/no-such-run/jobs", add), 404, "no run no-such-run");
+  wrong = add;
+  wrong["request_id"] = "http-add-huge";
+  wrong["width"] = 8192;
+  wrong["height"] = 8192;
+  wrong["seconds"] = 3600;
+  auto huge = post(run + "/jobs", wrong);
+  REQUIRE(huge);
+  INFO(huge->body);
+  CHECK(huge->status == 422);
+
+  // One job cancelled (job 4, queued), then the whole run while xtx samples job 2: the
+  // pool is free within one status interval.
+  auto one = post(run + "/jobs/4/cancel", json::object());
+  REQUIRE(one);
+  INFO(one->body);
+  REQUIRE(one->status == 200);
+  CHECK(json::parse(one->body)["cancelled"] == 1);
+  CHECK(json::parse(one->body)["state"] == "running");
+  expect_error(post(run + "/jobs/4/cancel", json::object()), 409, "job 4 of run " + run_id + " is cancelled");
+  expect_error(post(run + "/jobs/99/cancel", json::object()), 404, "no job 99");
+  expect_error(post(run + "/cancel", {{"job", 1}}), 400, "unknown field 'job'");
+  expect_error(post("/v1/runs/no-such-run/cancel", json::object()), 404, "no run no-such-run");
+
+  auto sampling = wait_status(cl, run_id, 30, [](const json& s) {
+    return s["jobs"][2]["state"] == "sampling" && s["jobs"][2]["pool"] == "xtx";
+  });
+  REQUIRE(sampling["jobs"][2]["pool"] == "xtx");
+  REQUIRE(pool_busy(cl, "xtx"));
+
+  auto whole = c.Post((run + "/cancel").c_str(), auth(), "", "application/json");
+  const auto cancelled_at = std::chrono::steady_clock::now();
+  REQUIRE(whole);
+  INFO(whole->body);
+  REQUIRE(whole->status == 200);
+  auto answer = json::parse(whole->body);
+  // Jobs 0..3 unless one finished first (job 2 on xtx did not).
+  CHECK(answer["cancelled"] >= 2);
+  CHECK(answer["cancelled"] <= 4);
+  CHECK(answer["in_flight"] >= 1);
+  CHECK(answer["state"] == "cancelled");
+  while (pool_busy(cl, "xtx")
+         && std::chrono::steady_clock::now() - cancelled_at < std::chrono::seconds(10))
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // polling the status
+  const double freed_after =
+    std::chrono::duration<double>(std::chrono::steady_clock::now() - cancelled_at).count();
+  std::printf("http cancel: xtx free %.3f s after the cancel (status interval %.3f s)\n",
+              freed_after, interval_s);
+  CHECK(freed_after <= interval_s);
+
+  // A finished run has nothing to cancel and takes no jobs.
+  expect_error(post(run + "/cancel", json::object()), 409, "run " + run_id + " is cancelled");
+  auto late = add;
+  late["request_id"] = "http-add-late";
+  expect_error(post(run + "/jobs", late), 422, "cancelled");
+  entry = listed(run_id);
+  CHECK(entry["state"] == "cancelled");
+  CHECK(entry["cancelled"] == answer["cancelled"].get<int>() + 1);
+  CHECK(entry["done"] == 5);
+  CHECK(entry["eta_s"] == 0);
+
+  // The stream told the added jobs and the cancel, and ended with the run.
+  follower.join();
+  INFO(stream.substr(0, 4000));
+  CHECK(stream.find("\"index\":4") != std::string::npos);
+  CHECK(stream.find("\"state\":\"cancelled\"") != std::string::npos);
+  const auto end_at = stream.find("event: end\n");
+  REQUIRE(end_at != std::string::npos);
+  CHECK(stream.find("\"state\":\"cancelled\"", end_at) != std::string::npos);
+
+  // The line goes on: a shot list (`vidline run --jobs`) of higher priority, submitted after
+  // it, finishes with its names and takes.
+  const json shots = {
+    {"mode", "four_four_xtx_plus_one"}, {"priority", 7}, {"request_id", "http-shots-1"},
+    {"shots", {{{"prompt", "shot one"}, {"width", 416}, {"height", 736}, {"seconds", 5},
+                {"seed", 3000}, {"takes", 2}, {"name", "one"}},
+               {{"prompt", "shot two"}, {"width", 416}, {"height", 736}, {"seconds", 5},
+                {"seed", 4000}, {"name", "two"}, {"priority", 1}}}}};
+  auto bad_shots = shots;
+  bad_shots["shots"][1]["width"] = 4;
+  expect_error(post("/v1/runs", bad_shots), 400, "'shots[1].width'");
+  bad_shots = shots;
+  bad_shots["shots"][1]["name"] = "one";  // the coordinator's check: names unique
+  bad_shots["request_id"] = "http-shots-bad";
+  auto dup = post("/v1/runs", bad_shots);
+  REQUIRE(dup);
+  INFO(dup->body);
+  CHECK(dup->status == 422);
+  auto next = post("/v1/runs", shots);
+  REQUIRE(next);
+  INFO(next->body);
+  REQUIRE(next->status == 201);
+  const auto next_id = json::parse(next->body)["run_id"].get<std::string>();
+  CHECK(listed(next_id)["priority"] == 7);
+  CHECK(listed(next_id)["total"] == 3);
+  auto done = wait_status(cl, next_id, 90, [](const json& s) { return s["state"] != "running"; });
+  INFO(done.dump(2).substr(0, 3000));
+  CHECK(done["state"] == "succeeded");
+  std::set<std::string> names;
+  for (auto& j : done["jobs"]) {
+    CHECK(contract_problem(j) == "");
+    if (j["name"].is_string())
+      names.insert(j["name"].get<std::string>());
+  }
+  CHECK(names == std::set<std::string>{"one-take-1", "one-take-2", "two"});
+  CHECK(done["jobs"][0]["name"] == "two");  // the shot of higher priority is job 0
 }
 
 TEST_CASE("http: the dashboard in headless Chromium follows a run to its end") {
@@ -274,6 +519,17 @@ TEST_CASE("http: the dashboard in headless Chromium follows a run to its end") {
   REQUIRE(sub);
   REQUIRE(sub->status == 201);
   const auto run_id = json::parse(sub->body)["run_id"].get<std::string>();
+  // A job added to the run and cancelled before it starts: the page shows it cancelled.
+  const json add = {{"prompt", "added, then cancelled"}, {"width", 416}, {"height", 736},
+                    {"seconds", 5}, {"count", 1}, {"seed", 990}};
+  auto added = c.Post(("/v1/runs/" + run_id + "/jobs").c_str(), auth(), add.dump(), "application/json");
+  REQUIRE(added);
+  REQUIRE(added->status == 201);
+  REQUIRE(json::parse(added->body)["first_index"] == 6);
+  auto cancelled = c.Post(("/v1/runs/" + run_id + "/jobs/6/cancel").c_str(), auth(), "", "application/json");
+  REQUIRE(cancelled);
+  INFO(cancelled->body);
+  REQUIRE(cancelled->status == 200);
 
   const std::string out_dir = std::string(VIDLINE_BUILD_DIR) + "/test-output/http_dashboard";
   std::filesystem::create_directories(out_dir);
@@ -309,6 +565,8 @@ TEST_CASE("http: the dashboard in headless Chromium follows a run to its end") {
        at = dom.find("data-state=\"succeeded\"", at + 1))
     ++rows;
   CHECK(rows == 6);
+  CHECK(dom.find("data-state=\"cancelled\"") != std::string::npos);
+  CHECK(dom.find("class=\"state-cancelled\"") != std::string::npos);
   CHECK(dom.find(">rtx3080ti</text>") != std::string::npos);  // its lane in the Gantt
   const std::string shot = out_dir + "/dashboard.png";
   std::filesystem::remove(shot);
