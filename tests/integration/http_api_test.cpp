@@ -121,7 +121,7 @@ const json& resolve(const json& doc, const json& schema) {
 
 } // namespace
 
-TEST_CASE("http: a run submitted and followed through the API; bad requests 4xx; metrics; the OpenAPI document holds") {
+TEST_CASE("http: a run submitted and followed through the API, bad requests 4xx, metrics, the OpenAPI document holds") {
   line l(0.02);
   httplib::Client c("127.0.0.1", l.http_a);
   c.set_read_timeout(60);

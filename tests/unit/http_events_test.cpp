@@ -52,7 +52,7 @@ TEST_CASE("api: a submit body is read field by field, errors name the field") {
   CHECK_THAT(bad("{\"mode\":\xff}"), Catch::Contains("not JSON"));
 }
 
-TEST_CASE("events: a first look is a snapshot; then what changed, and the end") {
+TEST_CASE("events: a first look is a snapshot, then what changed, and the end") {
   auto s0 = status("running", {job(0, "sampling"), job(1, "queued")});
   CHECK(names(events::run_events(nullptr, s0)) == std::vector<std::string>{"snapshot"});
   CHECK(events::run_events(s0, s0).empty());
@@ -80,7 +80,7 @@ TEST_CASE("events: a first look is a snapshot; then what changed, and the end") 
   CHECK(events::sse_text(e3[4], 7).rfind("id: 7\nevent: end\ndata: {", 0) == 0);
 }
 
-TEST_CASE("events: jobs added to a run and a cancel are told; a cancelled run ends the stream") {
+TEST_CASE("events: jobs added to a run and a cancel are told, a cancelled run ends the stream") {
   auto s0 = status("running", {job(0, "sampling"), job(1, "queued")});
   s0["priority"] = 5;
   // `vidline submit` added job 2: a job event for it, and the run's new size.
@@ -111,7 +111,7 @@ TEST_CASE("events: jobs added to a run and a cancel are told; a cancelled run en
   CHECK(names(events::run_events(nullptr, s3)) == std::vector<std::string>{"snapshot", "end"});
 }
 
-TEST_CASE("api: priority in a submit body; the body of jobs added to a run; bodies that say nothing") {
+TEST_CASE("api: priority in a submit body, the body of jobs added to a run, bodies that say nothing") {
   const std::string base = R"("mode":"m","prompt":"p","width":416,"height":736,"seconds":5,"count":1,"seed":0)";
   api_error err;
   auto ok = parse_submit("{" + base + R"(,"priority":-1000000})", err);
