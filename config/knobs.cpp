@@ -52,6 +52,8 @@ void visit_knobs(K& k, V&& v) {
   v("decode_timeout_s", k.decode_timeout_s, seconds_range{30 * day_s});
   v("max_attempts", k.max_attempts, int_range{1, 1000});
   v("handoff_retries", k.handoff_retries, int_range{0, 1000});
+  v("retry_backoff_ms", k.retry_backoff_ms, int_range{0, 3'600'000});
+  v("retry_backoff_max_ms", k.retry_backoff_max_ms, int_range{0, 3'600'000});
   v("chunk_bytes", k.chunk_bytes, int_range{4 * kib, 16 * mib});
   v("chunk_window", k.chunk_window, int_range{1, 1024});
   v("transfer_timeout_ms", k.transfer_timeout_ms, interval_ms);
@@ -178,6 +180,10 @@ void check_relations(const knobs& k) {
     fail("lease_ms", "must be more than 2 x status_interval_ms (" +
                          std::to_string(2 * int64_t{k.status_interval_ms}) + "), got " +
                          std::to_string(k.lease_ms));
+  if (k.retry_backoff_max_ms < k.retry_backoff_ms)
+    fail("retry_backoff_max_ms", "must be at least retry_backoff_ms (" +
+                                     std::to_string(k.retry_backoff_ms) + "), got " +
+                                     std::to_string(k.retry_backoff_max_ms));
   const int64_t min_frame = int64_t{k.chunk_bytes} + frame_headroom;
   if (k.max_frame_bytes < min_frame)
     fail("max_frame_bytes", "must be at least chunk_bytes + 64 KiB (" +

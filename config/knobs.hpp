@@ -36,6 +36,14 @@ struct knobs {
   double decode_timeout_s = 1800;     ///< run-clock s a decoding attempt may take
   int max_attempts = 3;               ///< tries of one stage of one job (transient failures)
   int handoff_retries = 3;            ///< corrupt transfers of one latent before the job fails
+  /// A stage that failed transiently (a full disk, a backend that crashed or hung) waits
+  /// before it is ordered again: retry_backoff_ms after its first failure in a row,
+  /// doubling with each further one, at most retry_backoff_max_ms (real time); its pool or
+  /// decoder takes other jobs meanwhile. 0 = retry at once. With the defaults 3 attempts
+  /// span at least 3 s, 8 attempts over 2 minutes: a disk full for a few seconds no longer
+  /// spends every attempt of the jobs sampled meanwhile.
+  int retry_backoff_ms = 1000;
+  int retry_backoff_max_ms = 60000;   ///< the longest backoff; at least retry_backoff_ms
 
   // -- data plane --
   uint32_t chunk_bytes = 1u << 20;    ///< bytes per latent chunk; 256 KiB-4 MiB

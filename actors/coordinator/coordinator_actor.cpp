@@ -303,6 +303,8 @@ sched::state initial_state(const config::cluster& c, double time_scale) {
   s.p.time_scale = time_scale;              // workers' unix stamps to the run clock
   s.p.max_attempts = static_cast<uint32_t>(c.knobs.max_attempts);
   s.p.handoff_retries = static_cast<uint32_t>(c.knobs.handoff_retries);
+  s.p.retry_backoff_s = run_s(c.knobs.retry_backoff_ms / 1000.0);
+  s.p.retry_backoff_max_s = run_s(c.knobs.retry_backoff_max_ms / 1000.0);
   s.p.latent_wait_s =
     run_s(c.knobs.heartbeat_interval_ms * (c.knobs.heartbeat_misses + 7) / 1000.0);
   for (auto& p : c.pools) {

@@ -1,5 +1,7 @@
 #include "actors/coordinator/scheduler.hpp"
 
+#include <cmath>
+
 #include <algorithm>
 #include <type_traits>
 #include <unordered_map>
@@ -119,9 +121,18 @@ bool unrestricted(const run& r, const run_index& ri, const job& j) {
          && job_load(j.spec) == job_load(r.jobs.front().spec);
 }
 
+/// A queued or sampled job waiting out its retry backoff (state_index::backoff).
+bool backing_off(const job& j) {
+  return j.retry_at >= 0 && (j.state == job_state::queued || j.state == job_state::sampled);
+}
+
 void enter(state& s, std::size_t rp, const job& j) {
   auto& ri = s.idx.runs[rp];
   const uint32_t i = j.spec.index;
+  if (backing_off(j)) {
+    s.idx.backoff.emplace(j.retry_at, rp, i);
+    return;
+  }
   switch (j.state) {
     case job_state::queued:
       ri.queued.insert(i);
@@ -142,6 +153,10 @@ void enter(state& s, std::size_t rp, const job& j) {
 void leave(state& s, std::size_t rp, const job& j) {
   auto& ri = s.idx.runs[rp];
   const uint32_t i = j.spec.index;
+  if (backing_off(j)) {
+    s.idx.backoff.erase({j.retry_at, rp, i});
+    return;
+  }
   switch (j.state) {
     case job_state::queued:
       ri.queued.erase(i);
@@ -166,14 +181,32 @@ void leave(state& s, std::size_t rp, const job& j) {
   }
 }
 
-/// Moves a job to another state, keeping the index current.
+/// Moves a job to another state, keeping the index current. A change of state ends any
+/// retry backoff (hold_back() starts one after it).
 void move_job(state& s, job& j, job_state to) {
   if (j.state == to)
     return;
   auto rp = s.idx.run_pos.at(j.spec.run_id);
   leave(s, rp, j);
   j.state = to;
+  j.retry_at = -1;
   enter(s, rp, j);
+}
+
+/// Sets (until >= 0) or ends (-1) a queued or sampled job's retry backoff.
+void set_retry_at(state& s, job& j, double until) {
+  auto rp = s.idx.run_pos.at(j.spec.run_id);
+  leave(s, rp, j);
+  j.retry_at = until;
+  enter(s, rp, j);
+}
+
+/// Ends every backoff that is over by `now`: those jobs may be ordered again.
+void end_backoffs(state& s, double now) {
+  while (!s.idx.backoff.empty() && std::get<0>(*s.idx.backoff.begin()) <= now) {
+    auto [at, rp, i] = *s.idx.backoff.begin();
+    set_retry_at(s, s.runs[rp].jobs[i], -1);
+  }
 }
 
 /// The ids of a mode's pools in order (each once), and each pool id's position in it.
@@ -366,6 +399,8 @@ std::string check_index(const state& s) {
   }
   if (a.sampled != b.sampled)
     return "sampled jobs differ";
+  if (a.backoff != b.backoff)
+    return "jobs backing off differ";
   if (a.run_order != b.run_order)
     return "run order differs";
   if (a.cancelled_attempts != b.cancelled_attempts)
@@ -673,6 +708,21 @@ struct stepper {
     ++j.lost_attempts;
     if (attempts > 0 && j.lost_attempts <= s.p.lost_factor * s.p.max_attempts)
       --attempts;
+  }
+
+  /// A transient failure of the job's stage: the job just went back to queued or sampled;
+  /// it waits retry_backoff_s x 2^(failures in a row - 1), at most retry_backoff_max_s,
+  /// before it is ordered again (other jobs take the pool or decoder meanwhile).
+  void hold_back(job& j) {
+    ++j.retry_streak;
+    if (!(s.p.retry_backoff_s > 0) || is_final(j.state))
+      return;
+    const double wait = std::min(
+      s.p.retry_backoff_max_s,
+      s.p.retry_backoff_s * std::pow(2.0, std::min<uint32_t>(j.retry_streak - 1, 30)));
+    set_retry_at(s, j, now + wait);
+    log(1, "job " + job_name(j) + " retried after " + std::to_string(wait) + " s (failure "
+             + std::to_string(j.retry_streak) + " in a row)");
   }
 
   /// Back to the queue for another sampling attempt, or failed when attempts are spent.
@@ -1124,6 +1174,7 @@ struct stepper {
         refuse(*run, *j);
     } else if (r.outcome == msg::outcome::transient) {
       requeue_sampling(*j, "pool " + r.pool + ": " + r.error);
+      hold_back(*j);
     } else {
       finish(*j, job_state::failed, "pool " + r.pool + ": " + r.error);
     }
@@ -1167,6 +1218,7 @@ struct stepper {
       j.encoder_kind = p->second.encoder_kind;
     }
     j.sample_end = now;  // the decode order's key: set before entering `sampled`
+    j.retry_streak = 0;  // its stage went through
     record_sampling(j, r);
     set_state(j, job_state::sampled);
     j.error.clear();
@@ -1211,9 +1263,11 @@ struct stepper {
       } else {
         refund_lost(*j, j->decode_attempts);
         requeue_decoding(*j, "handoff from " + j->latent_host + ": " + r.error);
+        hold_back(*j);
       }
     } else if (r.outcome == msg::outcome::transient) {
       requeue_decoding(*j, "decoder " + r.decoder + ": " + r.error);
+      hold_back(*j);
     } else {
       finish(*j, job_state::failed, "decoder " + r.decoder + ": " + r.error);
     }
@@ -1351,12 +1405,17 @@ struct stepper {
     if (s.host_down_since.empty())
       return;
     std::vector<std::pair<std::size_t, uint32_t>> gone;
-    for (auto& [t, rp, ji] : s.idx.sampled) {
+    auto check = [&](std::size_t rp, uint32_t ji) {
       auto& j = s.runs[rp].jobs[ji];
       auto down = s.host_down_since.find(j.latent_host);
       if (down != s.host_down_since.end() && now - down->second >= s.p.latent_wait_s)
         gone.emplace_back(rp, ji);
-    }
+    };
+    for (auto& [t, rp, ji] : s.idx.sampled)
+      check(rp, ji);
+    for (auto& [t, rp, ji] : s.idx.backoff)
+      if (s.runs[rp].jobs[ji].state == job_state::sampled)
+        check(rp, ji);
     std::sort(gone.begin(), gone.end());
     for (auto& [rp, ji] : gone) {
       auto& j = s.runs[rp].jobs[ji];
@@ -1379,6 +1438,9 @@ struct stepper {
       needed.insert(s.runs[rp].jobs[ji].latent_sha256);
     for (auto& [d, jobs] : s.idx.decoding)
       for (auto& [rp, ji] : jobs)
+        needed.insert(s.runs[rp].jobs[ji].latent_sha256);
+    for (auto& [t, rp, ji] : s.idx.backoff)  // sampled, waiting to be ordered again
+      if (s.runs[rp].jobs[ji].state == job_state::sampled)
         needed.insert(s.runs[rp].jobs[ji].latent_sha256);
     std::vector<std::string> release;
     std::map<std::string, bool> final_names;  ///< digest -> every job naming it is final
@@ -1613,6 +1675,7 @@ std::vector<effect> step(state& s, const event& e, double now, double mono) {
     reindex(s);
   else if (s.idx.owner != &s)
     relink(s);
+  end_backoffs(s, now);
   stepper st{s, now, mono, {}};
   std::visit([&](const auto& ev) { st.on(ev); }, e);
   // Pools sharing a GPU with a decoder are free or not by the decoder's work too.
@@ -1624,6 +1687,22 @@ std::vector<effect> step(state& s, const event& e, double now, double mono) {
     set_flags(s, id);
   st.close_finished_runs();
   return std::move(st.fx);
+}
+
+std::optional<double> next_retry(const state& s) {
+  if (s.idx.built && s.idx.owner == &s) {
+    if (s.idx.backoff.empty())
+      return std::nullopt;
+    return std::get<0>(*s.idx.backoff.begin());
+  }
+  {
+    std::optional<double> at;
+    for (auto& r : s.runs)
+      for (auto& j : r.jobs)
+        if (backing_off(j) && (!at || j.retry_at < *at))
+          at = j.retry_at;
+    return at;
+  }
 }
 
 summary summarize(const run& r) {

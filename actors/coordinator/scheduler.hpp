@@ -121,6 +121,12 @@ struct job {
   stage_clock ran;                 ///< when the stages of its latent and video ran
   std::vector<failed_attempt> failures;  ///< the newest max_failures_kept, oldest first
   uint32_t failures_total = 0;
+  /// Retry backoff (params::retry_backoff_s): a queued or sampled job is not ordered again
+  /// before this run-clock time (-1 = no wait). Not journaled: a restarted coordinator
+  /// retries at once. Cleared by any change of state and when the wait is over.
+  double retry_at = -1;
+  uint32_t retry_streak = 0;       ///< transient failures in a row (not journaled): the
+                                   ///< next backoff is retry_backoff_s x 2^(streak - 1)
 };
 
 /// One batch submitted together. Open runs share the line (docs/design.md, "The queue"):
@@ -221,6 +227,13 @@ struct params {
   double lease_s = 3;              ///< a stage order's lease, monotonic seconds (knob lease_ms)
   /// Real seconds per run-clock second: a worker's unix stamp / time_scale is run clock.
   double time_scale = 1;
+  /// A stage that failed transiently (the worker's result said so: a full disk, a crashed
+  /// or hung backend) is not ordered again before now + retry_backoff_s x 2^(n - 1), n
+  /// its transient failures in a row, at most retry_backoff_max_s (knobs retry_backoff_ms,
+  /// retry_backoff_max_ms); meanwhile its pool or decoder takes other jobs. 0 = at once.
+  /// Attempts lost to a crash or a host going down are not backed off.
+  double retry_backoff_s = 1;
+  double retry_backoff_max_s = 60;
 };
 
 /// A host down, as peer events said (run clock; to = -1 while it is still down).
@@ -345,6 +358,9 @@ struct state_index {
   std::set<std::tuple<double, std::size_t, uint32_t>> sampled;  ///< (sample_end, run, job)
   std::map<std::string, std::set<std::pair<std::size_t, uint32_t>>> decoding;  ///< by decoder
   std::vector<uint32_t> decoder_shared;       ///< pools sharing a GPU with a decoder
+  /// Queued or sampled jobs waiting out a retry backoff: (job::retry_at, run, job). They
+  /// are in none of the dispatch sets (run_index::queued, sampled) until it is over.
+  std::set<std::tuple<double, std::size_t, uint32_t>> backoff;
   /// The runs in dispatch order: priority (higher first), then submission (position).
   std::vector<std::size_t> run_order;
   /// Attempts of cancelled jobs: a worker still running one is told to stop it
@@ -447,6 +463,10 @@ std::vector<effect> step(state& s, const event& e, double now, double mono);
 inline std::vector<effect> step(state& s, const event& e, double now) {
   return step(s, e, now, now);
 }
+
+/// The earliest run-clock time a job's retry backoff ends (nullopt: none waits): a
+/// driver without regular ticks (a simulation) delivers an ev_tick then.
+std::optional<double> next_retry(const state& s);
 
 /// Summary figures of a run (the status contract's "summary").
 struct summary {

@@ -162,6 +162,14 @@ private:
           done_ = true;
       }
     }
+    // A job waiting out a retry backoff is ordered at the first step after it: the live
+    // coordinator ticks every status interval; here a tick comes when the first one ends.
+    if (retry_tick_ && *retry_tick_ <= now_)
+      retry_tick_.reset();  // it has come
+    if (auto at = sched::next_retry(s_); at && (!retry_tick_ || *retry_tick_ > *at)) {
+      retry_tick_ = *at;
+      schedule(*at, to_coordinator{sched::ev_tick{}});
+    }
   }
 
   // -- pools -------------------------------------------------------------------------------
@@ -394,6 +402,7 @@ private:
   uint64_t seq_ = 0;
   uint64_t epochs_ = 0;
   double now_ = 0;
+  std::optional<double> retry_tick_;  ///< a tick scheduled for the end of a retry backoff
   std::map<std::string, pooling::state> pools_;
   std::map<std::string, decoding::state> decoders_;
   std::map<std::string, encoder_model> encoders_;

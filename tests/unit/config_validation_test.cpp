@@ -232,6 +232,11 @@ const std::vector<broken_case>& broken_cases() {
        "/knobs/decoder_restarts/max_restarts", "between 0"},
       {"reconnect max below min", [](json& j) { set(j, "/knobs/reconnect_max_ms", 50); },
        "/knobs/reconnect_max_ms", "at least reconnect_min_ms"},
+      {"retry backoff ceiling below its start",
+       [](json& j) { set(j, "/knobs/retry_backoff_max_ms", 500); },
+       "/knobs/retry_backoff_max_ms", "at least retry_backoff_ms"},
+      {"negative retry backoff", [](json& j) { set(j, "/knobs/retry_backoff_ms", -1); },
+       "/knobs/retry_backoff_ms", "between 0"},
       {"resend not after status", [](json& j) { set(j, "/knobs/order_resend_ms", 500); },
        "/knobs/order_resend_ms", "more than status_interval_ms"},
       {"lease not past two status reports", [](json& j) { set(j, "/knobs/lease_ms", 1000); },
@@ -442,7 +447,7 @@ TEST_CASE("knobs read, write and validate by name", "[config]") {
   const cfg::knobs defaults;
   REQUIRE_NOTHROW(cfg::validate(defaults));
   const json written = cfg::to_json(defaults);
-  CHECK(written.size() == 28);  // every knob, the latent retention, budget and lease included
+  CHECK(written.size() == 30);  // every knob, the latent retention, budget and lease included
   CHECK(written["pool_restarts"] == json{{"max_restarts", 5}, {"period_s", 30.0}});
   CHECK(cfg::to_json(cfg::knobs_from_json(json::object())) == written);
 
