@@ -127,7 +127,7 @@ int run_live(uint32_t shots, double time_scale) {
     std::snprintf(size, sizeof(size), "%ux%ux%u", pj.width, pj.height, pj.seconds);
     std::printf("%5zu %-14s %-12s %-12s %10.1f %10.1f\n", i, size, pj.pool.c_str(),
                 live_pool.c_str(), pj.decode ? pj.decode->end : -1.0,
-                j["decode_end"].get<double>());
+                j["decode_end"].is_number() ? j["decode_end"].get<double>() : -1.0);
   }
   const double live = st["summary"]["makespan_s"].get<double>();
   const double planned = plan.summary.makespan_s;

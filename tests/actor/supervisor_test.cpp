@@ -48,7 +48,7 @@ caf::behavior crashing_child(caf::event_based_actor*) {
 
 } // namespace
 
-TEST_CASE("a crashed child is restarted; past its budget the supervisor gives up") {
+TEST_CASE("a crashed child is restarted, past its budget the supervisor gives up") {
   caf::actor_system_config cfg;
   caf::actor_system sys{cfg};
   recording_registry reg;

@@ -97,7 +97,7 @@ std::string reference_config(const std::string& dir) {
 
 } // namespace
 
-TEST_CASE("start runs this machine's nodes in the background, idempotently; stop ends them") {
+TEST_CASE("start runs this machine's nodes in the background, idempotently, stop ends them") {
   temp_dir dir;
   auto config = reference_config(dir.path());
   ::setenv("VIDLINE_STATE_DIR", (dir.path() + "/state").c_str(), 1);
@@ -142,7 +142,7 @@ TEST_CASE("start runs this machine's nodes in the background, idempotently; stop
   CHECK(stop2.out.find("host_a: not running") != std::string::npos);
 }
 
-TEST_CASE("start reports a node that cannot come up, with its log; leaves a foreign node alone") {
+TEST_CASE("start reports a node that cannot come up, with its log, leaves a foreign node alone") {
   temp_dir dir;
   auto config = reference_config(dir.path());
   auto c = config::load(config);
@@ -224,7 +224,7 @@ TEST_CASE("stop with a copy of the config at another path stops the nodes (issue
   CHECK(stop2.out.find("host_a: not running") != std::string::npos);
 }
 
-TEST_CASE("a stale pid file is cleaned with a message; a data directory another node holds is refused") {
+TEST_CASE("a stale pid file is cleaned with a message, a data directory another node holds is refused") {
   temp_dir dir;
   auto config = reference_config(dir.path());
   ::setenv("VIDLINE_STATE_DIR", (dir.path() + "/state").c_str(), 1);

@@ -361,7 +361,7 @@ TEST_CASE("a peer that stops is declared down, and restarted when it comes back"
     CHECK((e.boot_id == first_boot || e.boot_id == second_boot));
 }
 
-TEST_CASE("garbage from a raw socket is counted and dropped; the bus keeps delivering",
+TEST_CASE("garbage from a raw socket is counted and dropped, the bus keeps delivering",
           "[bus]") {
   const int port = free_port();
   node a(options_for("A", port, {}));
@@ -709,7 +709,7 @@ TEST_CASE("the receiver holds a source to the protocol", "[bus][transfer]") {
   CHECK_FALSE(fs::exists(dest + ".part"));
 }
 
-TEST_CASE("the bulk channel carries latents; a requester that does not read is bounded",
+TEST_CASE("the bulk channel carries latents, a requester that does not read is bounded",
           "[bus][transfer][bulk]") {
   temp_dir dir_a, dir_b;
   const int port_a = free_port(), port_b = free_port();

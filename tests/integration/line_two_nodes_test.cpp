@@ -78,7 +78,7 @@ std::string contract_problem(const json& j) {
 
 } // namespace
 
-TEST_CASE("two nodes run the reference batch; outputs match the contract; garbage is dropped") {
+TEST_CASE("two nodes run the reference batch, outputs match the contract, garbage is dropped") {
   temp_dir dir;
   auto config = write_config(dir.path(), 0.005);
   auto cluster = config::load(config);
@@ -190,7 +190,7 @@ TEST_CASE("a malformed config is refused with exit code 2 and the field's path")
   CHECK(run.err().find("hostz") != std::string::npos);
 }
 
-TEST_CASE("usage errors exit 2; --help exits 0 on every verb") {
+TEST_CASE("usage errors exit 2, --help exits 0 on every verb") {
   temp_dir dir;
   for (auto verb : {"node", "run", "wait", "status", "demo"}) {
     process help({VIDLINE_BINARY, verb, "--help"}, dir.path() + "/help.out");

@@ -77,7 +77,7 @@ TEST_CASE("a plan and a live run of the same batch: same pools, makespan within 
   }
 }
 
-TEST_CASE("vidline plan: every mode side by side as JSON; an impossible size is refused") {
+TEST_CASE("vidline plan: every mode side by side as JSON, an impossible size is refused") {
   temp_dir dir;
   process all({VIDLINE_BINARY, "plan", "--mode", "all", "--width", "736", "--height", "1280",
                "--seconds", "5", "--count", "6", "--seed", "987654321123", "--json", "--gantt",

@@ -45,7 +45,7 @@ bool pool_busy(coordinator_client& cl, const std::string& pool) {
 
 } // namespace
 
-TEST_CASE("two runs side by side use every pool of the mode; submit adds to an open run") {
+TEST_CASE("two runs side by side use every pool of the mode, submit adds to an open run") {
   temp_dir dir;
   auto config = write_reference_config(dir.path(), 0.02);
   auto cluster = vidline::config::load(config);
@@ -105,7 +105,7 @@ TEST_CASE("two runs side by side use every pool of the mode; submit adds to an o
   CHECK(b->wait(20) == 0);
 }
 
-TEST_CASE("cancel frees a pool within one status interval; a coordinator kill keeps it cancelled") {
+TEST_CASE("cancel frees a pool within one status interval, a coordinator kill keeps it cancelled") {
   temp_dir dir;
   // A slow clock (1 simulated s = 50 ms): a sampling job runs for seconds.
   auto config = write_reference_config(dir.path(), 0.05);

@@ -18,7 +18,7 @@ using nlohmann::json;
 using testing_support::process;
 using testing_support::temp_dir;
 
-TEST_CASE("a mixed shot list with references runs to the end; a bad list is refused whole") {
+TEST_CASE("a mixed shot list with references runs to the end, a bad list is refused whole") {
   temp_dir dir("vl-shots-line");
   auto config = testing_support::write_reference_config(dir.path(), 0.005);
   auto cluster = config::load(config);

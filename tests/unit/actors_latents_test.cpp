@@ -54,7 +54,7 @@ TEST_CASE("store: a latent is reported until released, removed after its retenti
   CHECK(s.bytes() == 50);
 }
 
-TEST_CASE("store: retention 0 removes a released latent at once; unknown releases are ignored") {
+TEST_CASE("store: retention 0 removes a released latent at once, unknown releases are ignored") {
   auto s = store(0, 0);
   storing::step(s, storing::ev_scan{{{sha_a, {100, "r1", 0}}}}, 0);
   auto fx = storing::step(s, storing::ev_release{{sha_a, sha_c}}, 1);
@@ -141,7 +141,7 @@ TEST_CASE("coordinator: a latent re-offered for a queued job is adopted, not sam
   CHECK(sched::check_index(s) == "");
 }
 
-TEST_CASE("coordinator: latents of decoded jobs are released; needed, failed and unknown ones kept") {
+TEST_CASE("coordinator: latents of decoded jobs are released, needed, failed and unknown ones kept") {
   auto s = line(3);
   auto* done = s.find_job("r1", 0);
   done->latent_sha256 = sha_a;

@@ -455,7 +455,7 @@ TEST_CASE("comfyui: a restart that loses the queue and history: the prompt is su
   CHECK(r.error.find("lost prompt " + id2) != std::string::npos);
 }
 
-TEST_CASE("comfyui: a slow server is waited for; a silent one ends the attempt", "[comfyui]") {
+TEST_CASE("comfyui: a slow server is waited for, a silent one ends the attempt", "[comfyui]") {
   temp_dir dir;
   comfyui_server server(dir.path() + "/comfy");
   server.response_delay_s = 0.15;
@@ -553,7 +553,7 @@ TEST_CASE("comfyui: outputs from and inputs into ComfyUI's directories", "[comfy
   CHECK(!std::filesystem::exists(server.root() + "/input/vidline/" + did));
 }
 
-TEST_CASE("comfyui: the test server refuses a foreign Origin, as ComfyUI does; ours sends none", "[comfyui]") {
+TEST_CASE("comfyui: the test server refuses a foreign Origin, as ComfyUI does, ours sends none", "[comfyui]") {
   temp_dir dir;
   comfyui_server server(dir.path() + "/comfy");
   httplib::Client c("127.0.0.1", server.port());

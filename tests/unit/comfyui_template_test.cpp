@@ -39,7 +39,7 @@ template_values job_values() {
 
 } // namespace
 
-TEST_CASE("a whole-string placeholder becomes the typed value; inside a string, its text", "[comfyui]") {
+TEST_CASE("a whole-string placeholder becomes the typed value, inside a string, its text", "[comfyui]") {
   json t = {{"1", {{"class_type", "KSampler"}, {"inputs", {{"seed", "{{seed}}"}, {"steps", 6}}}}},
             {"2", {{"class_type", "SaveLatent"},
                    {"inputs", {{"filename_prefix", "{{latent_prefix}}_video_{{width}}"}, {"samples", {"1", 0}}}}}},
@@ -184,7 +184,7 @@ TEST_CASE("prompt ids: lowercase canonical UUIDs, the same key the same id", "[c
   CHECK(!is_canonical_uuid("8D3F0A4E-0000-4000-8000-000000000000"));
 }
 
-TEST_CASE("latent bundle: ustar round trip; damage and tricks refused", "[comfyui]") {
+TEST_CASE("latent bundle: ustar round trip, damage and tricks refused", "[comfyui]") {
   testing_support::temp_dir dir;
   auto p = dir.path();
   std::ofstream(p + "/v") << std::string(1000, 'v');

@@ -67,7 +67,7 @@ TEST_CASE("metrics: counters, gauges and histograms in the text format 0.0.4") {
   }
 }
 
-TEST_CASE("metrics: label values are escaped; wrong updates are ignored, not thrown") {
+TEST_CASE("metrics: label values are escaped, wrong updates are ignored, not thrown") {
   registry r;
   r.set("vidline_data_dir_free_bytes", {{"dir", "/a\"b\\c\nd"}}, 5);
   CHECK(r.render().find(R"(vidline_data_dir_free_bytes{dir="/a\"b\\c\nd"} 5)") != std::string::npos);
@@ -80,7 +80,7 @@ TEST_CASE("metrics: label values are escaped; wrong updates are ignored, not thr
   CHECK(r.render().find("vidline_actor_restarts_total") == std::string::npos);
 }
 
-TEST_CASE("metrics: collectors add their samples at each exposition; a failing one is skipped") {
+TEST_CASE("metrics: collectors add their samples at each exposition, a failing one is skipped") {
   registry r;
   int calls = 0;
   const int id = r.add_collector([&calls] {

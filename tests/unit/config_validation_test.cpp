@@ -513,7 +513,7 @@ TEST_CASE("random damage to a config raises only config_error", "[config]") {
   }
 }
 
-TEST_CASE("a host address that carries a port is refused with keys too; bare IPv6 is not",
+TEST_CASE("a host address that carries a port is refused with keys too, bare IPv6 is not",
           "[config]") {
   // Issue 10: with CURVE keys (not plaintext) "127.0.0.1:46011" was accepted.
   json j = example_json("reference.json");

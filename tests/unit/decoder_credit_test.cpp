@@ -62,7 +62,7 @@ TEST_CASE("credits: two orders are taken, a third without a credit is refused") 
   CHECK(s.holding.size() == 2);
 }
 
-TEST_CASE("one decode at a time, oldest fetched first; pending never above one") {
+TEST_CASE("one decode at a time, oldest fetched first, pending never above one") {
   state s;
   step(s, ev_order{order(1)}, 0);
   step(s, ev_order{order(2)}, 0);
@@ -204,7 +204,7 @@ TEST_CASE("leases: a decoder paused past its lease does not publish without the 
   }
 }
 
-TEST_CASE("leases: an ended attempt is dropped wherever it is; a published loser removed") {
+TEST_CASE("leases: an ended attempt is dropped wherever it is, a published loser removed") {
   state s;
   step(s, ev_order{order(1)}, 0);
   step(s, ev_order{order(2)}, 0);

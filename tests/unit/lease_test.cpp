@@ -239,7 +239,7 @@ const sched::fx_grant* grant_in(const std::vector<sched::effect>& fx) {
 
 } // namespace
 
-TEST_CASE("coordinator lease: every status report is answered; current attempts renewed") {
+TEST_CASE("coordinator lease: every status report is answered, current attempts renewed") {
   auto s = line();
   const uint64_t a = decoding_on_b(s);
   auto* j = s.find_job("r1", 0);

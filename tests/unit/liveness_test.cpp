@@ -107,7 +107,7 @@ TEST_CASE("beats from unknown hosts or without a boot are ignored", "[liveness]"
   CHECK_FALSE(m.peer("hostB")->up);
 }
 
-TEST_CASE("the deadline follows the quietest up peer; clocks going back do no harm",
+TEST_CASE("the deadline follows the quietest up peer, clocks going back do no harm",
           "[liveness]") {
   liveness m({"b", "c"}, interval, misses);
   m.beat_received("b", 1, 0);

@@ -97,7 +97,7 @@ TEST_CASE("no lock file, or a lock file nobody holds: no holder") {
   CHECK(node_lock_path(dir.path()) == dir.path() + "/run/node.lock");
 }
 
-TEST_CASE("the holder is named by the kernel, with the text it wrote; a second taker is refused") {
+TEST_CASE("the holder is named by the kernel, with the text it wrote, a second taker is refused") {
   temp_dir dir;
   holder_process h(dir.path());
   auto got = node_lock_holder(dir.path());
@@ -122,7 +122,7 @@ TEST_CASE("the holder is named by the kernel, with the text it wrote; a second t
   CHECK(still->token == got->token);
 }
 
-TEST_CASE("the lock goes with its process, killed or not; the next life gets a new token") {
+TEST_CASE("the lock goes with its process, killed or not, the next life gets a new token") {
   temp_dir dir;
   std::string first;
   {

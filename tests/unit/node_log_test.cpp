@@ -94,7 +94,7 @@ TEST_CASE("node.log rotates at log_file_bytes and keeps log_files older files", 
   CHECK(read_file(dir.path() + "/node.out").empty());
 }
 
-TEST_CASE("a standard error that is a file gets only critical lines; a pipe gets every line", "[log]") {
+TEST_CASE("a standard error that is a file gets only critical lines, a pipe gets every line", "[log]") {
   temp_dir dir;
   {
     stderr_to err(dir.path() + "/node.out");

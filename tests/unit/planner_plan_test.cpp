@@ -41,7 +41,7 @@ TEST_CASE("the plan reproduces the reference's 8 measured batches within 10%") {
   }
 }
 
-TEST_CASE("dispatch in turn explains the 8 x T10 + XTX row; first-free dispatch does not") {
+TEST_CASE("dispatch in turn explains the 8 x T10 + XTX row, first-free dispatch does not") {
   auto in_turn = nodes::load_plan_setup("", "");
   auto greedy = nodes::load_plan_setup("", "", "first_free");
   auto a = plan(in_turn, "eight_xtx_plus_one", 736, 1280, 5, 6);

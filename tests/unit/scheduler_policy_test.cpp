@@ -182,7 +182,7 @@ TEST_CASE("auto picks the layout of GPU-sharing pools by batch size, model loads
   }
 }
 
-TEST_CASE("a pool's max_load keeps jobs it cannot hold away; none able: refused at once") {
+TEST_CASE("a pool's max_load keeps jobs it cannot hold away, none able: refused at once") {
   std::map<std::string, kind_times> kinds{{"fast", {15, 10}}, {"slow", {35, 30}}};
   auto s = line_of({{"a1", "a", "fast"}, {"a2", "a", "slow"}});
   SECTION("the small pool is skipped, no out-of-memory attempt is made") {
@@ -270,7 +270,7 @@ TEST_CASE("the scheduler's index matches a rebuilt one after every step, under f
   }
 }
 
-TEST_CASE("a decoder on a pool's GPU: never both at once; auto uses it at the end (hand-computed)") {
+TEST_CASE("a decoder on a pool's GPU: never both at once, auto uses it at the end (hand-computed)") {
   // A1, A2 (host a, 10 s a job), X (host b, 12 s); decoders dec (4 s) and sd (8.5 s) on one
   // of A2's GPUs; handoff 1 s. Three jobs, one per pool: latents at 10, 10 and 12.
   // Only dec: decodes [11,15], [15,19], [19,23]. With sd: one of the two 10 s latents on sd

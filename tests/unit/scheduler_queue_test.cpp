@@ -212,7 +212,7 @@ TEST_CASE("cancel: queued jobs at once, an in-flight one ended on its pool, the 
   CHECK(actors::run_state(*s.find_run("r")) == "cancelled");
 }
 
-TEST_CASE("cancel one job: the others go on; a late latent of it is not adopted") {
+TEST_CASE("cancel one job: the others go on, a late latent of it is not adopted") {
   auto s = line_of(1);
   all_idle(s, 1, 0);
   sched::step(s, sched::ev_submit{run_of("r", 3)}, 0);
@@ -286,7 +286,7 @@ TEST_CASE("a cancelled run survives the journal: records round trip, restart kee
   CHECK(fresh.find_run("r")->done);
 }
 
-TEST_CASE("jobs added to an open run queue behind its others; a closed run takes none") {
+TEST_CASE("jobs added to an open run queue behind its others, a closed run takes none") {
   auto s = line_of(1);
   all_idle(s, 1, 0);
   sched::step(s, sched::ev_submit{run_of("r", 1)}, 0);
@@ -315,7 +315,7 @@ TEST_CASE("jobs added to an open run queue behind its others; a closed run takes
   CHECK(s.find_run("r")->jobs.size() == 3);
 }
 
-TEST_CASE("a pool told an attempt was cancelled stops its sampler; one only ended does not") {
+TEST_CASE("a pool told an attempt was cancelled stops its sampler, one only ended does not") {
   pooling::state p;
   p.pool = "p0";
   p.host = "a";

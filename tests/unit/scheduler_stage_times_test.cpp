@@ -180,7 +180,7 @@ void start(line& l, uint32_t jobs) {
 
 } // namespace
 
-TEST_CASE("status: decodes on one decoder never overlap; times agree with stages",
+TEST_CASE("status: decodes on one decoder never overlap, times agree with stages",
           "[status][stages]") {
   line l;
   start(l, 6);

@@ -275,7 +275,7 @@ TEST_CASE("the run index: one line per video, appended, never rewritten, a torn 
   CHECK(text.back() == '\n');
 }
 
-TEST_CASE("plan --jobs: plans the list on every mode; a bad list or extra options are refused") {
+TEST_CASE("plan --jobs: plans the list on every mode, a bad list or extra options are refused") {
   testing_support::temp_dir d("vl-shots");
   nodes::shot_list l;
   REQUIRE(parse(d.path(), std::string(good) + "\n"

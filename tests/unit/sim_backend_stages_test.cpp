@@ -231,7 +231,7 @@ TEST_CASE("sampler: the stage timeout ends it as transient, naming the timeout",
   CHECK_FALSE(fs::exists(dir / "t.tmp"));
 }
 
-TEST_CASE("encoder writes the prompt's conditioning; the sampler checks it", "[encoder]") {
+TEST_CASE("encoder writes the prompt's conditioning, the sampler checks it", "[encoder]") {
   temp_dir dir;
   auto prof = small_profile();
   auto encoder = make_sim_encoder(prof, {fast, "t10x4", "enc-a"});
@@ -301,7 +301,7 @@ TEST_CASE("decoder: the contract's text for a good latent, nothing for a corrupt
   CHECK_FALSE(fs::exists(dir / "v4"));
 }
 
-TEST_CASE("factory: sim from a config entry; exec and comfyui are not built", "[factory]") {
+TEST_CASE("factory: sim from a config entry, exec and comfyui are not built", "[factory]") {
   backend_params p;
   p.backend.name = "b";
   p.backend.type = "sim";

@@ -107,7 +107,7 @@ TEST_CASE("worker: one process serves every request, cold first then warm, with 
   CHECK(std::filesystem::exists(dir.path() + "/logs/pool_x/worker.log"));
 }
 
-TEST_CASE("worker: dying mid-job costs that attempt only; the successor takes the next", "[worker]") {
+TEST_CASE("worker: dying mid-job costs that attempt only, the successor takes the next", "[worker]") {
   temp_dir dir;
   auto s = worker::make_worker_sampler({worker_backend("die_once", {}, dir.path()), "k", "pool_x"});
   attempt_env a(dir.path(), "a1");
@@ -181,7 +181,7 @@ TEST_CASE("worker: outcome classes", "[worker]") {
   CHECK(outcome("die").rfind("transient: ", 0) == 0);
 }
 
-TEST_CASE("worker: a stage the worker does not serve is fatal; a bad latent is corrupt", "[worker]") {
+TEST_CASE("worker: a stage the worker does not serve is fatal, a bad latent is corrupt", "[worker]") {
   temp_dir dir;
   auto e = worker::make_worker_encoder(
     {worker_backend("ok", {{"env", {{"FAKE_WORKER_STAGES", "sample"}}}}, dir.path()), "k", "enc"});
