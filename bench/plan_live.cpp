@@ -43,28 +43,6 @@ std::string write_episode(const std::string& dir, uint32_t shots) {
   return dir + "/episode.jsonl";
 }
 
-/// Waits until every pool and decoder of the cluster has reported (a plan starts with all
-/// of them known; a live batch that came first would wait for them).
-bool all_reported(nodes::coordinator_client& cl, double seconds) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  while (std::chrono::steady_clock::now() < deadline) {
-    try {
-      if (auto c = cl.status("@cluster", 500)) {
-        bool all = !(*c)["pools"].empty();
-        for (auto& [name, p] : (*c)["pools"].items())
-          all = all && p["alive"].get<bool>();
-        for (auto& [name, d] : (*c)["decoders"].items())
-          all = all && d["alive"].get<bool>();
-        if (all)
-          return true;
-      }
-    } catch (const std::exception&) {
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // polling pace
-  }
-  return false;
-}
-
 int run_live(uint32_t shots, double time_scale) {
   temp_dir dir("vl-plan-live");
   const std::string config = write_reference_config(dir.path(), time_scale);
@@ -89,7 +67,7 @@ int run_live(uint32_t shots, double time_scale) {
   auto a = start_node(dir.path(), config, "host_a");
   auto b = start_node(dir.path(), config, "host_b");
   nodes::coordinator_client cl(setup.cluster);
-  if (!coordinator_answers(cl, 30) || !all_reported(cl, 30)) {
+  if (!coordinator_answers(cl, 30) || !line_reported(cl, 30)) {
     std::fprintf(stderr, "the line did not come up (node logs in %s)\n", dir.path().c_str());
     dir.keep();
     return 1;

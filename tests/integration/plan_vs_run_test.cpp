@@ -36,9 +36,8 @@ TEST_CASE("a plan and a live run of the same batch: same pools, makespan within 
     auto b = start_node(dir.path(), config, "host_b");
     coordinator_client cl(cluster);
     REQUIRE(coordinator_answers(cl, 30));
-    // The plan's pools have all reported when the batch comes in; give the live ones time
-    // to (their first status goes out as their node starts).
-    std::this_thread::sleep_for(std::chrono::seconds(2));  // no client call shows pool status
+    // The plan's pools have all reported when the batch comes in: so have the live ones.
+    REQUIRE(line_reported(cl, 30));
     vidline::msg::submit_run req;
     req.mode = c.mode;
     req.prompt = "plan vs run";

@@ -82,6 +82,28 @@ inline bool coordinator_answers(vidline::nodes::coordinator_client& cl, double s
   return false;
 }
 
+/// Waits until every pool and decoder in the coordinator's view (`@cluster`) has reported
+/// alive: a plan starts with all of them known; a live batch that came first would wait.
+inline bool line_reported(vidline::nodes::coordinator_client& cl, double seconds) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < deadline) {
+    try {
+      if (auto c = cl.status("@cluster", 500)) {
+        bool all = !(*c)["pools"].empty();
+        for (auto& [name, p] : (*c)["pools"].items())
+          all = all && p["alive"].get<bool>();
+        for (auto& [name, d] : (*c)["decoders"].items())
+          all = all && d["alive"].get<bool>();
+        if (all)
+          return true;
+      }
+    } catch (const std::exception&) {
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // polling pace
+  }
+  return false;
+}
+
 /// Polls a run's status until `done(status)` holds or `seconds` pass; the last status seen.
 template <class Pred>
 json wait_status(vidline::nodes::coordinator_client& cl, const std::string& run_id,
