@@ -68,16 +68,15 @@ coordinator_client::coordinator_client(const config::cluster& c) : knobs_(c.knob
   security_ = client_security_for(c, c.coordinator);
 }
 
-namespace {
-
-/// The exit code an error reply's `code` means.
-int code_of_reply(const std::string& code) {
+int exit_code_of_reply(const std::string& code) {
   if (code == msg::reply_code::no_such_run)
     return exit_code::no_such_run;
   if (code == msg::reply_code::too_large)
     return exit_code::too_large;
   return exit_code::refused;
 }
+
+namespace {
 
 /// Room for the envelope around a request's body in one frame.
 constexpr std::size_t request_frame_headroom = 4096;
@@ -132,7 +131,7 @@ msg::resume_reply coordinator_client::resume(const std::string& run_id, int time
     throw coordinator_error(exit_code::refused,
                             "the coordinator answered something else than a resume_reply");
   if (!r.error.empty())
-    throw coordinator_error(code_of_reply(r.code), r.error);
+    throw coordinator_error(exit_code_of_reply(r.code), r.error);
   return r;
 }
 
@@ -198,7 +197,7 @@ std::optional<json> coordinator_client::status_page(const std::string& run_id, u
     throw coordinator_error(exit_code::refused,
                             "the coordinator answered something else than a status_reply");
   if (!r.error.empty())
-    throw coordinator_error(code_of_reply(r.code), r.error);
+    throw coordinator_error(exit_code_of_reply(r.code), r.error);
   return json::parse(r.json);
 }
 

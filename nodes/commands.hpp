@@ -128,4 +128,7 @@ planner::gantt_chart run_gantt(const nlohmann::json& status);
 /// `vidline demo`: two nodes on loopback as the reference hosts, the reference 6-job batch.
 int run_demo(bool json, const std::string& self_exe);
 
+/// The CLI's exit code for an error reply's `code` (no_such_run, too_large, else refused).
+int exit_code_of_reply(const std::string& code);
+
 } // namespace vidline::nodes

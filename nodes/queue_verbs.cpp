@@ -22,14 +22,6 @@ using nlohmann::json;
 
 namespace {
 
-/// The exit code an error reply's `code` means (as for status and resume).
-int code_of(const std::string& code) {
-  if (code == msg::reply_code::no_such_run)
-    return exit_code::no_such_run;
-  if (code == msg::reply_code::too_large)
-    return exit_code::too_large;
-  return exit_code::refused;
-}
 
 /// One request, one typed reply; throws coordinator_error (unreachable, refused, ...).
 template <class Reply, class Request>
@@ -47,7 +39,7 @@ Reply call(client& cl, const Request& req, int timeout_ms, const std::string& en
                                                             "something else than a ")
                                                   + Reply::wire_name);
   if (!r.error.empty())
-    throw coordinator_error(code_of(r.code), r.error);
+    throw coordinator_error(exit_code_of_reply(r.code), r.error);
   return r;
 }
 
