@@ -149,7 +149,7 @@ setup make_setup(const std::string& name, const char* json,
   s.name = name;
   s.cluster = config::parse(json, "");
   s.est = std::make_shared<planner::profile_estimates>(s.cluster,
-                                                       backends::sim::profile::reference());
+                                                       profiles::profile::reference());
   s.state = actors::initial_state(s.cluster, 1.0);
   planner::configure(s.state, s.cluster, s.est, policies);
   return s;
@@ -165,7 +165,7 @@ setup without_decoder(const setup& from, const std::string& decoder) {
                           [&](const config::decoder& d) { return d.name == decoder; }),
            ds.end());
   s.est = std::make_shared<planner::profile_estimates>(s.cluster,
-                                                       backends::sim::profile::reference());
+                                                       profiles::profile::reference());
   s.state = actors::initial_state(s.cluster, 1.0);
   planner::configure(s.state, s.cluster, s.est);
   return s;
@@ -193,14 +193,14 @@ bool complete(const planner::plan_result& p, uint32_t count) {
 /// the decoders' rates.
 double upper_bound(const setup& s, uint32_t w, uint32_t h, uint32_t secs) {
   const auto& prof = s.est->profile();
-  backends::sim::job_size size{w, h, secs};
+  profiles::job_size size{w, h, secs};
   std::vector<std::string> pools;
   for (auto& p : s.cluster.pools)
     if (prof.fits(p.profile_key, size))
       pools.push_back(p.name);
   auto rate = [&](const std::string& name) {
     auto& pv = s.state.pools.at(name);
-    return 1 / prof.sampling(pv.kind, size, backends::sim::model_state::warm).s;
+    return 1 / prof.sampling(pv.kind, size, profiles::model_state::warm).s;
   };
   auto conflict = [&](const std::string& a, const std::string& b) {
     return s.state.pools.at(a).conflicts.count(b) != 0;
@@ -235,7 +235,7 @@ double upper_bound(const setup& s, uint32_t w, uint32_t h, uint32_t secs) {
 /// the first latent on. The best layout. No schedule that keeps one layout does better.
 double makespan_bound(const setup& s, uint32_t w, uint32_t h, uint32_t secs, uint32_t count) {
   const auto& prof = s.est->profile();
-  backends::sim::job_size size{w, h, secs};
+  profiles::job_size size{w, h, secs};
   msg::job_spec spec;
   spec.width = w;
   spec.height = h;
@@ -249,8 +249,8 @@ double makespan_bound(const setup& s, uint32_t w, uint32_t h, uint32_t secs, uin
     if (!prof.fits(p.profile_key, size))
       continue;
     double cond = s.est->conditioning(p.host);
-    double cold = prof.sampling(p.profile_key, size, backends::sim::model_state::cold).s;
-    double warm = prof.sampling(p.profile_key, size, backends::sim::model_state::warm).s;
+    double cold = prof.sampling(p.profile_key, size, profiles::model_state::cold).s;
+    double warm = prof.sampling(p.profile_key, size, profiles::model_state::warm).s;
     double tail = 1e300;
     for (auto& d : s.state.decoders)
       tail = std::min(tail, s.est->handoff(p.host, d.second, spec) + s.est->decode(d.second, spec));
@@ -416,7 +416,7 @@ search_result best_schedule(const setup& c, uint32_t w, uint32_t h, uint32_t sec
                             uint32_t count, uint64_t max_schedules) {
   search_result out;
   const auto& prof = c.est->profile();
-  backends::sim::job_size size{w, h, secs};
+  profiles::job_size size{w, h, secs};
   msg::job_spec spec;
   spec.width = w;
   spec.height = h;
@@ -425,7 +425,7 @@ search_result best_schedule(const setup& c, uint32_t w, uint32_t h, uint32_t sec
   for (auto& p : c.cluster.pools)
     if (prof.fits(p.profile_key, size))
       min_sample = std::min(min_sample,
-                            prof.sampling(p.profile_key, size, backends::sim::model_state::warm).s);
+                            prof.sampling(p.profile_key, size, profiles::model_state::warm).s);
   for (auto& [name, d] : c.state.decoders) {
     decode_rate += 1 / c.est->decode(d, spec);
     for (auto& p : c.cluster.pools)
@@ -577,14 +577,14 @@ double mix_upper_bound(const setup& s, const std::vector<std::array<uint32_t, 3>
     b[r] = 1;
   }
   for (std::size_t c = 0; c < C; ++c) {
-    backends::sim::job_size size{sizes[c][0], sizes[c][1], sizes[c][2]};
+    profiles::job_size size{sizes[c][0], sizes[c][1], sizes[c][2]};
     auto made = row(), decoded = row();
     A[made][nX] = share[c];
     A[decoded][nX] = share[c];
     for (std::size_t p = 0; p < P; ++p) {
       const auto& key = s.state.pools.at(pools[p]).kind;
       if (prof.fits(key, size))
-        A[made][nx + p * C + c] = -1 / prof.sampling(key, size, backends::sim::model_state::warm).s;
+        A[made][nx + p * C + c] = -1 / prof.sampling(key, size, profiles::model_state::warm).s;
     }
     for (std::size_t d = 0; d < D; ++d)
       A[decoded][ny + d * C + c] = -1 / prof.decode(s.cluster.decoders[d].profile_key, size).s;

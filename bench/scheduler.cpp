@@ -149,7 +149,7 @@ int main(int argc, char** argv) {
   if (argc > 2)
     jobs = static_cast<uint32_t>(std::atol(argv[2]));
   auto c = big_cluster(hosts);
-  auto est = std::make_shared<planner::profile_estimates>(c, backends::sim::profile::reference());
+  auto est = std::make_shared<planner::profile_estimates>(c, profiles::profile::reference());
   auto s = actors::initial_state(c, 1.0);
   planner::configure(s, c, est);
   std::printf("bench_scheduler: %d hosts x 8 pools (%zu pools, %zu decoders), %u jobs of "

@@ -430,7 +430,7 @@ void add_plan_verbs(CLI::App& app, verb_list& out) {
                      o->given.push_back("--seed");
                    try {
                      return run_plan(*o);
-                   } catch (const backends::sim::profile_error& e) {
+                   } catch (const profiles::profile_error& e) {
                      std::fprintf(stderr, "profile error: %s\n", e.what());
                      return exit_code::usage;
                    } catch (const std::invalid_argument& e) {

@@ -25,7 +25,7 @@ struct plan_setup {
 /// Loads a config (empty = the embedded reference cluster) and a profile (empty = the one
 /// the config's sim backends name, else the embedded reference); each mode dispatches by
 /// its configured policy, or `policy` (if not empty) for every mode but auto. Throws config::config_error,
-/// backends::sim::profile_error, std::invalid_argument.
+/// profiles::profile_error, std::invalid_argument.
 plan_setup load_plan_setup(const std::string& config_file, const std::string& profile_file,
                            const std::string& policy = "");
 

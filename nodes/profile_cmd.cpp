@@ -6,7 +6,7 @@
 #include <map>
 #include <set>
 
-#include "backends/sim/profile.hpp"
+#include "config/profile/profile.hpp"
 #include "common/files.hpp"
 #include "nodes/exit_codes.hpp"
 #include "nodes/journal_sqlite.hpp"
@@ -54,7 +54,7 @@ std::string size_of(const msg::job_spec& j) {
 }
 
 uint64_t load_of(const std::string& size) {
-  auto s = backends::sim::job_size::parse(size);
+  auto s = profiles::job_size::parse(size);
   return s ? s->load() : 0;
 }
 
@@ -234,13 +234,13 @@ int run_profile_build(const profile_build_options& o) {
   uint64_t next_attempt = 0;
   try {
     sqlite_journal(path).load(runs, next_attempt);
-    auto base = json::parse(o.base.empty() ? std::string(backends::sim::profile::reference_json())
+    auto base = json::parse(o.base.empty() ? std::string(profiles::profile::reference_json())
                                            : files::read_all(o.base));
     auto learned = profile_from_history(runs, std::move(base),
                                         o.base.empty() ? "embedded reference" : o.base);
-    backends::sim::profile::from_json(learned);  // refuses what the reader would refuse
+    profiles::profile::from_json(learned);  // refuses what the reader would refuse
     files::write_atomic(o.out, learned.dump(2) + "\n");
-  } catch (const backends::sim::profile_error& e) {
+  } catch (const profiles::profile_error& e) {
     std::fprintf(stderr, "profile error: %s\n", e.what());
     return exit_code::usage;
   } catch (const std::exception& e) {

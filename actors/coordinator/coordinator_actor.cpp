@@ -337,12 +337,12 @@ void configure_dispatch(sched::state& s, const config::cluster& c) {
   std::shared_ptr<const planner::profile_estimates> est;
   try {
     est = planner::estimates_for(c);
-  } catch (const backends::sim::profile_error& e) {
+  } catch (const profiles::profile_error& e) {
     // The sim backends refuse such a profile at preflight; a line of other backends still
     // gets limits and auto's estimates from the reference measurements.
     spdlog::error("coordinator: cannot read the timing profile ({}); capacity limits and "
                   "auto's estimates come from the embedded reference profile", e.what());
-    est = std::make_shared<planner::profile_estimates>(c, backends::sim::profile::reference());
+    est = std::make_shared<planner::profile_estimates>(c, profiles::profile::reference());
   }
   std::map<std::string, std::string> policies;
   for (auto& m : c.modes)

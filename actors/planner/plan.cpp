@@ -12,8 +12,8 @@
 
 namespace vidline::planner {
 
-using backends::sim::job_size;
-using backends::sim::model_state;
+using profiles::job_size;
+using profiles::model_state;
 
 namespace {
 
@@ -30,7 +30,7 @@ std::string with_commas(uint64_t n) {
 
 // -- profile_estimates -----------------------------------------------------------------------
 
-profile_estimates::profile_estimates(const config::cluster& c, backends::sim::profile p)
+profile_estimates::profile_estimates(const config::cluster& c, profiles::profile p)
     : p_(std::move(p)) {
   for (auto& e : c.encoders)
     encoder_of_host_.emplace(e.host, e.profile_key);
@@ -112,7 +112,7 @@ std::shared_ptr<const profile_estimates> estimates_for(const config::cluster& c,
   if (source != nullptr)
     *source = from.empty() ? "embedded reference" : from;
   return std::make_shared<profile_estimates>(
-    c, from.empty() ? backends::sim::profile::reference() : backends::sim::profile::load(from));
+    c, from.empty() ? profiles::profile::reference() : profiles::profile::load(from));
 }
 
 // -- modes -----------------------------------------------------------------------------------

@@ -17,7 +17,7 @@
 #include "actors/coordinator/policy.hpp"
 #include "actors/coordinator/scheduler.hpp"
 #include "actors/planner/line_sim.hpp"
-#include "backends/sim/profile.hpp"
+#include "config/profile/profile.hpp"
 #include "config/config.hpp"
 
 namespace vidline::planner {
@@ -39,7 +39,7 @@ std::string known_modes(const config::cluster& c);
 /// Lookups are cached: not for use from several threads at once.
 class profile_estimates : public sched::stage_estimates {
 public:
-  profile_estimates(const config::cluster& c, backends::sim::profile p);
+  profile_estimates(const config::cluster& c, profiles::profile p);
 
   std::optional<double> sampling(const std::string& kind, const msg::job_spec& j,
                                  bool cold) const override;
@@ -48,12 +48,12 @@ public:
                  const msg::job_spec& j) const override;
   double decode(const sched::decoder_view& d, const msg::job_spec& j) const override;
 
-  const backends::sim::profile& profile() const { return p_; }
+  const profiles::profile& profile() const { return p_; }
   /// The stage times line_sim runs the line with (the sim backend's, from this profile).
   timing line_timing() const;
 
 private:
-  backends::sim::profile p_;
+  profiles::profile p_;
   std::map<std::string, std::string> encoder_of_host_;  ///< host -> encoder profile key
   mutable std::map<std::tuple<std::string, uint32_t, uint32_t, uint32_t, bool>,
                    std::optional<double>> sampling_;
@@ -62,7 +62,7 @@ private:
 
 /// Estimates for a cluster from a profile file, or (empty) the one the config's sim
 /// backends name, else the embedded reference. `source` (if given) says which. Throws
-/// backends::sim::profile_error.
+/// profiles::profile_error.
 std::shared_ptr<const profile_estimates> estimates_for(const config::cluster& c,
                                                        const std::string& profile_file = "",
                                                        std::string* source = nullptr);

@@ -11,7 +11,7 @@
 #include <openssl/evp.h>
 #include <unistd.h>
 
-#include "backends/sim/profile.hpp"
+#include "config/profile/profile.hpp"
 
 namespace vidline::backends::sim {
 namespace {
@@ -43,20 +43,7 @@ std::array<uint8_t, prefix_bytes> make_prefix(const latent_key& key) {
 } // namespace
 
 uint64_t latent_bytes(const profile& p, uint32_t width, uint32_t height, uint32_t seconds) {
-  using u128 = unsigned __int128;
-  const auto& ref = p.latent();
-  u128 load = u128{width} * height * seconds;
-  u128 ref_load = u128{ref.size.width} * ref.size.height * ref.size.seconds;
-  if (load == 0)
-    return 0;
-  // Round half up: (2 * bytes * load + ref_load) / (2 * ref_load), checked for overflow.
-  u128 limit = ~u128{0} / 4;
-  if (ref.bytes != 0 && load > limit / ref.bytes)
-    throw std::overflow_error("latent_bytes: size too large");
-  u128 n = (u128{2} * ref.bytes * load + ref_load) / (u128{2} * ref_load);
-  if (n > u128{UINT64_MAX})
-    throw std::overflow_error("latent_bytes: size too large");
-  return static_cast<uint64_t>(n);
+  return p.latent_bytes({width, height, seconds});
 }
 
 digest block(uint64_t seed, uint32_t width, uint32_t height, uint32_t seconds, uint64_t i) {

@@ -15,10 +15,11 @@
 #include <string_view>
 
 #include "common/sha256.hpp"
+#include "config/profile/profile.hpp"
 
 namespace vidline::backends::sim {
 
-class profile;
+using profiles::profile;  // the latent's length comes from the timing profile
 
 /// What a latent is a function of: the job's seed and size.
 struct latent_key {

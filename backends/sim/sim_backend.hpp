@@ -12,9 +12,16 @@
 #include <string>
 
 #include "backends/backend.hpp"
-#include "backends/sim/profile.hpp"
+#include "config/profile/profile.hpp"
 
 namespace vidline::backends::sim {
+
+// The timing profile the sim backend paces itself by (config/profile/).
+using profiles::capacity_limit;
+using profiles::job_size;
+using profiles::model_state;
+using profiles::profile;
+using profiles::profile_error;
 
 /// How one sim backend instance runs.
 struct sim_settings {

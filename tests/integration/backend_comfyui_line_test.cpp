@@ -20,6 +20,8 @@ using testing_support::comfyui_server;
 using testing_support::process;
 using testing_support::temp_dir;
 using nlohmann::json;
+using testing_support::start_node;
+using testing_support::coordinator_answers;
 
 namespace {
 
@@ -70,26 +72,6 @@ std::string write_config(const std::string& dir, const comfyui_server& left,
   testing_support::add_keys(cfg, dir);
   std::ofstream(path) << cfg.dump(2);
   return path;
-}
-
-std::unique_ptr<process> start_node(const std::string& dir, const std::string& config,
-                                    const std::string& host) {
-  return std::make_unique<process>(
-    std::vector<std::string>{VIDLINE_BINARY, "node", "--config", config, "--host", host},
-    dir + "/" + host + ".out");
-}
-
-bool coordinator_answers(nodes::coordinator_client& cl, double seconds) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  while (std::chrono::steady_clock::now() < deadline) {
-    try {
-      if (cl.status("", 500))
-        return true;
-    } catch (const std::exception&) {
-      return true;
-    }
-  }
-  return false;
 }
 
 std::string submit(nodes::coordinator_client& cl, uint32_t count, const std::string& request_id) {

@@ -17,6 +17,9 @@ using namespace vidline;
 using testing_support::process;
 using testing_support::temp_dir;
 using nlohmann::json;
+using testing_support::start_node;
+using testing_support::coordinator_answers;
+using testing_support::contract_problem;
 
 namespace {
 
@@ -63,26 +66,6 @@ std::string write_config(const std::string& dir, const json& left_backend) {
   return path;
 }
 
-std::unique_ptr<process> start_node(const std::string& dir, const std::string& config,
-                                    const std::string& host) {
-  return std::make_unique<process>(
-    std::vector<std::string>{VIDLINE_BINARY, "node", "--config", config, "--host", host},
-    dir + "/" + host + ".out");
-}
-
-bool coordinator_answers(nodes::coordinator_client& cl, double seconds) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  while (std::chrono::steady_clock::now() < deadline) {
-    try {
-      if (cl.status("", 500))
-        return true;
-    } catch (const std::exception&) {
-      return true;
-    }
-  }
-  return false;
-}
-
 /// Runs a batch and returns the final status JSON.
 json run_batch(nodes::coordinator_client& cl, process& a, process& b, uint32_t count,
                const std::string& request_id) {
@@ -107,23 +90,6 @@ json run_batch(nodes::coordinator_client& cl, process& a, process& b, uint32_t c
     REQUIRE(b.running());
     std::this_thread::sleep_for(std::chrono::milliseconds(100));  // status polling pace
   }
-}
-
-std::string contract_problem(const json& j) {
-  auto seed = j["seed"].get<uint64_t>();
-  auto w = j["width"].get<uint32_t>(), h = j["height"].get<uint32_t>(), s = j["seconds"].get<uint32_t>();
-  if (j["state"] != "succeeded")
-    return "state " + j["state"].get<std::string>() + ": " + j["error"].dump();
-  auto bytes = contract::reference_latent_bytes(w, h, s);
-  if (j["latent_bytes"].get<uint64_t>() != bytes)
-    return "latent_bytes " + j["latent_bytes"].dump();
-  auto sha = contract::latent_sha256(seed, w, h, s, bytes);
-  if (j["latent_sha256"] != sha)
-    return "latent_sha256 " + j["latent_sha256"].dump() + " != " + sha;
-  auto out = j["output"].get<std::string>();
-  if (testing_support::read_file(out) != contract::video_file(sha, seed, w, h, s))
-    return "output file " + out + " does not read as the contract says";
-  return "";
 }
 
 void stop(process& a, process& b) {

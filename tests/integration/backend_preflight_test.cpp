@@ -20,6 +20,7 @@ using namespace vidline;
 using testing_support::process;
 using testing_support::temp_dir;
 using nlohmann::json;
+using testing_support::start_node;
 
 namespace {
 
@@ -80,12 +81,6 @@ std::string line_of(const std::string& report, const std::string& tag_and_name) 
     if (l.rfind(tag_and_name, 0) == 0)
       return l;
   return "";
-}
-
-std::unique_ptr<process> start_node(const std::string& dir, const std::string& config, const std::string& host) {
-  return std::make_unique<process>(
-    std::vector<std::string>{VIDLINE_BINARY, "node", "--config", config, "--host", host},
-    dir + "/" + host + ".out");
 }
 
 bool coordinator_answers(const std::string& config, double seconds) {

@@ -14,73 +14,13 @@ using namespace vidline;
 using testing_support::process;
 using testing_support::temp_dir;
 using nlohmann::json;
-
-namespace {
-
-/// The reference example with free loopback ports, data under `dir`, a fast clock.
-std::string write_config(const std::string& dir, double time_scale) {
-  auto cfg = json::parse(testing_support::read_file(std::string(VIDLINE_SOURCE_DIR)
-                                                    + "/config/examples/reference.json"));
-  auto ports = testing_support::free_ports(static_cast<int>(cfg["hosts"].size()));
-  for (std::size_t i = 0; i < cfg["hosts"].size(); ++i) {
-    cfg["hosts"][i]["port"] = ports[i];
-    cfg["hosts"][i]["data_dir"] = dir + "/" + cfg["hosts"][i]["name"].get<std::string>();
-  }
-  cfg["backends"]["sim"]["time_scale"] = time_scale;
-  testing_support::add_keys(cfg, dir);
-  auto path = dir + "/cluster.json";
-  std::ofstream(path) << cfg.dump(2);
-  return path;
-}
-
-std::unique_ptr<process> start_node(const std::string& dir, const std::string& config,
-                                    const std::string& host) {
-  return std::make_unique<process>(
-    std::vector<std::string>{VIDLINE_BINARY, "node", "--config", config, "--host", host},
-    dir + "/" + host + ".out");
-}
-
-/// Waits until the coordinator answers (an error reply is an answer).
-bool coordinator_answers(nodes::coordinator_client& cl, double seconds) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  while (std::chrono::steady_clock::now() < deadline) {
-    try {
-      if (cl.status("", 500))
-        return true;
-    } catch (const std::exception&) {
-      return true;
-    }
-  }
-  return false;
-}
-
-/// Checks one job of a status JSON against the contract; returns what is wrong ("" = ok).
-std::string contract_problem(const json& j) {
-  auto seed = j["seed"].get<uint64_t>();
-  auto w = j["width"].get<uint32_t>();
-  auto h = j["height"].get<uint32_t>();
-  auto s = j["seconds"].get<uint32_t>();
-  if (j["state"] != "succeeded")
-    return "state " + j["state"].get<std::string>();
-  auto bytes = contract::reference_latent_bytes(w, h, s);
-  if (j["latent_bytes"].get<uint64_t>() != bytes)
-    return "latent_bytes " + std::to_string(j["latent_bytes"].get<uint64_t>());
-  auto sha = contract::latent_sha256(seed, w, h, s, bytes);
-  if (j["latent_sha256"] != sha)
-    return "latent_sha256 " + j["latent_sha256"].dump() + " != " + sha;
-  auto out = j["output"].get<std::string>();
-  if (out.empty() || out[0] != '/')
-    return "output is not an absolute path: " + out;
-  if (testing_support::read_file(out) != contract::video_file(sha, seed, w, h, s))
-    return "output file " + out + " does not read as the contract says";
-  return "";
-}
-
-} // namespace
+using testing_support::start_node;
+using testing_support::coordinator_answers;
+using testing_support::contract_problem;
 
 TEST_CASE("two nodes run the reference batch, outputs match the contract, garbage is dropped") {
   temp_dir dir;
-  auto config = write_config(dir.path(), 0.005);
+  auto config = testing_support::write_reference_config(dir.path(), 0.005, json::object(), false);
   auto cluster = config::load(config);
   auto a = start_node(dir.path(), config, "host_a");
   auto b = start_node(dir.path(), config, "host_b");

@@ -9,7 +9,7 @@
 #include <cmath>
 #include <map>
 
-#include "backends/sim/profile.hpp"
+#include "config/profile/profile.hpp"
 #include "nodes/plan_cmd.hpp"
 #include "tests/support/cluster.hpp"
 
@@ -55,7 +55,7 @@ double length(const std::optional<vidline::planner::planned_job::span>& s) {
 TEST_CASE("a finished run: its Gantt chart, and a profile learned from it plans its times") {
   temp_dir dir;
   auto config = write_reference_config(dir.path(), 0.04);
-  auto prof = json::parse(std::string(vidline::backends::sim::profile::reference_json()));
+  auto prof = json::parse(std::string(vidline::profiles::profile::reference_json()));
   scale_416(prof, "pools", "t10x4", 1.25);
   scale_416(prof, "decoders", "rtx3080ti", 1.5);
   std::ofstream(dir.path() + "/slow.json") << prof.dump(2);
@@ -162,7 +162,7 @@ TEST_CASE("a finished run: its Gantt chart, and a profile learned from it plans 
   auto with_learned = vidline::nodes::load_plan_setup(config, learned);
   auto plan = vidline::planner::plan(with_learned.state, *with_learned.est, pr);
   vidline::planner::profile_estimates reference(with_learned.cluster,
-                                                 vidline::backends::sim::profile::reference());
+                                                 vidline::profiles::profile::reference());
   auto old = vidline::planner::plan(with_learned.state, reference, pr);
   REQUIRE(plan.refused.empty());
   auto close = [](double planned, double measured) {

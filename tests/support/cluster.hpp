@@ -36,17 +36,19 @@ inline void add_keys(json& cfg, const std::string& dir) {
 }
 
 /// The reference example with free loopback ports, data under `dir`, fresh keys
-/// (add_keys), each host a bulk channel (latents unencrypted, digests on CURVE, as a fast
-/// line runs), the given clock and knob overrides. Returns the config file's path.
+/// (add_keys), each host a bulk channel unless `bulk` is false (latents unencrypted, digests
+/// on CURVE, as a fast line runs), the given clock and knob overrides. Returns the config
+/// file's path.
 inline std::string write_reference_config(const std::string& dir, double time_scale,
-                                          const json& knobs = json::object()) {
+                                          const json& knobs = json::object(), bool bulk = true) {
   auto cfg = json::parse(read_file(std::string(VIDLINE_SOURCE_DIR)
                                    + "/config/examples/reference.json"));
   const auto n = cfg["hosts"].size();
   auto ports = free_ports(static_cast<int>(2 * n));
   for (std::size_t i = 0; i < n; ++i) {
     cfg["hosts"][i]["port"] = ports[i];
-    cfg["hosts"][i]["bulk_port"] = ports[n + i];
+    if (bulk)
+      cfg["hosts"][i]["bulk_port"] = ports[n + i];
     cfg["hosts"][i]["data_dir"] = dir + "/" + cfg["hosts"][i]["name"].get<std::string>();
   }
   add_keys(cfg, dir);

@@ -3,12 +3,12 @@
 // rest from the base profile; the result reads as a profile.
 #include <catch2/catch.hpp>
 
-#include "backends/sim/profile.hpp"
+#include "config/profile/profile.hpp"
 #include "nodes/profile_cmd.hpp"
 
 using namespace vidline;
-using backends::sim::model_state;
-using backends::sim::profile;
+using profiles::model_state;
+using profiles::profile;
 using nlohmann::json;
 
 namespace {
@@ -65,7 +65,7 @@ TEST_CASE("profile build: medians and spreads per kind x size x cold/warm over t
 
   auto learned = nodes::profile_from_history(runs, base(), "embedded reference");
   auto p = profile::from_json(learned);
-  const backends::sim::job_size small{416, 736, 5};
+  const profiles::job_size small{416, 736, 5};
 
   auto warm = p.sampling("t10x4", small, model_state::warm);
   CHECK(warm.s == Approx(62));  // 60, 62, 64

@@ -9,11 +9,11 @@
 #include <string>
 #include <vector>
 
-#include "backends/sim/profile.hpp"
+#include "config/profile/profile.hpp"
 
 namespace {
 
-using namespace vidline::backends::sim;
+using namespace vidline::profiles;
 
 struct pool_state {
   std::string kind;

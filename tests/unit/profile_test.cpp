@@ -11,11 +11,11 @@
 
 #include <unistd.h>
 
-#include "backends/sim/profile.hpp"
+#include "config/profile/profile.hpp"
 
 namespace {
 
-using namespace vidline::backends::sim;
+using namespace vidline::profiles;
 using json = nlohmann::json;
 using Catch::Detail::Approx;
 

@@ -7,47 +7,21 @@
 #include <functional>
 
 #include "actors/coordinator/scheduler.hpp"
+#include "tests/support/sched_fixtures.hpp"
 
 using namespace vidline;
+using sched_fixtures::run_of;
 
 namespace {
 
-/// Pools p0..p(n-1) on host a, one decoder on host b, mode "m"; max_attempts 8 (the
-/// soak's), backoff 1 s doubling, at most 60 s.
-sched::state line_of(std::size_t n) {
-  sched::state s;
+/// sched_fixtures::line_of(n) with max_attempts 8 (the soak's), backoff 1 s doubling, at
+/// most 60 s.
+sched::state backoff_line(std::size_t n) {
+  auto s = sched_fixtures::line_of(n);
   s.p.max_attempts = 8;
   s.p.retry_backoff_s = 1;
   s.p.retry_backoff_max_s = 60;
-  std::vector<std::string> names;
-  for (std::size_t k = 0; k < n; ++k) {
-    sched::pool_view p;
-    p.name = "p" + std::to_string(k);
-    p.host = "a";
-    p.kind = "k";
-    s.pools[p.name] = p;
-    names.push_back(p.name);
-  }
-  sched::decoder_view d;
-  d.name = "dec";
-  d.host = "b";
-  d.kind = "dk";
-  s.decoders["dec"] = d;
-  s.modes["m"] = names;
-  s.mode_decoders["m"] = {"dec"};
   return s;
-}
-
-sched::run run_of(const std::string& id, uint32_t count) {
-  sched::run r;
-  r.id = id;
-  r.mode = "m";
-  for (uint32_t i = 0; i < count; ++i) {
-    sched::job j;
-    j.spec = msg::job_spec{id, i, 100 + i, 416, 736, 5, "p", "sha-p", ""};
-    r.jobs.push_back(j);
-  }
-  return r;
 }
 
 void pools_idle(sched::state& s, uint64_t seq, double now) {
@@ -125,7 +99,7 @@ std::vector<std::pair<double, uint32_t>> drive(sched::state& s, double from, dou
 } // namespace
 
 TEST_CASE("backoff: a disk full for 1.5 s no longer spends every sampling attempt") {
-  auto s = line_of(1);
+  auto s = backoff_line(1);
   pools_idle(s, 1, 0);
   auto fx = sched::step(s, sched::ev_submit{run_of("r", 1)}, 0);
   REQUIRE(sample_orders(fx).size() == 1);
@@ -146,7 +120,7 @@ TEST_CASE("backoff: a disk full for 1.5 s no longer spends every sampling attemp
 }
 
 TEST_CASE("backoff: it doubles up to its ceiling, and a job that keeps failing still ends") {
-  auto s = line_of(1);
+  auto s = backoff_line(1);
   s.p.max_attempts = 6;
   s.p.retry_backoff_max_s = 3;
   pools_idle(s, 1, 0);
@@ -169,7 +143,7 @@ TEST_CASE("backoff: it doubles up to its ceiling, and a job that keeps failing s
 }
 
 TEST_CASE("backoff: the idle pool takes other jobs meanwhile, the job comes back after it") {
-  auto s = line_of(1);
+  auto s = backoff_line(1);
   pools_idle(s, 1, 0);
   auto fx = sched::step(s, sched::ev_submit{run_of("r", 3)}, 0);
   auto o = sample_orders(fx);
@@ -205,7 +179,7 @@ TEST_CASE("backoff: the idle pool takes other jobs meanwhile, the job comes back
 }
 
 TEST_CASE("backoff: a decode that failed waits too, and its latent is kept meanwhile") {
-  auto s = line_of(1);
+  auto s = backoff_line(1);
   pools_idle(s, 1, 0);
   msg::decoder_status ds;
   ds.decoder = "dec";
@@ -252,7 +226,7 @@ TEST_CASE("backoff: a decode that failed waits too, and its latent is kept meanw
 }
 
 TEST_CASE("backoff: 0 retries at once (the old behaviour), lost attempts are not held back") {
-  auto s = line_of(1);
+  auto s = backoff_line(1);
   s.p.retry_backoff_s = 0;
   pools_idle(s, 1, 0);
   auto fx = sched::step(s, sched::ev_submit{run_of("r", 1)}, 0);

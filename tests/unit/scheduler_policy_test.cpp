@@ -8,48 +8,14 @@
 #include "actors/coordinator/policy.hpp"
 #include "actors/coordinator/scheduler.hpp"
 #include "actors/planner/line_sim.hpp"
+#include "tests/support/sched_fixtures.hpp"
 
 using namespace vidline;
+using sched_fixtures::line_of;
 
 namespace {
 
-struct pool_spec {
-  const char* name;
-  const char* host;
-  const char* kind;
-};
-
-/// Pools as given, one decoder "dec" on host "b", one mode "m" over the pools in order.
-sched::state line_of(std::initializer_list<pool_spec> pools) {
-  sched::state s;
-  for (auto& p : pools) {
-    sched::pool_view v;
-    v.name = p.name;
-    v.host = p.host;
-    v.kind = p.kind;
-    s.pools[p.name] = v;
-    s.modes["m"].push_back(p.name);
-  }
-  sched::decoder_view d;
-  d.name = "dec";
-  d.host = "b";
-  d.kind = "dk";
-  s.decoders["dec"] = d;
-  s.mode_decoders["m"] = {"dec"};
-  return s;
-}
-
-sched::run make_run(uint32_t count) {
-  sched::run r;
-  r.id = "r1";
-  r.mode = "m";
-  for (uint32_t i = 0; i < count; ++i) {
-    sched::job j;
-    j.spec = msg::job_spec{"r1", i, 100 + i, 416, 736, 5, "p", "sha-p", ""};
-    r.jobs.push_back(j);
-  }
-  return r;
-}
+sched::run make_run(uint32_t count) { return sched_fixtures::run_of("r1", count); }
 
 /// Stage times per pool kind: {cold, warm}; conditioning 0, handoff 1, decode 4.
 struct kind_times {

@@ -6,54 +6,17 @@
 #include "actors/coordinator/records.hpp"
 #include "actors/coordinator/scheduler.hpp"
 #include "actors/pool/pool_machine.hpp"
+#include "tests/support/sched_fixtures.hpp"
 
 using namespace vidline;
+using sched_fixtures::line_of;
+using sched_fixtures::run_of;
 
 namespace {
 
-/// Pools p0..p(n-1) on host a, one decoder on host b, mode "m" over them in order.
-sched::state line_of(std::size_t n) {
-  sched::state s;
-  std::vector<std::string> names;
-  for (std::size_t k = 0; k < n; ++k) {
-    sched::pool_view p;
-    p.name = "p" + std::to_string(k);
-    p.host = "a";
-    p.kind = "k";
-    s.pools[p.name] = p;
-    names.push_back(p.name);
-  }
-  sched::decoder_view d;
-  d.name = "dec";
-  d.host = "b";
-  d.kind = "dk";
-  s.decoders["dec"] = d;
-  s.modes["m"] = names;
-  s.mode_decoders["m"] = {"dec"};
-  return s;
-}
-
-sched::run run_of(const std::string& id, uint32_t count, int32_t priority = 0) {
-  sched::run r;
-  r.id = id;
-  r.mode = "m";
-  r.priority = priority;
-  for (uint32_t i = 0; i < count; ++i) {
-    sched::job j;
-    j.spec = msg::job_spec{id, i, 100 + i, 416, 736, 5, "p", "sha-p", ""};
-    r.jobs.push_back(j);
-  }
-  return r;
-}
-
+/// Pool `pool` reports (epoch 7).
 msg::pool_status report(const std::string& pool, uint64_t seq, uint64_t busy = 0) {
-  msg::pool_status st;
-  st.pool = pool;
-  st.host = "a";
-  st.epoch = 7;
-  st.seq = seq;
-  st.busy_attempt = busy;
-  return st;
+  return sched_fixtures::pool_report(pool, 7, seq, busy);
 }
 
 /// The sample orders among effects: (pool, run, index).

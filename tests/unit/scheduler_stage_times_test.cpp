@@ -15,6 +15,7 @@
 #include "actors/coordinator/records.hpp"
 #include "actors/coordinator/scheduler.hpp"
 #include "actors/decoder/decoder_machine.hpp"
+#include "tests/support/sched_fixtures.hpp"
 
 using namespace vidline;
 using nlohmann::json;
@@ -143,17 +144,7 @@ struct line {
   }
 };
 
-sched::run make_run(uint32_t count) {
-  sched::run r;
-  r.id = "r1";
-  r.mode = "m";
-  for (uint32_t i = 0; i < count; ++i) {
-    sched::job j;
-    j.spec = msg::job_spec{"r1", i, 100 + i, 416, 736, 5, "p", "sha-p", ""};
-    r.jobs.push_back(j);
-  }
-  return r;
-}
+sched::run make_run(uint32_t count) { return sched_fixtures::run_of("r1", count); }
 
 json status_of(line& l, double now) {
   REQUIRE_FALSE(l.s.runs.empty());

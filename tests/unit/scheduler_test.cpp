@@ -1,64 +1,23 @@
-// The coordinator's scheduler on virtual time, alone and inside a whole simulated line.
+// The coordinator's scheduler on virtual time, alone and inside a whole simulated line
+// (the seeded simulation under faults is tests/sim/scheduler_sim_test.cpp).
 #include <catch2/catch.hpp>
 
 #include "actors/coordinator/scheduler.hpp"
 #include "actors/planner/line_sim.hpp"
+#include "tests/support/sched_fixtures.hpp"
 
 using namespace vidline;
 
+using namespace sched_fixtures;
+
 namespace {
 
-/// Two pools on host a ("a1", "a2"), one decoder on host b.
-sched::state two_pools_one_decoder() {
-  sched::state s;
-  for (auto [name, kind] : {std::pair{"a1", "k1"}, std::pair{"a2", "k2"}}) {
-    sched::pool_view p;
-    p.name = name;
-    p.host = "a";
-    p.kind = kind;
-    s.pools[name] = p;
-  }
-  sched::decoder_view d;
-  d.name = "dec";
-  d.host = "b";
-  d.kind = "dk";
-  s.decoders["dec"] = d;
-  s.modes["m"] = {"a1", "a2"};
-  s.mode_decoders["m"] = {"dec"};
-  return s;
-}
-
 sched::run make_run(uint32_t count, uint32_t w = 416, uint32_t h = 736, uint32_t secs = 5) {
-  sched::run r;
-  r.id = "r1";
-  r.mode = "m";
-  for (uint32_t i = 0; i < count; ++i) {
-    sched::job j;
-    j.spec = msg::job_spec{"r1", i, 100 + i, w, h, secs, "p", "sha-p", ""};
-    r.jobs.push_back(j);
-  }
-  return r;
+  return run_of("r1", count, 0, w, h, secs);
 }
 
 msg::pool_status pool_report(const std::string& pool, uint64_t epoch) {
-  msg::pool_status st;
-  st.pool = pool;
-  st.host = "a";
-  st.epoch = epoch;
-  st.seq = 1;
-  return st;
-}
-
-planner::timing simple_timing() {
-  planner::timing t;
-  t.sample = [](const std::string&, const msg::job_spec&, bool cold) {
-    return planner::sample_time{cold ? 15.0 : 10.0, false};
-  };
-  t.conditioning = [](const std::string&) { return 0.0; };
-  t.handoff = [](const std::string&, uint64_t) { return 1.0; };
-  t.decode = [](const std::string&, const msg::job_spec&) { return 4.0; };
-  t.latent_bytes = [](const msg::job_spec&) { return uint64_t{13000000}; };
-  return t;
+  return sched_fixtures::pool_report(pool, epoch, 1);
 }
 
 } // namespace
@@ -185,30 +144,4 @@ TEST_CASE("every effect that sends an order comes after the job it depends on is
       sent_after_persist = persisted;
   }
   CHECK(sent_after_persist);
-}
-
-TEST_CASE("deterministic simulation: lossy, duplicating, reordering network and crashes") {
-  // Each seed runs a 6-job batch through the whole line with faults; after every event the
-  // line checks: decoder pending <= 1, a job final at most once, the journal never backwards.
-  const int seeds = 2000;
-  int finished = 0;
-  for (int seed = 1; seed <= seeds; ++seed) {
-    planner::faults f;
-    f.seed = static_cast<uint64_t>(seed);
-    f.drop = 0.05;
-    f.duplicate = 0.05;
-    f.max_delay_s = 3;
-    f.crash = 0.01;
-    f.status_interval_s = 5;
-    auto s = two_pools_one_decoder();
-    s.p.max_attempts = 50;  // crashes are frequent here: let jobs outlive them
-    auto res = planner::simulate(s, make_run(6), simple_timing(), f, 1e6);
-    INFO("seed " << seed);
-    REQUIRE(res.violations.empty());
-    REQUIRE(res.finished);
-    for (auto& j : res.run.jobs)
-      REQUIRE((j.state == sched::job_state::succeeded || j.state == sched::job_state::failed));
-    ++finished;
-  }
-  CHECK(finished == seeds);
 }

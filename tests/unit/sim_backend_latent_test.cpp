@@ -14,7 +14,7 @@
 #include <openssl/evp.h>
 
 #include "backends/sim/latent.hpp"
-#include "backends/sim/profile.hpp"
+#include "config/profile/profile.hpp"
 
 namespace {
 

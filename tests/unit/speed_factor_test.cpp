@@ -12,6 +12,7 @@
 #include "actors/coordinator/records.hpp"
 #include "actors/coordinator/scheduler.hpp"
 #include "actors/planner/line_sim.hpp"
+#include "tests/support/sched_fixtures.hpp"
 
 using namespace vidline;
 
@@ -44,36 +45,10 @@ public:
   }
 };
 
-/// Pools "a1" (kind k1) and "a2" (kind k2) on host a, decoder "dec" on host b, mode "m".
-sched::state two_pools() {
-  sched::state s;
-  for (auto [name, kind] : {std::pair{"a1", "k1"}, std::pair{"a2", "k2"}}) {
-    sched::pool_view v;
-    v.name = name;
-    v.host = "a";
-    v.kind = kind;
-    s.pools[name] = v;
-    s.modes["m"].push_back(name);
-  }
-  sched::decoder_view d;
-  d.name = "dec";
-  d.host = "b";
-  d.kind = "dk";
-  s.decoders["dec"] = d;
-  s.mode_decoders["m"] = {"dec"};
-  return s;
-}
+sched::state two_pools() { return sched_fixtures::two_pools_one_decoder(); }
 
 sched::run make_run(const std::string& id, uint32_t count) {
-  sched::run r;
-  r.id = id;
-  r.mode = "m";
-  for (uint32_t i = 0; i < count; ++i) {
-    sched::job j;
-    j.spec = msg::job_spec{id, i, 100 + i, 416, 736, 5, "p", "sha-p", ""};
-    r.jobs.push_back(j);
-  }
-  return r;
+  return sched_fixtures::run_of(id, count);
 }
 
 /// The real line: k1 runs as profiled, k2 (hot) takes twice as long, cold and warm.
@@ -155,12 +130,7 @@ TEST_CASE("a pool observed 2x slower than its estimate gets fewer of the remaini
 namespace {
 
 msg::pool_status report(const std::string& pool, uint64_t epoch, uint64_t seq) {
-  msg::pool_status st;
-  st.pool = pool;
-  st.host = "a";
-  st.epoch = epoch;
-  st.seq = seq;
-  return st;
+  return sched_fixtures::pool_report(pool, epoch, seq);
 }
 
 /// The ok result of the attempt `pool` runs now: its sampler ran [start, end] (run clock,

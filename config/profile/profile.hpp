@@ -1,8 +1,8 @@
 #pragma once
 /// A timing and capacity profile: how long each stage takes on each kind of pool, encoder
-/// and decoder, and what a pool kind cannot hold. The `sim` backend paces itself by it and
-/// the planner predicts runs from it. Loaded from JSON; `profile::reference()` is the
-/// embedded profile calibrated on docs/reference.md.
+/// and decoder, and what a pool kind cannot hold. The `sim` backend paces itself by it, the
+/// coordinator and the planner predict runs from it, `vidline profile` writes one. Loaded
+/// from JSON; `profile::reference()` is the embedded profile calibrated on docs/reference.md.
 /// docs/profile.md documents the format, the lookup rules and every number's source.
 
 #include <cstdint>
@@ -15,7 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace vidline::backends::sim {
+namespace vidline::profiles {
 
 /// A job's size. Its load, width x height x seconds, is what unmeasured sizes are
 /// interpolated by and what capacity limits are stated in.
@@ -166,7 +166,9 @@ public:
   estimate decode(const std::string& decoder_key, const job_size& size) const;
   /// Seconds to hand one latent over to the decoder's host.
   estimate handoff(bool same_host) const;
-  /// Bytes of a latent of this size (see latent_bytes in latent.hpp).
+  /// Bytes of a latent of this size: the profile's latent reference length scaled by
+  /// width x height x seconds, rounded to the nearest byte (halves round up); 0 when any
+  /// dimension is 0 (docs/sim-contract.md). Throws std::overflow_error past 2^64.
   uint64_t latent_bytes(const job_size& size) const;
 
 private:
@@ -184,4 +186,4 @@ private:
   std::map<std::string, timing> encoders_;
 };
 
-} // namespace vidline::backends::sim
+} // namespace vidline::profiles

@@ -1,12 +1,12 @@
-#include "backends/sim/profile.hpp"
+#include "config/profile/profile.hpp"
 
 #include <algorithm>
 #include <charconv>
 #include <limits>
+#include <stdexcept>
 
-#include "backends/sim/latent.hpp"
 
-namespace vidline::backends::sim {
+namespace vidline::profiles {
 
 uint64_t job_size::load() const noexcept {
   unsigned __int128 l = static_cast<unsigned __int128>(width) * height * seconds;
@@ -186,7 +186,20 @@ estimate profile::handoff(bool same_host) const {
 }
 
 uint64_t profile::latent_bytes(const job_size& size) const {
-  return sim::latent_bytes(*this, size.width, size.height, size.seconds);
+  using u128 = unsigned __int128;
+  const auto& ref = latent();
+  u128 load = u128{size.width} * size.height * size.seconds;
+  u128 ref_load = u128{ref.size.width} * ref.size.height * ref.size.seconds;
+  if (load == 0)
+    return 0;
+  // Round half up: (2 * bytes * load + ref_load) / (2 * ref_load), checked for overflow.
+  u128 limit = ~u128{0} / 4;
+  if (ref.bytes != 0 && load > limit / ref.bytes)
+    throw std::overflow_error("latent_bytes: size too large");
+  u128 n = (u128{2} * ref.bytes * load + ref_load) / (u128{2} * ref_load);
+  if (n > u128{UINT64_MAX})
+    throw std::overflow_error("latent_bytes: size too large");
+  return static_cast<uint64_t>(n);
 }
 
-} // namespace vidline::backends::sim
+} // namespace vidline::profiles

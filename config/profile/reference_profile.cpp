@@ -1,8 +1,8 @@
 /// The embedded reference profile (docs/profile.md explains every number).
 
-#include "backends/sim/profile.hpp"
+#include "config/profile/profile.hpp"
 
-namespace vidline::backends::sim {
+namespace vidline::profiles {
 namespace {
 
 constexpr std::string_view reference_text = R"json({
@@ -234,4 +234,4 @@ std::string_view profile::reference_json() { return reference_text; }
 
 profile profile::reference() { return parse(std::string(reference_text)); }
 
-} // namespace vidline::backends::sim
+} // namespace vidline::profiles

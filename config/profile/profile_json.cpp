@@ -9,9 +9,9 @@
 #include <string_view>
 #include <vector>
 
-#include "backends/sim/profile.hpp"
+#include "config/profile/profile.hpp"
 
-namespace vidline::backends::sim {
+namespace vidline::profiles {
 
 using json = nlohmann::json;
 
@@ -317,4 +317,4 @@ profile profile::load(const std::string& file) {
   }
 }
 
-} // namespace vidline::backends::sim
+} // namespace vidline::profiles
