@@ -74,6 +74,8 @@ struct backend_params {
   std::string owner;                  ///< pool/decoder/encoder name, for logs
   std::string host;                   ///< the owner's host
   std::vector<std::string> gpus;      ///< the GPU ids of that host the owner uses
+  uint64_t log_file_bytes = 10u << 20;  ///< a backend process's log rotates past this
+  int log_files = 5;                    ///< rotated logs kept beside it
 };
 
 std::unique_ptr<encoder_backend> make_encoder(const backend_params& p);

@@ -52,6 +52,33 @@ std::string parent_of(const std::string& path) {
   return p.empty() ? std::string(".") : p;
 }
 
+std::string rotated_name(const std::string& path, int n) {
+  std::filesystem::path p(path);
+  const std::string ext = p.extension().string();
+  p.replace_extension();
+  return p.string() + "." + std::to_string(n) + ext;
+}
+
+bool cap_appended_log(const std::string& path, uint64_t max_bytes, int keep) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const auto size = fs::file_size(path, ec);
+  if (ec || size <= max_bytes || keep < 1)
+    return false;
+  fs::remove(rotated_name(path, keep), ec);
+  for (int i = keep - 1; i >= 1; --i) {
+    ec.clear();
+    if (fs::exists(rotated_name(path, i), ec))
+      fs::rename(rotated_name(path, i), rotated_name(path, i + 1), ec);
+  }
+  ec.clear();
+  fs::copy_file(path, rotated_name(path, 1), fs::copy_options::overwrite_existing, ec);
+  if (ec)
+    return false;
+  fs::resize_file(path, 0, ec);
+  return !ec;
+}
+
 void rename_durable(const std::string& from, const std::string& to) {
   if (::rename(from.c_str(), to.c_str()) != 0)
     fail("cannot rename " + from + " to", to);

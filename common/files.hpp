@@ -4,6 +4,7 @@
 /// whole file or none of it.
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -41,5 +42,17 @@ bool is_safe_name(std::string_view name, std::size_t max = 128);
 
 /// The directory part of a path ("." when there is none).
 std::string parent_of(const std::string& path);
+
+/// The `n`th rotated name of a log, as spdlog's rotating sink names them:
+/// rotated_name("logs/worker.log", 2) = "logs/worker.2.log".
+std::string rotated_name(const std::string& path, int n);
+
+/// Caps a log another process appends to (O_APPEND): when it holds more than `max_bytes`,
+/// shifts path.1 .. path.(keep-1) up by one (path.keep is dropped), copies it to path.1
+/// and truncates it, so at most max_bytes x (keep + 1) of it stay (plus what is written
+/// until the next call). The writer's next append lands at the new end; lines written
+/// between the copy and the truncation are lost (logrotate's copytruncate). Returns
+/// whether it rotated; never throws (a log that cannot be rotated is left as it is).
+bool cap_appended_log(const std::string& path, uint64_t max_bytes, int keep);
 
 } // namespace vidline::files

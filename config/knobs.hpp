@@ -60,6 +60,13 @@ struct knobs {
   /// to decode, retained). At or past it the host's pools stop taking jobs until it drains.
   /// At least one latent plus one per pool of the host; 0 = no budget.
   uint64_t latent_budget_bytes = 16ull << 30;
+  /// Leftovers a host sheds when untouched this long (seconds; 0 = kept for ever;
+  /// actors/latents/sweep.hpp): part files of abandoned fetches, conditioning no job has
+  /// used, videos' SHA-256 links whose named file was taken away, stage receipts.
+  int stale_part_s = 3600;
+  int conditioning_retention_s = 86400;
+  int output_blob_retention_s = 7 * 86400;
+  int receipt_retention_s = 7 * 86400;
 
   // -- limits on input from outside --
   uint32_t max_frame_bytes = 8u << 20;   ///< bytes in one ZeroMQ frame

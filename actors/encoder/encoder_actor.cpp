@@ -79,7 +79,9 @@ caf::behavior encoder_actor(caf::event_based_actor* self, context ctx, config::e
   auto* b = sh->ctx.cluster->find_backend(sh->enc.backend);
   if (b == nullptr)
     throw std::runtime_error("encoder " + sh->enc.name + ": unknown backend " + sh->enc.backend);
-  sh->backend = backends::make_encoder({*b, sh->enc.profile_key, sh->enc.name, sh->enc.host, sh->enc.gpus});
+  const auto& knobs = sh->ctx.cluster->knobs;
+  sh->backend = backends::make_encoder({*b, sh->enc.profile_key, sh->enc.name, sh->enc.host,
+                                        sh->enc.gpus, knobs.log_file_bytes, knobs.log_files});
   self->attach_functor([cancel = sh->cancel] { *cancel = true; });
   spdlog::info("encoder {}: up", sh->enc.name);
   return {
@@ -88,8 +90,13 @@ caf::behavior encoder_actor(caf::event_based_actor* self, context ctx, config::e
         return msg::encode_reply{req.prompt_sha256, "", false, 0,
                                  "prompt_sha256 does not match the prompt"};
       auto path = cache_path(*sh, req.prompt_sha256);
-      if (std::filesystem::exists(path))
+      if (std::filesystem::exists(path)) {
+        // Touched on each use: the sweep removes conditioning no job used for
+        // conditioning_retention_s (actors/latents/sweep.hpp).
+        std::error_code ec;
+        std::filesystem::last_write_time(path, std::filesystem::file_time_type::clock::now(), ec);
         return msg::encode_reply{req.prompt_sha256, path, true, 0, ""};
+      }
       auto promise = self->make_response_promise<msg::encode_reply>();
       for (auto& w : sh->queue)
         if (w.request.prompt_sha256 == req.prompt_sha256) {

@@ -345,7 +345,8 @@ private:
 class comfyui_stage {
 public:
   comfyui_stage(comfyui_options o, const backend_params& p)
-      : o_(std::move(o)), owner_(p.owner), backend_(p.backend.name) {}
+      : o_(std::move(o)), owner_(p.owner), backend_(p.backend.name),
+        log_file_bytes_(p.log_file_bytes), log_files_(p.log_files) {}
 
 protected:
   template_values common_values(const msg::job_spec& job) const {
@@ -387,8 +388,11 @@ protected:
       std::lock_guard<std::mutex> l(process_m_);
       if (!process_) {
         try {
-          process_ = std::make_unique<process::backend_process>(process::comfyui_process_spec(
-            *o_.process, o_.server, owner_, env.vendor, env.devices));
+          auto spec = process::comfyui_process_spec(*o_.process, o_.server, owner_, env.vendor,
+                                                    env.devices);
+          spec.log_max_bytes = log_file_bytes_;
+          spec.log_files = log_files_;
+          process_ = std::make_unique<process::backend_process>(std::move(spec));
         } catch (const std::exception& e) {
           end_with(msg::outcome::fatal, a.who() + ": " + e.what(), a.elapsed());
         }
@@ -448,6 +452,8 @@ protected:
   std::string owner_;
   std::string backend_;
   std::mutex process_m_;
+  uint64_t log_file_bytes_;
+  int log_files_;
   std::unique_ptr<process::backend_process> process_;  ///< last member: stopped first
 };
 

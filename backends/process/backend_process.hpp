@@ -33,6 +33,8 @@ struct process_spec {
   std::vector<std::string> env;       ///< the whole environment
   std::string cwd;
   std::string log_path;               ///< stdout and stderr, appended
+  uint64_t log_max_bytes = 10u << 20;  ///< the log rotates past this (knob log_file_bytes)
+  int log_files = 5;                  ///< rotated logs kept beside it (knob log_files)
   std::vector<std::string> dirs;      ///< created before each start
   std::function<bool()> answers;      ///< a probe: it is up
   double start_timeout_s = 300;

@@ -59,6 +59,11 @@ public:
   }
 
   const worker_options& options() const { return o_; }
+  /// The cap of its process's log (knobs log_file_bytes, log_files).
+  void cap_log(uint64_t bytes, int files) {
+    log_file_bytes_ = bytes;
+    log_files_ = files;
+  }
 
   /// Runs request `r` (its job and input fields filled in) as one attempt.
   stage_result run(request r, const stage_env& env) {
@@ -170,6 +175,8 @@ private:
       s.env.push_back(k + "=" + chosen[k]);
     s.cwd = log_dir;
     s.log_path = log_dir + "/worker.log";
+    s.log_max_bytes = log_file_bytes_;
+    s.log_files = log_files_;
     s.start_timeout_s = o_.start_timeout_s;
     s.stop_grace_s = o_.stop_grace_s;
     s.cancel_grace_s = o_.cancel_grace_s;
@@ -186,6 +193,8 @@ private:
   std::string owner_;
   std::string backend_;
   std::string stage_;                 ///< what this owner asks of its worker
+  uint64_t log_file_bytes_ = 10u << 20;
+  int log_files_ = 5;
   std::mutex m_;
   std::unique_ptr<worker_process> process_;  ///< last member: stopped first
 };
@@ -255,8 +264,10 @@ std::unique_ptr<worker_stage> make_stage(const backend_params& p, const char* st
   const config::backend& b = p.backend;
   if (b.type != "worker")
     throw std::runtime_error("backend '" + b.name + "': type is '" + b.type + "', not 'worker'");
-  return std::make_unique<worker_stage>(parse_worker_options(b.name, b.options), p.owner, b.name,
-                                        stage);
+  auto s = std::make_unique<worker_stage>(parse_worker_options(b.name, b.options), p.owner,
+                                          b.name, stage);
+  s->cap_log(p.log_file_bytes, p.log_files);
+  return s;
 }
 
 } // namespace

@@ -49,6 +49,8 @@ struct worker_spec {
   std::vector<std::string> env;       ///< the whole environment
   std::string cwd;
   std::string log_path;               ///< stdout and stderr, appended
+  uint64_t log_max_bytes = 10u << 20;  ///< the log rotates past this (knob log_file_bytes)
+  int log_files = 5;                  ///< rotated logs kept beside it (knob log_files)
   double start_timeout_s = 600;
   double stop_grace_s = 10;
   double cancel_grace_s = 5;
