@@ -28,10 +28,6 @@ struct context {
       .count();
   };
   std::function<uint64_t()> random64;      ///< fresh epochs and ids
-  /// False while the host's latents fill its latent budget (set by the latents actor):
-  /// its pools then report accepting=false and the coordinator sends them no jobs.
-  std::shared_ptr<std::atomic<bool>> within_latent_budget =
-      std::make_shared<std::atomic<bool>>(true);
   /// Real milliseconds for a run-clock duration.
   int64_t real_ms(double run_s) const { return static_cast<int64_t>(run_s * time_scale * 1000); }
   /// Run-clock seconds for a real duration in milliseconds.

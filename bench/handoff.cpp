@@ -55,6 +55,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "backends/exec/child.hpp"
 #include "common/sha256.hpp"
 #include "nodes/bus.hpp"
 #include "nodes/keygen.hpp"
@@ -282,32 +283,22 @@ public:
     int in_pipe[2] = {-1, -1}, out_pipe[2] = {-1, -1};
     if (piped && (::pipe2(in_pipe, O_CLOEXEC) != 0 || ::pipe2(out_pipe, O_CLOEXEC) != 0))
       die("pipe failed");
-    const int log = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (log < 0)
-      die("cannot open " + log_path);
-    std::vector<char*> cargv;
-    for (auto& s : argv)
-      cargv.push_back(const_cast<char*>(s.c_str()));
-    cargv.push_back(nullptr);
-    pid_ = ::fork();
-    if (pid_ < 0)
-      die("fork failed");
-    if (pid_ == 0) {
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlives the bench (iperf3 -s in a namespace)
-      if (piped) {
-        ::dup2(in_pipe[0], 0);
-        ::dup2(out_pipe[1], 1);
-      } else {
-        const int null = ::open("/dev/null", O_RDWR);
-        ::dup2(null, 0);
-        ::dup2(log, 1);
-      }
-      ::dup2(log, 2);
-      ::execvp(cargv[0], cargv.data());
-      std::fprintf(stderr, "cannot run %s: %s\n", cargv[0], std::strerror(errno));
-      ::_exit(127);
+    // The project's spawner: a group of its own, killed with the bench however it dies
+    // (iperf3 -s in a namespace must not outlive it).
+    vidline::backends::exec::child_spec cs;
+    cs.argv = argv;
+    cs.env = vidline::backends::exec::current_environment();
+    cs.stdout_path = cs.stderr_path = log_path;
+    cs.append = true;
+    if (piped) {
+      cs.stdin_fd = in_pipe[0];
+      cs.stdout_fd = out_pipe[1];
+      cs.stdout_path.clear();  // stderr alone to the log
     }
-    ::close(log);
+    std::string error;
+    pid_ = vidline::backends::exec::spawn_child(cs, error);
+    if (pid_ < 0)
+      die(error);
     children().push_back(pid_);
     if (piped) {
       ::close(in_pipe[0]);

@@ -29,6 +29,8 @@ const std::vector<std::string>& all_points() {
     "latent.before_commit",    // the sampler wrote the latent; not yet renamed/receipted
     "latent.after_commit",     // latent and receipt durable; result not yet reported
     "output.during_rename",    // the video file is fsynced under its temporary name
+    "video.before_commit",     // the decoder made the video; not yet renamed/receipted
+    "video.after_commit",      // video, receipt and ledger line durable; not yet indexed or reported
     "decoder.after_dequeue",   // the decoder took an order; not yet acknowledged it
   };
   return points;

@@ -1,7 +1,10 @@
 #include "common/stage_records.hpp"
 
+#include "common/crash_points.hpp"
+
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -94,6 +97,51 @@ bool ledger_has(const std::string& data_dir, const std::string& stage, const std
 void ledger_record_reuse(const std::string& data_dir, const ledger_entry& e) {
   if (!ledger_has(data_dir, e.stage, e.run_id, e.index))
     ledger_append(data_dir, e);
+}
+
+namespace {
+
+std::string receipts_dir(const std::string& data_dir) { return data_dir + "/receipts"; }
+
+} // namespace
+
+uint64_t publish(const publication& p) {
+  const std::string what = p.stage == "sampled" ? "latent" : "video";
+  crash::point((what + ".before_commit").c_str());
+  files::rename_durable(p.staged, p.product);
+  std::error_code ec;
+  const auto bytes = static_cast<uint64_t>(std::filesystem::file_size(p.product, ec));
+  if (ec)
+    throw std::runtime_error("cannot read the size of " + p.product + ": " + ec.message());
+  write_receipt(receipt_path(receipts_dir(p.data_dir), p.run_id, p.index, p.stage),
+                {p.product, p.sha256, bytes, p.source});
+  ledger_append(p.data_dir, {p.stage, p.run_id, p.index, p.attempt, p.sha256});
+  crash::point((what + ".after_commit").c_str());
+  return bytes;
+}
+
+std::optional<receipt> reuse(const std::string& data_dir, const std::string& stage,
+                             const std::string& run_id, uint32_t index, uint64_t attempt,
+                             const std::string& source) {
+  auto r = valid_receipt(receipt_path(receipts_dir(data_dir), run_id, index, stage));
+  if (!r || (!source.empty() && r->source != source))
+    return std::nullopt;
+  // A kill between the receipt and the ledger line left the line out: added now.
+  ledger_record_reuse(data_dir, {stage, run_id, index, attempt, r->sha256});
+  return r;
+}
+
+void retract(const std::string& data_dir, const std::string& stage, const std::string& run_id,
+             uint32_t index, uint64_t attempt, const std::string& path, bool published) {
+  std::error_code ec;
+  if (published) {
+    // Published, then another attempt's product won: its receipt would vouch for it.
+    auto rp = receipt_path(receipts_dir(data_dir), run_id, index, stage);
+    if (auto r = valid_receipt(rp); r && r->product == path)
+      std::filesystem::remove(rp, ec);
+  }
+  std::filesystem::remove_all(path, ec);
+  ledger_append(data_dir, {(published ? "removed-" : "fenced-") + stage, run_id, index, attempt, "-"});
 }
 
 } // namespace vidline::records

@@ -55,4 +55,39 @@ bool ledger_has(const std::string& data_dir, const std::string& stage, const std
 /// its (stage, run, index), so the ledger counts every finished stage exactly once.
 void ledger_record_reuse(const std::string& data_dir, const ledger_entry& e);
 
+/// A finished stage's product, as a pool (a latent) or a decoder (a video) publishes it.
+struct publication {
+  std::string data_dir;  ///< the host's: receipts/ and ledger.log are under it
+  std::string stage;     ///< "sampled" or "decoded"
+  std::string run_id;
+  uint32_t index = 0;
+  uint64_t attempt = 0;
+  std::string staged;    ///< where the stage left it
+  std::string product;   ///< where it is published
+  std::string sha256;    ///< of the product
+  std::string source;    ///< the receipt's source (decoded: the latent's SHA-256)
+};
+
+/// The one publishing sequence (docs/reliability.md, "Order of durability"): the staged
+/// file renamed durably into place, then its receipt, then its ledger line. Crash points
+/// `<what>.before_commit` (staged, nothing published) and `<what>.after_commit` (product,
+/// receipt and ledger line durable, nothing reported), `what` being "latent" for sampled
+/// and "video" for decoded. A kill between the receipt and the ledger line is mended by
+/// ledger_record_reuse when the receipt is reused. Returns the product's size. Throws
+/// std::runtime_error when a step fails (what was done before it stands).
+uint64_t publish(const publication& p);
+
+/// The receipt of (run, index, stage) on this host, if it vouches for a product still
+/// there intact (valid_receipt) and, when `source` is given, was made from it. A reuse
+/// is recorded in the ledger (ledger_record_reuse) as `attempt`'s.
+std::optional<receipt> reuse(const std::string& data_dir, const std::string& stage,
+                             const std::string& run_id, uint32_t index, uint64_t attempt,
+                             const std::string& source = "");
+
+/// Removes a product that lost its lease or its race, and says so in the ledger:
+/// "fenced-<stage>" when it was never published, "removed-<stage>" when it was (its
+/// receipt goes too, when it vouches for this very path).
+void retract(const std::string& data_dir, const std::string& stage, const std::string& run_id,
+             uint32_t index, uint64_t attempt, const std::string& path, bool published);
+
 } // namespace vidline::records

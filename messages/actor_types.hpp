@@ -34,6 +34,11 @@ struct stage_done {
   std::string final_path;    ///< decoder: where it is published (= product_path when reused)
 };
 
+/// A host's latents actor to its pools: whether the host is within its latent budget.
+struct latent_budget {
+  bool accepting = true;
+};
+
 /// The data plane finished pulling a latent for a decoder.
 struct fetch_done {
   uint64_t attempt = 0;
@@ -70,3 +75,4 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(vidline::msg::client_call<vidline::msg::cancel_run
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(vidline::msg::client_call<vidline::msg::submit_jobs>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(vidline::msg::stage_done)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(vidline::msg::fetch_done)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(vidline::msg::latent_budget)

@@ -4,7 +4,6 @@
 #include <cstdlib>
 #include <fcntl.h>
 #include <netinet/in.h>
-#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <thread>
@@ -12,13 +11,13 @@
 
 #include <vidline/embedded_config.hpp>
 
+#include "backends/exec/child.hpp"
 #include "common/files.hpp"
 #include "common/sha256.hpp"
 #include "nodes/commands.hpp"
 #include "nodes/exit_codes.hpp"
 #include "nodes/keygen.hpp"
 
-extern char** environ;
 
 namespace vidline::nodes {
 namespace {
@@ -52,21 +51,14 @@ std::vector<int> free_ports(int n) {
 /// Starts `vidline node` for one host, its output to `log`.
 pid_t start_node(const std::string& exe, const std::string& config, const std::string& host,
                  const std::string& log) {
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&fa, 1, 2);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  std::vector<std::string> args{exe, "node", "--config", config, "--host", host};
-  std::vector<char*> argv;
-  for (auto& a : args)
-    argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = 0;
-  int rc = posix_spawn(&pid, exe.c_str(), &fa, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0)
-    throw std::runtime_error("cannot start " + exe + ": " + std::strerror(rc));
+  backends::exec::child_spec cs;
+  cs.argv = {exe, "node", "--config", config, "--host", host};
+  cs.env = backends::exec::current_environment();
+  cs.stdout_path = cs.stderr_path = log;
+  std::string error;
+  pid_t pid = backends::exec::spawn_child(cs, error);
+  if (pid < 0)
+    throw std::runtime_error("cannot start " + exe + ": " + error);
   return pid;
 }
 

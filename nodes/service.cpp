@@ -1,4 +1,6 @@
 #include "nodes/service.hpp"
+
+#include "backends/exec/child.hpp"
 #include "nodes/keygen.hpp"
 
 #include <algorithm>
@@ -18,7 +20,6 @@
 #include <fcntl.h>
 #include <ifaddrs.h>
 #include <netdb.h>
-#include <spawn.h>
 #include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -32,7 +33,6 @@
 #include "nodes/exit_codes.hpp"
 #include "nodes/node_lock.hpp"
 
-extern char** environ;
 
 namespace vidline::nodes {
 namespace {
@@ -125,32 +125,18 @@ private:
 
 pid_t spawn_node(const service_options& o, const std::string& config, const config::host& h,
                  const std::string& log) {
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-  posix_spawn_file_actions_adddup2(&fa, 1, 2);
-  posix_spawn_file_actions_addclosefrom_np(&fa, 3);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t empty, all;
-  sigemptyset(&empty);
-  sigfillset(&all);
-  posix_spawnattr_setsigmask(&attr, &empty);
-  posix_spawnattr_setsigdefault(&attr, &all);
-  // A session of its own: no controlling terminal, not in the caller's process group.
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  std::vector<std::string> args{o.self_exe, "node", "--config", config, "--host", h.name};
-  std::vector<char*> argv;
-  for (auto& a : args)
-    argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = 0;
-  int rc = posix_spawn(&pid, o.self_exe.c_str(), &fa, &attr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  posix_spawnattr_destroy(&attr);
-  if (rc != 0)
-    throw std::runtime_error("cannot start " + o.self_exe + ": " + std::strerror(rc));
+  backends::exec::child_spec cs;
+  cs.argv = {o.self_exe, "node", "--config", config, "--host", h.name};
+  cs.env = backends::exec::current_environment();
+  cs.stdout_path = cs.stderr_path = log;
+  cs.append = true;
+  // A session of its own: no controlling terminal, not in the caller's process group, and
+  // it outlives the command that started it.
+  cs.new_session = true;
+  std::string error;
+  pid_t pid = backends::exec::spawn_child(cs, error);
+  if (pid < 0)
+    throw std::runtime_error("cannot start " + o.self_exe + ": " + error);
   return pid;
 }
 

@@ -161,14 +161,9 @@ void decode(caf::event_based_actor* self, const std::shared_ptr<shell>& sh,
     self,
     [backend, cancel, env, job, latent, sha, attempt, data_dir, name, final_path]() {
       // A video this host already made from this very latent is not made twice.
-      auto receipt = records::receipt_path(data_dir + "/receipts", job.run_id, job.index,
-                                           "decoded");
-      if (auto r = records::valid_receipt(receipt); r && r->source == sha) {
+      if (auto r = records::reuse(data_dir, "decoded", job.run_id, job.index, attempt, sha)) {
         spdlog::info("decoder {}: {}/{} reuses {} decoded before", name, job.run_id, job.index,
                      r->product);
-        // A kill between the receipt and the ledger line left the line out: added now.
-        records::ledger_record_reuse(data_dir,
-                                     {"decoded", job.run_id, job.index, attempt, r->sha256});
         return msg::stage_done{attempt, msg::outcome::ok, "", r->sha256, r->bytes, 0, false,
                                r->product, r->product};
       }
@@ -243,38 +238,23 @@ void index_video(shell& sh, const decoding::fx_commit& c) {
   }
 }
 
-/// Publishes a video within its lease: renamed into place, receipt, ledger line, index line.
+/// Publishes a video within its lease: renamed into place, receipt, ledger line
+/// (records::publish, the sequence the pools' latents follow too), index line.
 void commit_video(shell& sh, const decoding::fx_commit& c) {
   if (c.staged == c.output) {
     index_video(sh, c);  // reused: published by an earlier attempt (its line, if missing)
     return;
   }
   const auto& job = c.order.job;
-  files::rename_durable(c.staged, c.output);
-  uint64_t bytes = 0;
-  std::error_code ec;
-  bytes = static_cast<uint64_t>(std::filesystem::file_size(c.output, ec));
-  records::write_receipt(
-    records::receipt_path(sh.ctx.data_dir + "/receipts", job.run_id, job.index, "decoded"),
-    {c.output, c.sha256, bytes, c.order.latent_sha256});
-  records::ledger_append(sh.ctx.data_dir,
-                         {"decoded", job.run_id, job.index, c.order.attempt, c.sha256});
+  records::publish({sh.ctx.data_dir, "decoded", job.run_id, job.index, c.order.attempt,
+                    c.staged, c.output, c.sha256, c.order.latent_sha256});
   index_video(sh, c);
 }
 
 /// Removes a video that lost the race; the ledger says so (and the machine counts it).
 void discard_video(shell& sh, const decoding::fx_discard& d) {
-  std::error_code ec;
-  if (d.published) {
-    // Published, then another attempt's video won: its receipt would vouch for it.
-    auto receipt = records::receipt_path(sh.ctx.data_dir + "/receipts", d.run_id, d.index,
-                                         "decoded");
-    if (auto r = records::valid_receipt(receipt); r && r->product == d.path)
-      std::filesystem::remove(receipt, ec);
-  }
-  std::filesystem::remove(d.path, ec);
-  records::ledger_append(sh.ctx.data_dir, {d.published ? "removed-decoded" : "fenced-decoded",
-                                           d.run_id, d.index, d.attempt, "-"});
+  records::retract(sh.ctx.data_dir, "decoded", d.run_id, d.index, d.attempt, d.path,
+                   d.published);
 }
 
 void execute(caf::event_based_actor* self, const std::shared_ptr<shell>& sh,
@@ -317,8 +297,9 @@ caf::behavior decoder_actor(caf::event_based_actor* self, context ctx, config::d
   if (b == nullptr)
     throw std::runtime_error("decoder " + sh->dec.name + ": unknown backend " + sh->dec.backend);
   sh->extension = b->type == "sim" ? "simvideo" : "mp4";
-  sh->backend = backends::make_decoder(
-    {*b, sh->dec.profile_key, sh->dec.name, sh->dec.host, {sh->dec.gpu}});
+  const auto& knobs = sh->ctx.cluster->knobs;
+  sh->backend = backends::make_decoder({*b, sh->dec.profile_key, sh->dec.name, sh->dec.host,
+                                        {sh->dec.gpu}, knobs.log_file_bytes, knobs.log_files});
   self->attach_functor([cancel = sh->cancel] { *cancel = true; });
   auto interval = std::chrono::milliseconds(sh->ctx.cluster->knobs.status_interval_ms);
   self->send(self, msg::status_atom::value);

@@ -2,7 +2,8 @@
 /// The latents actor: the CAF shell around storing::step, one per host (target
 /// `latents`). Every status interval it scans `<data>/latents`, reports what it holds to
 /// the coordinator (latent_holdings), removes what was released once its retention is
-/// over, and keeps context::within_latent_budget current for the host's pools.
+/// over, and tells the host's pools every interval whether the host is within its latent
+/// budget (msg::latent_budget, an event of their machine).
 
 #include <caf/event_based_actor.hpp>
 

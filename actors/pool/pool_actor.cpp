@@ -14,7 +14,6 @@
 #include "backends/backend.hpp"
 #include <mutex>
 
-#include "common/crash_points.hpp"
 #include "common/files.hpp"
 #include "common/metrics.hpp"
 #include "common/stage_records.hpp"
@@ -73,7 +72,6 @@ void log_at(int level, const std::string& who, const std::string& text) {
 }
 
 void report(shell& sh) {
-  sh.st.accepting = sh.ctx.within_latent_budget->load();
   auto st = sh.st.status(sh.ctx.mono_now());
   {
     std::lock_guard<std::mutex> l(sh.progress->m);
@@ -145,14 +143,9 @@ void sample(caf::event_based_actor* self, const std::shared_ptr<shell>& sh,
     self,
     [backend, cancel, env, job, conditioning_path, latents, data_dir, attempt, pool]() {
       // A latent this host finished before (for any attempt, any pool) is not paid twice.
-      auto receipt = records::receipt_path(data_dir + "/receipts", job.run_id, job.index,
-                                           "sampled");
-      if (auto r = records::valid_receipt(receipt)) {
+      if (auto r = records::reuse(data_dir, "sampled", job.run_id, job.index, attempt)) {
         spdlog::info("pool {}: {}/{} reuses latent {} sampled before", pool, job.run_id,
                      job.index, r->sha256);
-        // A kill between the receipt and the ledger line left the line out: added now.
-        records::ledger_record_reuse(data_dir,
-                                     {"sampled", job.run_id, job.index, attempt, r->sha256});
         return msg::stage_done{attempt, msg::outcome::ok, "", r->sha256, r->bytes, 0, false,
                                r->product, ""};
       }
@@ -174,30 +167,24 @@ void sample(caf::event_based_actor* self, const std::shared_ptr<shell>& sh,
     });
 }
 
-/// Publishes a latent within its lease: into the store under its digest, receipt, ledger.
+/// Publishes a latent within its lease: into the store under its digest, receipt, ledger
+/// (records::publish, the sequence the decoder's videos follow too).
 void commit_latent(shell& sh, const pooling::fx_commit& c) {
   const auto& job = c.order.job;
   const std::string latents = latent_dir(sh.ctx);
   const std::string work = work_dir(sh.ctx) + "/" + std::to_string(c.order.attempt);
   if (c.staged.rfind(work + "/", 0) != 0)
     return;  // reused: committed by an earlier attempt
-  crash::point("latent.before_commit");
   // Content-addressed: the latent's name is its digest, so a second copy of the same
   // latent is the same file.
   files::make_dirs(latents);
-  const std::string product = latents + "/" + c.sha256 + ".latent";
   // The job it belongs to, for the latents actor's reports: after a restart that lost this
   // result, the coordinator can still adopt the latent (re-offer). Written first, so no
   // latent is ever seen without it.
   files::write_atomic(latents + "/" + c.sha256 + ".job",
                       job.run_id + " " + std::to_string(job.index) + "\n");
-  files::rename_durable(c.staged, product);
-  records::write_receipt(
-    records::receipt_path(sh.ctx.data_dir + "/receipts", job.run_id, job.index, "sampled"),
-    {product, c.sha256, c.bytes, ""});
-  records::ledger_append(sh.ctx.data_dir,
-                         {"sampled", job.run_id, job.index, c.order.attempt, c.sha256});
-  crash::point("latent.after_commit");
+  records::publish({sh.ctx.data_dir, "sampled", job.run_id, job.index, c.order.attempt,
+                    c.staged, latents + "/" + c.sha256 + ".latent", c.sha256, ""});
   std::error_code ec;
   std::filesystem::remove_all(work, ec);
 }
@@ -207,11 +194,8 @@ void discard_latent(shell& sh, const pooling::fx_discard& d) {
   const std::string work = work_dir(sh.ctx) + "/" + std::to_string(d.order.attempt);
   if (d.staged.rfind(work + "/", 0) != 0)
     return;  // reused: another attempt's latent, not this one's to remove
-  std::error_code ec;
-  std::filesystem::remove_all(work, ec);
-  records::ledger_append(sh.ctx.data_dir,
-                         {"fenced-sampled", d.order.job.run_id, d.order.job.index,
-                          d.order.attempt, "-"});
+  records::retract(sh.ctx.data_dir, "sampled", d.order.job.run_id, d.order.job.index,
+                   d.order.attempt, work, false);
 }
 
 void execute(caf::event_based_actor* self, const std::shared_ptr<shell>& sh,
@@ -264,8 +248,9 @@ caf::behavior pool_actor(caf::event_based_actor* self, context ctx, config::pool
   auto* b = sh->ctx.cluster->find_backend(sh->pool.backend);
   if (b == nullptr)
     throw std::runtime_error("pool " + sh->pool.name + ": unknown backend " + sh->pool.backend);
-  sh->backend = backends::make_sampler(
-    {*b, sh->pool.profile_key, sh->pool.name, sh->pool.host, sh->pool.gpus});
+  const auto& knobs = sh->ctx.cluster->knobs;
+  sh->backend = backends::make_sampler({*b, sh->pool.profile_key, sh->pool.name, sh->pool.host,
+                                        sh->pool.gpus, knobs.log_file_bytes, knobs.log_files});
   // A restarted or stopped pool abandons its running attempt.
   self->attach_functor([cancel = sh->cancel] { *cancel = true; });
   auto interval = std::chrono::milliseconds(sh->ctx.cluster->knobs.status_interval_ms);
@@ -308,6 +293,9 @@ caf::behavior pool_actor(caf::event_based_actor* self, context ctx, config::pool
     [self, sh](msg::lease_grant& g) {
       execute(self, sh, pooling::step(sh->st, pooling::ev_grant{std::move(g), sh->ctx.mono_now()},
                                       sh->ctx.run_now()));
+    },
+    [self, sh](msg::latent_budget b) {
+      execute(self, sh, pooling::step(sh->st, pooling::ev_budget{b.accepting}, sh->ctx.run_now()));
     },
     [self, sh, interval](msg::status_atom) {
       observe(*sh);

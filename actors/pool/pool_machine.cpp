@@ -205,6 +205,11 @@ std::vector<effect> step(state& s, const event& e, double now) {
       commit(s, fx);
       fx.push_back(fx_report{});
     }
+  } else if (auto* b = std::get_if<ev_budget>(&e)) {
+    if (b->accepting != s.accepting) {
+      s.accepting = b->accepting;
+      fx.push_back(fx_report{});  // the coordinator learns it now, not at the next interval
+    }
   } else if (auto* a = std::get_if<ev_ack>(&e)) {
     s.unacked.erase(std::remove_if(s.unacked.begin(), s.unacked.end(),
                                    [&](const msg::sample_result& r) {

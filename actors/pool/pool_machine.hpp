@@ -73,7 +73,10 @@ struct ev_sampled { uint64_t attempt = 0; std::string outcome; std::string error
 struct ev_ack { uint64_t attempt = 0; };
 /// The coordinator answered a status report; `mono_s` is when the grant arrived.
 struct ev_grant { msg::lease_grant grant; double mono_s = 0; };
-using event = std::variant<ev_order, ev_conditioned, ev_sampled, ev_ack, ev_grant>;
+/// The host's latents actor: whether the host is within its latent budget (sent every
+/// status interval; a pool at the budget reports accepting=false and gets no jobs).
+struct ev_budget { bool accepting = true; };
+using event = std::variant<ev_order, ev_conditioned, ev_sampled, ev_ack, ev_grant, ev_budget>;
 
 struct fx_condition { msg::sample_order order; };
 struct fx_sample { msg::sample_order order; std::string conditioning_path; };

@@ -38,7 +38,7 @@ caf::behavior supervisor(caf::event_based_actor* self, supervisor_options opts) 
   auto st = std::make_shared<sup_state>();
   st->opts = std::move(opts);
   for (auto& spec : st->opts.children)
-    st->children.push_back(child{spec, restart_budget{spec.policy}, {}});
+    st->children.push_back(child{spec, restart_budget{spec.policy.max_restarts, spec.policy.period_s}, {}});
   // Linked children must not take the supervisor down with them: trap their exits; only a
   // shutdown request stops it (and, through the links, every child).
   self->set_exit_handler([self, st](caf::exit_msg& m) {

@@ -11,7 +11,8 @@
 #include <caf/event_based_actor.hpp>
 
 #include "actors/outbox.hpp"
-#include "actors/supervisor/restart_budget.hpp"
+#include "common/restart_budget.hpp"
+#include "config/knobs.hpp"
 
 namespace vidline::actors {
 

@@ -185,6 +185,8 @@ struct prepared {
   int out_flags = 0;
   const char* cwd = nullptr;
   std::vector<int> pass_fds;
+  int in_fd = -1, out_fd = -1;
+  bool new_session = false;
 };
 
 /// The child's side of a fork: its own group, a parent-death signal, clean signals, its
@@ -195,13 +197,18 @@ struct prepared {
     (void)w;
     ::_exit(127);
   };
-  ::setpgid(0, 0);
-  // SIGKILL when the thread that forked us ends: that is the spawner thread, which lives
-  // as long as the node, so this fires when the node dies, however it dies.
-  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0)
-    fail(errno);
-  if (::getppid() != parent)  // the node died between the fork and the prctl
-    ::_exit(128 + SIGKILL);
+  if (p.new_session) {
+    if (::setsid() < 0)
+      fail(errno);
+  } else {
+    ::setpgid(0, 0);
+    // SIGKILL when the thread that forked us ends: that is the spawner thread, which lives
+    // as long as the node, so this fires when the node dies, however it dies.
+    if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0)
+      fail(errno);
+    if (::getppid() != parent)  // the node died between the fork and the prctl
+      ::_exit(128 + SIGKILL);
+  }
   struct sigaction dfl {};
   dfl.sa_handler = SIG_DFL;
   for (int sig = 1; sig < NSIG; ++sig)
@@ -215,7 +222,13 @@ struct prepared {
   for (std::size_t i = 0; i < n; ++i)
     if ((high[i] = ::fcntl(p.pass_fds[i], F_DUPFD_CLOEXEC, 64)) < 0)
       fail(errno);
-  if (!child_open(0, "/dev/null", O_RDONLY) || !child_open(1, p.out, p.out_flags))
+  const int in = p.in_fd >= 0 ? ::fcntl(p.in_fd, F_DUPFD_CLOEXEC, 64) : -1;
+  const int out = p.out_fd >= 0 ? ::fcntl(p.out_fd, F_DUPFD_CLOEXEC, 64) : -1;
+  if ((p.in_fd >= 0 && in < 0) || (p.out_fd >= 0 && out < 0))
+    fail(errno);
+  if (in >= 0 ? ::dup2(in, 0) < 0 : !child_open(0, "/dev/null", O_RDONLY))
+    fail(errno);
+  if (out >= 0 ? ::dup2(out, 1) < 0 : !child_open(1, p.out, p.out_flags))
     fail(errno);
   if (p.err_is_out ? ::dup2(1, 2) < 0 : !child_open(2, p.err, p.out_flags))
     fail(errno);
@@ -318,6 +331,9 @@ pid_t spawn_child(const child_spec& spec, std::string& error) {
   p.out_flags = O_WRONLY | O_CREAT | (spec.append ? O_APPEND : O_TRUNC);
   p.cwd = spec.cwd.empty() ? nullptr : spec.cwd.c_str();
   p.pass_fds = spec.pass_fds;
+  p.in_fd = spec.stdin_fd;
+  p.out_fd = spec.stdout_fd;
+  p.new_session = spec.new_session;
 
   int child_errno = 0;
   pid_t pid = spawner::instance().run([&]() -> pid_t {
@@ -344,8 +360,10 @@ pid_t spawn_child(const child_spec& spec, std::string& error) {
       ::close(fds[0]);
       return -1;
     }
-    // Set the group from here too, so a kill right after the spawn cannot miss it.
-    ::setpgid(child, child);
+    // Set the group from here too, so a kill right after the spawn cannot miss it (not
+    // for a new session: a group leader could no longer call setsid).
+    if (!p.new_session)
+      ::setpgid(child, child);
     int e = 0;
     ssize_t got;
     while ((got = ::read(fds[0], &e, sizeof e)) < 0 && errno == EINTR) {

@@ -3,6 +3,10 @@
 /// group of its own, with its output in files, stopped by a deadline or a cancel flag.
 /// Whatever the end, nothing of its process group is left running afterwards.
 ///
+/// The project's one spawner: stage programs, backend processes, the nodes that `vidline
+/// start` and `vidline demo` launch, the benchmarks' and the tests' child processes all
+/// start through spawn_child.
+///
 /// Every child is forked by one spawner thread that lives as long as the process, with
 /// PR_SET_PDEATHSIG = SIGKILL: when the node dies, even by SIGKILL, its children die with
 /// it (the signal fires on the death of the forking *thread*, hence the one long-lived
@@ -39,6 +43,11 @@ struct child_spec {
   std::string stderr_path;            ///< created/truncated; "" = /dev/null
   bool append = false;                ///< append to the output files instead
   std::vector<int> pass_fds;          ///< become the child's descriptors 3, 4, ... (at most 16)
+  int stdin_fd = -1;                  ///< >= 0: becomes its stdin (a pipe) instead of /dev/null
+  int stdout_fd = -1;                 ///< >= 0: becomes its stdout instead of stdout_path
+  /// A session of its own (setsid) instead of a process group, and no parent-death
+  /// signal: for a node that a service command starts and that outlives it.
+  bool new_session = false;
 };
 
 /// How long it may run and how it is stopped.

@@ -13,11 +13,17 @@
 #include "backends/exec/stage_util.hpp"
 #include "backends/process/socket_paths.hpp"
 #include "common/files.hpp"
+#include "common/restart_budget.hpp"
 
 namespace vidline::backends::process {
 namespace {
 
 using steady = std::chrono::steady_clock;
+
+/// Steady seconds, the restart budget's clock.
+double since_epoch_s() {
+  return std::chrono::duration<double>(steady::now().time_since_epoch()).count();
+}
 
 steady::duration seconds(double s) {
   return std::chrono::duration_cast<steady::duration>(std::chrono::duration<double>(s));
@@ -53,7 +59,7 @@ bool backend_process::nap(steady::duration d) {
 }
 
 void backend_process::supervise() {
-  std::deque<steady::time_point> exits;  // within the restart period
+  restart_budget budget(spec_.max_restarts, spec_.restart_period_s);
   int backoff = 0;
   for (;;) {
     {
@@ -90,10 +96,16 @@ void backend_process::supervise() {
       auto start = steady::now();
       bool ready = false, stopping = false;
       int status = 0;
+      auto last_cap = steady::now();
       for (;;) {
         if (exec::reap_child(pid, status)) {
           ended = describe_status(status);
           break;
+        }
+        if (steady::now() - last_cap > seconds(2)) {
+          last_cap = steady::now();
+          if (files::cap_appended_log(spec_.log_path, spec_.log_max_bytes, spec_.log_files))
+            spdlog::info("{}: log {} rotated at {} bytes", spec_.name, spec_.log_path, spec_.log_max_bytes);
         }
         if (!ready && spec_.answers && spec_.answers()) {
           ready = true;
@@ -128,11 +140,7 @@ void backend_process::supervise() {
     std::string tail = exec::printable(exec::file_tail(spec_.log_path, 600), 300);
     spdlog::warn("{}: {} ({}); log {}: {}", spec_.name, pid < 0 ? "cannot start" : "ended", ended,
                  spec_.log_path, tail);
-    auto now = steady::now();
-    exits.push_back(now);
-    while (!exits.empty() && now - exits.front() > seconds(spec_.restart_period_s))
-      exits.pop_front();
-    if (static_cast<int>(exits.size()) > spec_.max_restarts) {
+    if (!budget.try_restart(since_epoch_s())) {
       spdlog::error("{}: gave up: more than {} restarts within {} s", spec_.name,
                     spec_.max_restarts, spec_.restart_period_s);
       {

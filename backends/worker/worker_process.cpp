@@ -15,11 +15,17 @@
 #include "backends/exec/child.hpp"
 #include "backends/exec/stage_util.hpp"
 #include "common/files.hpp"
+#include "common/restart_budget.hpp"
 
 namespace vidline::backends::worker {
 namespace {
 
 using steady = std::chrono::steady_clock;
+
+/// Steady seconds, the restart budget's clock.
+double since_epoch_s() {
+  return std::chrono::duration<double>(steady::now().time_since_epoch()).count();
+}
 
 /// How long one wait on the socket may block before stop, kill and cancel are looked at.
 constexpr auto slice = std::chrono::milliseconds(50);
@@ -138,7 +144,7 @@ bool worker_process::nap(steady::duration d) {
 }
 
 void worker_process::supervise() {
-  std::deque<steady::time_point> exits;  // within the restart period
+  restart_budget budget(spec_.max_restarts, spec_.restart_period_s);
   int backoff = 0;
   uint64_t ping_seq = 0;
   for (;;) {
@@ -191,8 +197,17 @@ void worker_process::supervise() {
         ended = why + " (" + describe_status(status) + ")";
         exited = true;
       };
+      auto last_cap = steady::now();
+      auto cap_log = [&] {
+        if (steady::now() - last_cap < seconds(2))
+          return;
+        last_cap = steady::now();
+        if (files::cap_appended_log(spec_.log_path, spec_.log_max_bytes, spec_.log_files))
+          spdlog::info("{}: log {} rotated at {} bytes", spec_.name, spec_.log_path, spec_.log_max_bytes);
+      };
       // starting: its hello.
       while (!ready) {
+        cap_log();
         if (exec::reap_child(pid, status)) {
           ended = describe_status(status) + " before its hello";
           exited = true;
@@ -241,6 +256,7 @@ void worker_process::supervise() {
         spdlog::info("{}: ready after {:.1f} s (serves {})", spec_.name, since(start), list);
         // ready: watch it, check its health while idle.
         for (;;) {
+          cap_log();
           if (exec::reap_child(pid, status)) {
             ended = describe_status(status);
             exited = true;
@@ -336,11 +352,7 @@ void worker_process::supervise() {
     std::string tail = exec::printable(exec::file_tail(spec_.log_path, 600), 300);
     spdlog::warn("{}: {} ({}); log {}: {}", spec_.name, pid < 0 ? "cannot start" : "ended", ended,
                  spec_.log_path, tail);
-    auto now = steady::now();
-    exits.push_back(now);
-    while (!exits.empty() && now - exits.front() > seconds(spec_.restart_period_s))
-      exits.pop_front();
-    if (static_cast<int>(exits.size()) > spec_.max_restarts) {
+    if (!budget.try_restart(since_epoch_s())) {
       spdlog::error("{}: gave up: more than {} restarts within {} s", spec_.name,
                     spec_.max_restarts, spec_.restart_period_s);
       {

@@ -9,7 +9,6 @@
 #include <filesystem>
 #include <fstream>
 #include <netinet/in.h>
-#include <spawn.h>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -19,7 +18,7 @@
 #include <unistd.h>
 #include <vector>
 
-extern char** environ;
+#include "backends/exec/child.hpp"
 
 namespace testing_support {
 
@@ -77,20 +76,16 @@ inline std::string read_file(const std::string& path) {
 class process {
 public:
   process(std::vector<std::string> args, const std::string& out_file) : out_(out_file) {
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, out_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&fa, 2, (out_file + ".err").c_str(),
-                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    std::vector<char*> argv;
-    for (auto& a : args)
-      argv.push_back(a.data());
-    argv.push_back(nullptr);
-    int rc = posix_spawn(&pid_, args[0].c_str(), &fa, nullptr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&fa);
-    if (rc != 0)
-      throw std::runtime_error("cannot start " + args[0]);
+    // The project's spawner: a process group of its own, killed if the test dies.
+    vidline::backends::exec::child_spec cs;
+    cs.argv = std::move(args);
+    cs.env = vidline::backends::exec::current_environment();
+    cs.stdout_path = out_file;
+    cs.stderr_path = out_file + ".err";
+    std::string error;
+    pid_ = vidline::backends::exec::spawn_child(cs, error);
+    if (pid_ < 0)
+      throw std::runtime_error(error);
   }
   ~process() {
     if (running()) {

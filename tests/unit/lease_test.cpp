@@ -87,6 +87,26 @@ TEST_CASE("pool lease: a latent sampled within the lease is committed at once") 
   CHECK(s.at == pooling::phase::idle);
 }
 
+TEST_CASE("pool budget: the latent budget is an event and a change is reported at once") {
+  pooling::state s;
+  s.pool = "p";
+  CHECK(s.status().accepting);
+  auto fx = pooling::step(s, pooling::ev_budget{false}, 0);
+  CHECK(count<pooling::fx_report>(fx) == 1);
+  CHECK_FALSE(s.status().accepting);
+  // Told every interval: no change, no extra report.
+  CHECK(pooling::step(s, pooling::ev_budget{false}, 1).empty());
+  // A running attempt goes on at the budget (the overshoot is at most one latent).
+  s = sampling_pool(50);
+  pooling::step(s, pooling::ev_budget{false}, 51);
+  CHECK(s.at == pooling::phase::sampling);
+  fx = pooling::step(s, sampled(52), 0);
+  CHECK(first<pooling::fx_commit>(fx) != nullptr);
+  fx = pooling::step(s, pooling::ev_budget{true}, 53);
+  CHECK(count<pooling::fx_report>(fx) == 1);
+  CHECK(s.status().accepting);
+}
+
 TEST_CASE("pool lease: past the lease nothing is committed until the coordinator answers") {
   auto s = sampling_pool(50);
   auto fx = pooling::step(s, sampled(50 + 4.2), 0);  // the host was paused
