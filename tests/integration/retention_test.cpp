@@ -10,6 +10,8 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include <httplib.h>
+
 #include "tests/support/cluster.hpp"
 
 using namespace testing_support;
@@ -100,6 +102,16 @@ json knobs(int memory_s, int keep_s) {
 TEST_CASE("a forgotten run: status, runs, wait and resume answer from the journal") {
   temp_dir dir;
   auto config = write_reference_config(dir.path(), 0.02, knobs(1, 0));
+  // The coordinator's host serves the HTTP API too.
+  const int http_port = free_ports(1)[0];
+  const std::string token = "retention-token-0123456789";
+  {
+    auto cfg = json::parse(read_file(config));
+    std::ofstream(dir.path() + "/token") << token << "\n";
+    cfg["hosts"][0]["http"] = {{"port", http_port}, {"token_file", dir.path() + "/token"}};
+    std::ofstream(config) << cfg.dump(2);
+  }
+  const httplib::Headers auth{{"Authorization", "Bearer " + token}};
   auto cluster = vidline::config::load(config);
   auto a = start_node(dir.path(), config, "host_a");
   auto b = start_node(dir.path(), config, "host_b");
@@ -144,6 +156,28 @@ TEST_CASE("a forgotten run: status, runs, wait and resume answer from the journa
   auto latest = cl.status("");
   REQUIRE(latest);
   CHECK((*latest)["run_id"] == run_id);
+
+  // The HTTP API: the run's status and the listing, from the journal; the counter.
+  httplib::Client http("127.0.0.1", http_port);
+  auto hs = http.Get(("/v1/runs/" + run_id).c_str(), auth);
+  REQUIRE(hs);
+  CHECK(hs->status == 200);
+  auto hj = json::parse(hs->body);
+  CHECK(hj["from_journal"] == true);
+  CHECK(hj["jobs"].size() == 3);
+  auto hl = http.Get("/v1/runs?all=true", auth);
+  REQUIRE(hl);
+  CHECK(hl->status == 200);
+  INFO(hl->body);
+  const auto listing = json::parse(hl->body);
+  bool http_listed = false;
+  for (auto& r : listing["runs"])
+    http_listed = http_listed || (r["run_id"] == run_id && r["from_journal"] == true);
+  CHECK(http_listed);
+  auto hm = http.Get("/metrics", auth);
+  REQUIRE(hm);
+  CHECK(hm->body.find("vidline_runs_forgotten_total 1") != std::string::npos);
+  CHECK(http.Get("/v1/runs/20000101-000000-dead", auth)->status == 404);
 
   // `vidline wait` and `vidline status` (the CLI) answer as for a run in memory.
   process wait({VIDLINE_BINARY, "wait", run_id, "--config", config}, dir.path() + "/wait.out");
