@@ -276,3 +276,50 @@ TEST_CASE("a coordinator killed between deleting runs and vacuuming restarts con
   auto st2 = wait_status(cl, next, 120, [](const json& s) { return s["state"] != "running"; });
   CHECK(st2["state"] == "succeeded");
 }
+
+TEST_CASE("vidline resume of a forgotten run with failed jobs loads it back and finishes it") {
+  temp_dir dir;
+  auto k = knobs(1, 0);
+  k["max_attempts"] = 1;
+  auto config = write_reference_config(dir.path(), 0.005, k);
+  auto cluster = vidline::config::load(config);
+  auto a = start_node(dir.path(), config, "host_a");
+  auto b = start_node(dir.path(), config, "host_b");
+  coordinator_client cl(cluster);
+  REQUIRE(coordinator_answers(cl, 30));
+  auto req = small_run("forgotten-failed", 3);
+  req.mode = "four_four_plus_one";
+  auto run_id = cl.submit(req);
+  // Block the run's output directory with a plain file: every decode fails (recovery_test).
+  auto outputs = dir.path() + "/host_b/outputs";
+  std::filesystem::create_directories(outputs);
+  std::ofstream(outputs + "/" + run_id) << "in the way";
+  auto failed = wait_status(cl, run_id, 60, [](const json& s) { return s["state"] != "running"; });
+  INFO(failed.dump());
+  REQUIRE(failed["state"] == "failed");
+  REQUIRE(eventually(20, [&] {
+    auto r = listed(cl, run_id);
+    return r.is_object() && r["from_journal"] == true;
+  }));
+  std::filesystem::remove(outputs + "/" + run_id);
+
+  process resume({VIDLINE_BINARY, "resume", run_id, "--config", config, "--json", "--timeout",
+                  "60"},
+                 dir.path() + "/resume.out");
+  REQUIRE(resume.wait(90) == 0);
+  auto st = json::parse(resume.out());
+  INFO(st.dump());
+  CHECK(st["state"] == "succeeded");
+  REQUIRE(st["jobs"].size() == 3);
+  for (auto& j : st["jobs"])
+    CHECK(contract_problem(j) == "");
+  // The latents were kept for the failed jobs: decoded again, not sampled again.
+  auto sampled = ledger_counts({dir.path() + "/host_a", dir.path() + "/host_b"}, run_id, "sampled");
+  for (int i = 0; i < 3; ++i)
+    CHECK(sampled[i] == 1);
+  // Finished again: forgotten again, and still answered.
+  CHECK(eventually(20, [&] {
+    auto r = listed(cl, run_id);
+    return r.is_object() && r["from_journal"] == true && r["state"] == "succeeded";
+  }));
+}
