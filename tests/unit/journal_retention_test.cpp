@@ -69,7 +69,7 @@ void raw(sqlite3* db, const std::string& sql) {
 
 } // namespace
 
-TEST_CASE("journal: one run, the newest runs and a request id read back; drop shrinks the file") {
+TEST_CASE("journal: one run, the newest runs and a request id read back, a drop shrinks the file") {
   testing_support::temp_dir dir;
   const std::string path = dir.path() + "/journal.db";
   {
