@@ -26,6 +26,7 @@ const std::vector<std::string>& all_points() {
   static const std::vector<std::string> points{
     "journal.before_append",   // the coordinator is about to write a transaction
     "journal.after_append",    // written and synced, nothing sent yet
+    "journal.before_vacuum",   // old runs deleted (committed); free pages not yet reclaimed
     "latent.before_commit",    // the sampler wrote the latent; not yet renamed/receipted
     "latent.after_commit",     // latent and receipt durable; result not yet reported
     "output.during_rename",    // the video file is fsynced under its temporary name

@@ -25,6 +25,15 @@ const std::vector<definition>& definitions() {
      "Jobs the coordinator holds, by state (queued, sampling, sampled, decoding, succeeded, failed)", {}},
     {"vidline_runs", kind::gauge, "Runs the coordinator holds, by state (running, succeeded, failed)", {}},
     {"vidline_host_up", kind::gauge, "1 while the coordinator sees the host up, 0 while down", {}},
+    {"vidline_runs_forgotten_total", kind::counter,
+     "Finished runs the coordinator dropped from its memory (knob finished_run_memory_s); the "
+     "journal still answers for them", {}},
+    {"vidline_journal_runs_dropped_total", kind::counter,
+     "Finished runs whose records the coordinator deleted from its journal (knob "
+     "journal_keep_finished_s)", {}},
+    {"vidline_unknown_job_results_total", kind::counter,
+     "Results naming a job the coordinator does not hold (a forgotten run's): acknowledged, "
+     "otherwise ignored", {}},
     {"vidline_stage_duration_seconds", kind::histogram,
      "Duration of each finished stage attempt (conditioning, sampling, handoff, decode) by lane, "
      "in run-clock seconds (simulated seconds on the sim backend)", stage_buckets},

@@ -69,6 +69,8 @@ void visit_knobs(K& k, V&& v) {
   v("max_jobs_per_run", k.max_jobs_per_run, int_range{1, u32_max});
   v("max_runs", k.max_runs, int_range{1, u32_max});
   v("max_queued_prompt_bytes", k.max_queued_prompt_bytes, int_range{1, 1024 * gib});
+  v("finished_run_memory_s", k.finished_run_memory_s, int_range{0, 30 * 86'400});
+  v("journal_keep_finished_s", k.journal_keep_finished_s, int_range{0, 3650 * 86'400});
   v("pool_restarts", k.pool_restarts);
   v("decoder_restarts", k.decoder_restarts);
   v("encoder_restarts", k.encoder_restarts);
@@ -188,6 +190,12 @@ void check_relations(const knobs& k) {
     fail("retry_backoff_max_ms", "must be at least retry_backoff_ms (" +
                                      std::to_string(k.retry_backoff_ms) + "), got " +
                                      std::to_string(k.retry_backoff_max_ms));
+  // A run leaves the coordinator's memory before the journal: deleting the records of a
+  // run still in memory would leave its next change (a resume) half journaled.
+  if (k.journal_keep_finished_s != 0 && k.journal_keep_finished_s < k.finished_run_memory_s)
+    fail("journal_keep_finished_s", "must be 0 (keep forever) or at least finished_run_memory_s (" +
+                                        std::to_string(k.finished_run_memory_s) + "), got " +
+                                        std::to_string(k.journal_keep_finished_s));
   const int64_t min_frame = int64_t{k.chunk_bytes} + frame_headroom;
   if (k.max_frame_bytes < min_frame)
     fail("max_frame_bytes", "must be at least chunk_bytes + 64 KiB (" +

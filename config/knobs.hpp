@@ -72,11 +72,21 @@ struct knobs {
   uint32_t max_frame_bytes = 8u << 20;   ///< bytes in one ZeroMQ frame
   uint32_t max_prompt_bytes = 64u << 10; ///< bytes of prompt text
   uint32_t max_jobs_per_run = 100000;    ///< jobs one run may hold
-  uint32_t max_runs = 10000;             ///< runs the coordinator keeps
+  uint32_t max_runs = 10000;             ///< unfinished runs the coordinator keeps
   /// Bytes of prompt text the coordinator holds for unfinished runs, counted once per
   /// job (each job carries its prompt): bounds its memory and journal, which
   /// max_jobs_per_run x max_prompt_bytes (6.25 GiB by default) alone does not.
   uint64_t max_queued_prompt_bytes = 1ull << 30;
+
+  // -- retention (real time; docs/reliability.md, "Retention") --
+  /// Seconds a finished run (every job succeeded, failed for good or cancelled) stays in
+  /// the coordinator's memory after it finished; then only the journal holds it (status,
+  /// runs, wait and resume read it there). 0 = forgotten at the next tick.
+  int finished_run_memory_s = 3600;
+  /// Seconds a finished run's records stay in the journal after it finished; then they are
+  /// deleted and the file's free pages given back (incremental vacuum). 0 = kept forever.
+  /// At least finished_run_memory_s (a run leaves the memory before the journal).
+  int journal_keep_finished_s = 7 * 86'400;
 
   // -- supervision --
   restart_policy pool_restarts{5, 30};

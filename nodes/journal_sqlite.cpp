@@ -65,6 +65,10 @@ sqlite_journal::sqlite_journal(const std::string& path) : path_(path) {
     throw std::runtime_error("journal " + path + ": " + err);
   }
   sqlite3_busy_timeout(db_, 5000);
+  // Deleted runs' pages go back to the file system (drop, reclaim). The mode takes effect
+  // on a new database before its first table; one created before (mode NONE) is switched
+  // by a VACUUM, once, below.
+  exec("PRAGMA auto_vacuum=INCREMENTAL");
   exec("PRAGMA journal_mode=WAL");
   exec("PRAGMA synchronous=FULL");
   exec("CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL)");
@@ -72,6 +76,14 @@ sqlite_journal::sqlite_journal(const std::string& path) : path_(path) {
        " id TEXT UNIQUE NOT NULL, record TEXT NOT NULL, checksum TEXT NOT NULL)");
   exec("CREATE TABLE IF NOT EXISTS jobs(run_id TEXT NOT NULL, idx INTEGER NOT NULL,"
        " record TEXT NOT NULL, checksum TEXT NOT NULL, PRIMARY KEY(run_id, idx))");
+  if (pragma("PRAGMA auto_vacuum") != 2) {
+    spdlog::info("journal {}: created without auto_vacuum; switching it to INCREMENTAL"
+                 " (a VACUUM, once)", path_);
+    exec("VACUUM");
+    if (pragma("PRAGMA auto_vacuum") != 2)
+      throw std::runtime_error("journal " + path_ + ": cannot switch to auto_vacuum=INCREMENTAL");
+  }
+  reclaim();  // a drop cut short between its delete and its vacuum
 }
 
 sqlite_journal::~sqlite_journal() {
@@ -86,6 +98,108 @@ void sqlite_journal::exec(const char* sql) {
     sqlite3_free(err);
     throw std::runtime_error("journal " + path_ + ": " + msg + " (" + sql + ")");
   }
+}
+
+int64_t sqlite_journal::pragma(const char* sql) {
+  statement st(db_, sql);
+  return st.step() ? st.integer(0) : 0;
+}
+
+void sqlite_journal::reclaim() {
+  if (pragma("PRAGMA freelist_count") == 0)
+    return;
+  exec("PRAGMA incremental_vacuum");
+  // In WAL mode the file is truncated when the pages reach it: checkpoint now, and empty
+  // the WAL file as well.
+  exec("PRAGMA wal_checkpoint(TRUNCATE)");
+}
+
+void sqlite_journal::drop(const std::vector<std::string>& run_ids) {
+  if (run_ids.empty())
+    return;
+  exec("BEGIN IMMEDIATE");
+  try {
+    statement del_jobs(db_, "DELETE FROM jobs WHERE run_id=?1");
+    statement del_run(db_, "DELETE FROM runs WHERE id=?1");
+    for (auto& id : run_ids) {
+      del_jobs.bind(1, id);
+      del_jobs.step();
+      del_jobs.reset();
+      del_run.bind(1, id);
+      del_run.step();
+      del_run.reset();
+    }
+    exec("COMMIT");
+  } catch (...) {
+    char* err = nullptr;
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, &err);
+    sqlite3_free(err);
+    throw;
+  }
+  crash::point("journal.before_vacuum");
+  reclaim();
+}
+
+std::optional<std::string> sqlite_journal::find_request(const std::string& request_id) {
+  statement get(db_, "SELECT id FROM runs WHERE json_extract(record, '$.request_id') = ?1"
+                     " ORDER BY seq DESC LIMIT 1");
+  get.bind(1, request_id);
+  if (!get.step())
+    return std::nullopt;
+  return get.text(0);
+}
+
+void sqlite_journal::load_jobs(sched::run& r) {
+  statement get(db_, "SELECT idx, record, checksum FROM jobs WHERE run_id=?1 ORDER BY idx");
+  get.bind(1, r.id);
+  while (get.step()) {
+    auto rec = get.text(1);
+    if (checksum(rec) != get.text(2)) {
+      ++damaged_;
+      spdlog::error("journal: job record {}/{} is damaged; skipped", r.id, get.integer(0));
+      continue;
+    }
+    auto j = actors::job_from_record(nlohmann::json::parse(rec));
+    if (j.spec.index != r.jobs.size()) {
+      ++damaged_;
+      spdlog::error("journal: run {} misses job {}; later jobs skipped", r.id, r.jobs.size());
+      break;
+    }
+    r.jobs.push_back(std::move(j));
+  }
+}
+
+std::optional<sched::run> sqlite_journal::load_run(const std::string& id) {
+  statement get(db_, "SELECT record, checksum FROM runs WHERE id=?1");
+  get.bind(1, id);
+  if (!get.step())
+    return std::nullopt;
+  auto rec = get.text(0);
+  if (checksum(rec) != get.text(1))
+    throw std::runtime_error("journal: the record of run " + id + " is damaged");
+  auto r = actors::run_from_record(nlohmann::json::parse(rec));
+  load_jobs(r);
+  return r;
+}
+
+std::deque<sched::run> sqlite_journal::load_newest(std::size_t limit,
+                                                   const std::set<std::string>& skip) {
+  std::deque<sched::run> out;
+  statement get(db_, "SELECT id, record, checksum FROM runs ORDER BY seq DESC");
+  while ((limit == 0 || out.size() < limit) && get.step()) {
+    auto id = get.text(0);
+    if (skip.count(id) != 0)
+      continue;
+    auto rec = get.text(1);
+    if (checksum(rec) != get.text(2)) {
+      spdlog::error("journal: run record {} is damaged; skipped", id);
+      continue;
+    }
+    out.push_front(actors::run_from_record(nlohmann::json::parse(rec)));
+  }
+  for (auto& r : out)
+    load_jobs(r);
+  return out;
 }
 
 void sqlite_journal::write(const std::vector<const sched::run*>& runs,

@@ -1,6 +1,7 @@
 #pragma once
 /// The coordinator's journal in SQLite: WAL mode, synchronous=FULL, one transaction per
-/// write, every record carrying its own SHA-256 so a record damaged at rest is detected.
+/// write, every record carrying its own SHA-256 so a record damaged at rest is detected;
+/// auto_vacuum=INCREMENTAL, so deleting old runs (drop) shrinks the file.
 
 #include <memory>
 #include <string>
@@ -22,12 +23,24 @@ public:
   void write(const std::vector<const sched::run*>& runs,
              const std::vector<const sched::job*>& jobs, uint64_t next_attempt) override;
   void load(std::deque<sched::run>& runs, uint64_t& next_attempt) override;
+  std::optional<sched::run> load_run(const std::string& id) override;
+  std::deque<sched::run> load_newest(std::size_t limit,
+                                     const std::set<std::string>& skip) override;
+  void drop(const std::vector<std::string>& run_ids) override;
+  std::optional<std::string> find_request(const std::string& request_id) override;
+
+  /// Free pages given back to the file system: at open (a drop cut short by a crash) and
+  /// after each drop.
+  void reclaim();
 
   /// Records skipped on the last load because their checksum did not match.
   int damaged_records() const { return damaged_; }
 
 private:
   void exec(const char* sql);
+  int64_t pragma(const char* sql);
+  /// The jobs of run `r` as recorded, appended to r.jobs (checked like load's).
+  void load_jobs(sched::run& r);
   sqlite3* db_ = nullptr;
   std::string path_;
   int damaged_ = 0;

@@ -5,6 +5,8 @@
 #include <ctime>
 #include <cstdint>
 #include <cstdio>
+#include <deque>
+#include <optional>
 #include <set>
 
 #include <caf/all.hpp>
@@ -26,6 +28,12 @@ struct shell {
   std::shared_ptr<journal> jnl;
   sched::state st;
   clock_note clock;
+  /// The state's counters as last put in the registry (its counters take the growth).
+  uint64_t forgotten_seen = 0, unknown_seen = 0;
+  /// The forgotten run read last from the journal: a client reading a big one page by page
+  /// reads the journal once. A forgotten run does not change; the copy goes when its
+  /// records are dropped or it is resumed (back in the state).
+  std::optional<sched::run> recent;
 };
 
 bool share_gpu(const config::pool& a, const config::pool& b) {
@@ -72,6 +80,13 @@ void execute(shell& sh, const std::vector<sched::effect>& fx) {
       sh.ctx.out->send(rl->host, "latents", msg::latent_release{rl->host, rl->sha256s});
     else if (auto* l = std::get_if<sched::fx_log>(&e))
       spdlog::log(static_cast<spdlog::level::level_enum>(l->level), "coordinator: {}", l->text);
+    else if (auto* dr = std::get_if<sched::fx_drop_runs>(&e)) {
+      if (sh.recent && std::count(dr->run_ids.begin(), dr->run_ids.end(), sh.recent->id) != 0)
+        sh.recent.reset();
+      sh.jnl->drop(dr->run_ids);  // throws like write: a restart loads and drops them again
+      metrics::global().add("vidline_journal_runs_dropped_total", {},
+                            static_cast<double>(dr->run_ids.size()));
+    }
   }
 }
 
@@ -97,6 +112,33 @@ void observe(const shell& sh) {
     reg.set("vidline_host_up", {{"host", host}}, up ? 1 : 0);
 }
 
+/// Counters of the state since the last look (observe's counterpart for counters).
+void count(shell& sh) {
+  auto& reg = metrics::global();
+  reg.add("vidline_runs_forgotten_total", {},
+          static_cast<double>(sh.st.runs_forgotten - sh.forgotten_seen));
+  reg.add("vidline_unknown_job_results_total", {},
+          static_cast<double>(sh.st.unknown_job_results - sh.unknown_seen));
+  sh.forgotten_seen = sh.st.runs_forgotten;
+  sh.unknown_seen = sh.st.unknown_job_results;
+}
+
+/// A run the state no longer holds (forgotten, docs/reliability.md "Retention"), as the
+/// journal recorded it; nullopt when it has none. `error` says why a read failed.
+std::optional<sched::run> from_journal(shell& sh, const std::string& run_id, std::string& error) {
+  if (sh.recent && sh.recent->id == run_id)
+    return sh.recent;
+  try {
+    auto r = sh.jnl->load_run(run_id);
+    if (r)
+      sh.recent = r;
+    return r;
+  } catch (const std::exception& e) {
+    error = std::string("cannot read run ") + run_id + " from the journal: " + e.what();
+    return std::nullopt;
+  }
+}
+
 void handle(shell& sh, const sched::event& e) {
   execute(sh, sched::step(sh.st, e, sh.ctx.run_now(), sh.ctx.mono_now()));
 }
@@ -120,10 +162,14 @@ msg::submit_reply submit(shell& sh, const msg::submit_run& req) {
                    : planner::shots_capacity_refusal(sh.st, req.mode, req.shots);
       !why.empty())
     return {"", why};
-  if (!req.request_id.empty())
+  if (!req.request_id.empty()) {
     for (auto& r : sh.st.runs)
       if (r.request_id == req.request_id)
         return {r.id, ""};
+    // A run forgotten since (finished): the journal still knows the request.
+    if (auto id = sh.jnl->find_request(req.request_id))
+      return {*id, ""};
+  }
   if (auto why = check_queue(sh.st, sh.ctx.cluster->knobs, req); !why.empty())
     return {"", why};
   sched::run r;
@@ -162,7 +208,12 @@ msg::submit_jobs_reply add_jobs(shell& sh, const msg::submit_jobs& req) {
   out.run_id = req.run_id;
   auto* r = sh.st.find_run(req.run_id);
   if (r == nullptr) {
-    out.error = "no run " + req.run_id;
+    std::string err;
+    if (auto old = from_journal(sh, req.run_id, err)) {
+      out.error = "run " + old->id + " is " + run_state(*old) + ": jobs go only to an open run";
+      return out;
+    }
+    out.error = err.empty() ? "no run " + req.run_id : err;
     out.code = msg::reply_code::no_such_run;
     return out;
   }
@@ -228,8 +279,21 @@ msg::cancel_reply cancel(shell& sh, const msg::cancel_run& req) {
   msg::cancel_reply out;
   out.run_id = req.run_id;
   auto* r = sh.st.find_run(req.run_id);
+  std::string err;
+  if (r == nullptr)
+    if (auto old = from_journal(sh, req.run_id, err)) {
+      // Forgotten, so finished: nothing is left to cancel.
+      if (req.one_job && req.index >= old->jobs.size()) {
+        out.error = "run " + old->id + " has no job " + std::to_string(req.index) + " (it has "
+                    + std::to_string(old->jobs.size()) + ")";
+        out.code = msg::reply_code::no_such_run;
+        return out;
+      }
+      out.state = run_state(*old);
+      return out;
+    }
   if (r == nullptr) {
-    out.error = "no run " + req.run_id;
+    out.error = err.empty() ? "no run " + req.run_id : err;
     out.code = msg::reply_code::no_such_run;
     return out;
   }
@@ -287,10 +351,85 @@ msg::status_reply status(shell& sh, const std::string& run_id, status_page page)
   } else {
     r = sh.st.find_run(run_id);
   }
+  // A run the state forgot: its records in the journal answer (the newest one recorded,
+  // when none is asked for and none is in memory).
+  std::optional<sched::run> old;
+  std::string err;
+  if (r == nullptr) {
+    if (run_id.empty()) {
+      try {
+        auto newest = sh.jnl->load_newest(1, {});
+        if (!newest.empty())
+          old = std::move(newest.back());
+      } catch (const std::exception& e) {
+        err = std::string("cannot read the journal: ") + e.what();
+      }
+    } else {
+      old = from_journal(sh, run_id, err);
+    }
+    if (old)
+      r = &*old;
+  }
   if (r == nullptr)
-    return {"", run_id.empty() ? "no runs yet" : "no run " + run_id, msg::reply_code::no_such_run};
+    return {"", !err.empty() ? err : run_id.empty() ? "no runs yet" : "no run " + run_id,
+            msg::reply_code::no_such_run};
+  auto j = status_json(sh.st, *r, sh.clock, sh.ctx.run_now(), page);
+  j["from_journal"] = old.has_value();
   return status_or_too_large(sh, "run " + r->id + " (" + std::to_string(r->jobs.size()) + " jobs)",
-                             dump_text(status_json(sh.st, *r, sh.clock, sh.ctx.run_now(), page)));
+                             dump_text(j));
+}
+
+/// `vidline runs`: the runs in memory and, beside them, those only the journal holds.
+msg::runs_reply runs(shell& sh, bool all) {
+  std::set<std::string> here;
+  for (auto& r : sh.st.runs)
+    here.insert(r.id);
+  std::deque<sched::run> old;
+  try {
+    // Without --all the listing shows 20 finished runs: no more can come from the journal.
+    old = sh.jnl->load_newest(all ? 0 : 20, here);
+  } catch (const std::exception& e) {
+    return {"", std::string("cannot read the journal: ") + e.what(), ""};
+  }
+  auto text = dump_text(runs_json(sh.st, sh.ctx.run_now(), all, old));
+  if (text.size() + status_frame_headroom > sh.ctx.cluster->knobs.max_frame_bytes)
+    return {"", "the run list is " + std::to_string(text.size())
+                  + " bytes, over max_frame_bytes; ask without --all",
+            msg::reply_code::too_large};
+  return {text, "", ""};
+}
+
+/// `vidline resume RUN`: a forgotten run is recalled from the journal (when it has failed
+/// jobs and was not cancelled) and resumed.
+msg::resume_reply resume(shell& sh, const std::string& run_id) {
+  msg::resume_reply reply{run_id, 0, "", "", ""};
+  auto failed = [](const sched::run& r) {
+    return std::count_if(r.jobs.begin(), r.jobs.end(), [](const sched::job& j) {
+      return j.state == sched::job_state::failed;
+    });
+  };
+  sched::ev_resume ev{run_id, std::nullopt};
+  long before = 0;
+  if (auto* r = sh.st.find_run(run_id)) {
+    before = failed(*r);
+  } else {
+    std::string err;
+    ev.recalled = from_journal(sh, run_id, err);
+    if (!ev.recalled) {
+      reply.error = err.empty() ? "no run " + run_id : err;
+      reply.code = msg::reply_code::no_such_run;
+      return reply;
+    }
+    before = failed(*ev.recalled);
+    reply.state = run_state(*ev.recalled);
+  }
+  handle(sh, ev);
+  sh.recent.reset();  // perhaps recalled: the state holds it now, and it will change
+  if (auto* r = sh.st.find_run(run_id)) {
+    reply.reopened = static_cast<uint32_t>(before - failed(*r));
+    reply.state = run_state(*r);
+  }
+  return reply;
 }
 
 } // namespace
@@ -307,6 +446,9 @@ sched::state initial_state(const config::cluster& c, double time_scale) {
   s.p.retry_backoff_max_s = run_s(c.knobs.retry_backoff_max_ms / 1000.0);
   s.p.latent_wait_s =
     run_s(c.knobs.heartbeat_interval_ms * (c.knobs.heartbeat_misses + 7) / 1000.0);
+  s.p.finished_run_memory_s = run_s(c.knobs.finished_run_memory_s);
+  s.p.journal_keep_finished_s =
+    c.knobs.journal_keep_finished_s == 0 ? -1 : run_s(c.knobs.journal_keep_finished_s);
   for (auto& p : c.pools) {
     sched::pool_view v;
     v.name = p.name;
@@ -500,24 +642,7 @@ caf::behavior coordinator_actor(caf::event_based_actor* self, context ctx,
       sh->ctx.out->reply(c.reply_to, c.correlation, reply);
     },
     [sh](msg::client_call<msg::resume_run>& c) {
-      msg::resume_reply reply{c.body.run_id, 0, "", "", ""};
-      auto* r = sh->st.find_run(c.body.run_id);
-      if (r == nullptr) {
-        reply.error = "no run " + c.body.run_id;
-        reply.code = msg::reply_code::no_such_run;
-      } else {
-        auto before = std::count_if(r->jobs.begin(), r->jobs.end(), [](const sched::job& j) {
-          return j.state == sched::job_state::failed;
-        });
-        handle(*sh, sched::ev_resume{c.body.run_id});
-        r = sh->st.find_run(c.body.run_id);
-        auto after = std::count_if(r->jobs.begin(), r->jobs.end(), [](const sched::job& j) {
-          return j.state == sched::job_state::failed;
-        });
-        reply.reopened = static_cast<uint32_t>(before - after);
-        reply.state = run_state(*r);
-      }
-      sh->ctx.out->reply(c.reply_to, c.correlation, reply);
+      sh->ctx.out->reply(c.reply_to, c.correlation, resume(*sh, c.body.run_id));
     },
     [sh](msg::client_call<msg::cancel_run>& c) {
       sh->ctx.out->reply(c.reply_to, c.correlation, cancel(*sh, c.body));
@@ -526,13 +651,7 @@ caf::behavior coordinator_actor(caf::event_based_actor* self, context ctx,
       sh->ctx.out->reply(c.reply_to, c.correlation, add_jobs(*sh, c.body));
     },
     [sh](msg::client_call<msg::runs_query>& c) {
-      auto text = dump_text(runs_json(sh->st, sh->ctx.run_now(), c.body.all));
-      msg::runs_reply reply{text, "", ""};
-      if (text.size() + status_frame_headroom > sh->ctx.cluster->knobs.max_frame_bytes)
-        reply = {"", "the run list is " + std::to_string(text.size())
-                       + " bytes, over max_frame_bytes; ask without --all",
-                 msg::reply_code::too_large};
-      sh->ctx.out->reply(c.reply_to, c.correlation, reply);
+      sh->ctx.out->reply(c.reply_to, c.correlation, runs(*sh, c.body.all));
     },
     [sh](msg::client_call<msg::status_query>& c) {
       sh->ctx.out->reply(c.reply_to, c.correlation,
@@ -541,6 +660,7 @@ caf::behavior coordinator_actor(caf::event_based_actor* self, context ctx,
     [self, sh, interval](msg::tick_atom) {
       handle(*sh, sched::ev_tick{});
       observe(*sh);
+      count(*sh);
       self->delayed_send(self, interval, msg::tick_atom::value);
     },
     [](msg::crash_atom) -> caf::result<void> { throw std::runtime_error("crash requested"); },

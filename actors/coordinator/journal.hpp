@@ -5,6 +5,9 @@
 
 #include <cstdint>
 #include <deque>
+#include <optional>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "actors/coordinator/scheduler.hpp"
@@ -22,6 +25,24 @@ public:
 
   /// Everything recorded: runs oldest first, with their jobs; and the attempt counter.
   virtual void load(std::deque<sched::run>& runs, uint64_t& next_attempt) = 0;
+
+  /// One run with its jobs as recorded (a run the coordinator forgot: `vidline status`,
+  /// `wait`, `resume`); nullopt when the journal holds no run of that id.
+  virtual std::optional<sched::run> load_run(const std::string& id) = 0;
+
+  /// The newest `limit` runs recorded (0 = all) whose ids are not in `skip`, with their
+  /// jobs, oldest first (`vidline runs` beside the runs in memory).
+  virtual std::deque<sched::run> load_newest(std::size_t limit,
+                                             const std::set<std::string>& skip) = 0;
+
+  /// The id of the run recorded with this submit request id (`submit_run.request_id`), if
+  /// any: a retried submit of a run the coordinator forgot makes no second run.
+  virtual std::optional<std::string> find_request(const std::string& request_id) = 0;
+
+  /// Deletes these runs' records (run and jobs) in one transaction, then gives the freed
+  /// pages back to the file system. Throws std::runtime_error when it cannot; runs not
+  /// recorded are no error.
+  virtual void drop(const std::vector<std::string>& run_ids) = 0;
 };
 
 } // namespace vidline::actors

@@ -221,11 +221,22 @@ namespace {
 double ms3(double t) { return std::round(t * 1000) / 1000; }
 } // namespace
 
-nlohmann::json runs_json(const sched::state& s, double now, bool all) {
+nlohmann::json runs_json(const sched::state& s, double now, bool all,
+                         const std::deque<sched::run>& journaled) {
   json out = json::array();
   std::size_t finished_shown = 0;
-  for (auto it = s.runs.rbegin(); it != s.runs.rend(); ++it) {
-    const auto& r = *it;
+  // Both lists are oldest first; merged by submission (the state's first on a tie).
+  std::vector<std::pair<const sched::run*, bool>> merged;
+  merged.reserve(s.runs.size() + journaled.size());
+  for (auto& r : s.runs)
+    merged.emplace_back(&r, false);
+  for (auto& r : journaled)
+    merged.emplace_back(&r, true);
+  std::stable_sort(merged.begin(), merged.end(), [](const auto& a, const auto& b) {
+    return a.first->submitted_at < b.first->submitted_at;
+  });
+  for (auto it = merged.rbegin(); it != merged.rend(); ++it) {
+    const auto& r = *it->first;
     if (r.done && !all && finished_shown >= 20)
       continue;
     finished_shown += r.done ? 1 : 0;
@@ -261,7 +272,8 @@ nlohmann::json runs_json(const sched::state& s, double now, bool all) {
                    {"queued", queued},
                    {"in_flight", running},
                    {"eta_s", eta},
-                   {"age_s", ms3(now - r.submitted_at)}});
+                   {"age_s", ms3(now - r.submitted_at)},
+                   {"from_journal", it->second}});
   }
   // Oldest first, as submitted.
   std::reverse(out.begin(), out.end());

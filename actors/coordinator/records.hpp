@@ -2,6 +2,7 @@
 /// Runs and jobs as JSON: the journal's record format and the status contract's fields.
 /// Pure: no I/O.
 
+#include <deque>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -28,9 +29,12 @@ struct clock_note {
 /// "cancelled" (the whole run cancelled, or every job of it).
 std::string run_state(const sched::run& r);
 
-/// `vidline runs`: one object per run, oldest first (run_id, state, mode, priority, done,
-/// total, per-state counts, eta_s, age_s); finished runs only the newest 20 unless `all`.
-nlohmann::json runs_json(const sched::state& s, double now, bool all);
+/// `vidline runs`: one object per run, oldest first by submission (run_id, state, mode,
+/// priority, done, total, per-state counts, eta_s, age_s, from_journal); finished runs only
+/// the newest 20 unless `all`. `journaled`: runs the state forgot, as the journal holds them
+/// (from_journal true), listed beside those of the state.
+nlohmann::json runs_json(const sched::state& s, double now, bool all,
+                         const std::deque<sched::run>& journaled = {});
 
 /// The coordinator's view of the cluster: hosts, pools and decoders, alive or not
 /// (`status_query` with run_id "@cluster").

@@ -235,7 +235,10 @@ void index_run(state& s, std::size_t rp) {
     s.idx.runs.resize(rp + 1);
   auto& ri = s.idx.runs[rp];
   ri = run_index{};
-  // The rotation goes on over the queue: after the jobs of the earlier runs of its mode.
+  // The rotation goes on over the queue: after the jobs of the earlier runs of its mode,
+  // the forgotten ones included.
+  if (auto f = s.forgotten_jobs.find(r.mode); f != s.forgotten_jobs.end())
+    ri.turn_base = f->second;
   for (std::size_t k = 0; k < rp; ++k)
     if (s.runs[k].mode == r.mode)
       ri.turn_base += s.runs[k].jobs.size();
@@ -1064,6 +1067,8 @@ struct stepper {
 
   /// A result of an attempt other than the job's current one.
   void late_sample_result(job* j, const msg::sample_result& r) {
+    if (j == nullptr)
+      ++s.unknown_job_results;  // a forgotten run's (or no run's): acknowledged, no more
     if (j != nullptr && j->state == job_state::cancelled) {
       // Stopped by the user: whatever the attempt made is not the job's (its latent, if
       // any, is released when its host reports it).
@@ -1098,6 +1103,8 @@ struct stepper {
   /// A decode result of an attempt other than the job's current one.
   void late_decode_result(job* j, const msg::decode_result& r) {
     const std::string target = "decoder:" + r.decoder;
+    if (j == nullptr)
+      ++s.unknown_job_results;
     if (j == nullptr || r.attempt == j->attempt || j->state == job_state::cancelled)
       return ack(r.host, target, r.attempt);  // a resent result, handled before; or cancelled
     if (r.outcome == msg::outcome::fenced) {
@@ -1277,6 +1284,8 @@ struct stepper {
 
   void on(const ev_resume& e) {
     auto* r = s.find_run(e.run_id);
+    if (r == nullptr && e.recalled && e.recalled->id == e.run_id)
+      r = recall(*e.recalled);
     if (r == nullptr || r->cancelled)
       return;
     int reopened = 0;
@@ -1298,6 +1307,83 @@ struct stepper {
     fx.push_back(fx_persist_run{r->id});
     log(2, "run " + r->id + ": " + std::to_string(reopened) + " failed jobs resumed");
     refuse_impossible(*r);
+  }
+
+  /// A forgotten run back from the journal for a resume, behind the runs here: when it has
+  /// a failed job and was not cancelled (else nothing is to be done and it stays out).
+  run* recall(const run& from_journal) {
+    if (from_journal.cancelled || from_journal.jobs.empty())
+      return nullptr;
+    bool any_failed = false;
+    for (std::size_t i = 0; i < from_journal.jobs.size(); ++i) {
+      const auto& j = from_journal.jobs[i];
+      if (j.spec.index != i || j.spec.run_id != from_journal.id || !is_final(j.state))
+        return nullptr;  // not a finished run as this machine forgot it
+      any_failed = any_failed || j.state == job_state::failed;
+    }
+    if (!any_failed)
+      return nullptr;
+    for (auto it = s.journaled.begin(); it != s.journaled.end();)
+      it = it->second == from_journal.id ? s.journaled.erase(it) : std::next(it);
+    s.runs.push_back(from_journal);
+    index_run(s, s.runs.size() - 1);
+    order_runs(s);
+    log(2, "run " + from_journal.id + " recalled from the journal to be resumed");
+    return &s.runs.back();
+  }
+
+  /// Retention (params::finished_run_memory_s, journal_keep_finished_s): runs finished
+  /// long enough ago leave the state; those forgotten long enough ago leave the journal.
+  /// Nothing of a forgotten run is referred to again: its jobs are final (no pool holds
+  /// one, no order of it is out), and a late result naming one finds no job.
+  void retain() {
+    if (s.p.finished_run_memory_s >= 0) {
+      std::vector<std::string> gone;
+      for (std::size_t rp = 0; rp < s.runs.size(); ++rp) {
+        const auto& r = s.runs[rp];
+        const double at = r.finished_at >= 0 ? r.finished_at : r.submitted_at;
+        if (r.done && s.idx.runs[rp].unfinished == 0 && now - at >= s.p.finished_run_memory_s)
+          gone.push_back(r.id);
+      }
+      if (!gone.empty())
+        forget(gone);
+    }
+    if (s.p.journal_keep_finished_s < 0 || s.journaled.empty())
+      return;
+    fx_drop_runs drop;
+    while (!s.journaled.empty()
+           && now - s.journaled.begin()->first >= s.p.journal_keep_finished_s) {
+      drop.run_ids.push_back(s.journaled.begin()->second);
+      s.journaled.erase(s.journaled.begin());
+    }
+    if (drop.run_ids.empty())
+      return;
+    log(2, std::to_string(drop.run_ids.size()) + " finished runs leave the journal");
+    fx.push_back(std::move(drop));
+  }
+
+  void forget(const std::vector<std::string>& ids) {
+    const std::set<std::string> gone(ids.begin(), ids.end());
+    std::deque<run> kept;
+    for (auto& r : s.runs) {
+      if (gone.count(r.id) == 0) {
+        kept.push_back(std::move(r));
+        continue;
+      }
+      for (auto& [name, p] : s.pools)
+        if (p.assigned && p.assigned->first == r.id) {
+          p.assigned.reset();  // a final job's: nothing runs for it
+          p.ordered_at = -1;
+        }
+      s.forgotten_jobs[r.mode] += r.jobs.size();
+      if (s.p.journal_keep_finished_s >= 0)
+        s.journaled.emplace(r.finished_at >= 0 ? r.finished_at : r.submitted_at, r.id);
+      ++s.runs_forgotten;
+      log(1, "run " + r.id + " forgotten (finished; the journal holds it)");
+    }
+    s.runs = std::move(kept);
+    // Positions moved: the index is rebuilt (at most once a tick, over the runs kept).
+    reindex(s);
   }
 
   /// Stops job `j` (not final): queued, sampled or in flight, it is cancelled. A stage in
@@ -1400,6 +1486,7 @@ struct stepper {
   }
 
   void on(const ev_tick&) {
+    retain();
     expire_leases();
     // Latents on a host that stays down are sampled again elsewhere (in job order).
     if (s.host_down_since.empty())

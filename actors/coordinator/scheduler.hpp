@@ -234,6 +234,13 @@ struct params {
   /// Attempts lost to a crash or a host going down are not backed off.
   double retry_backoff_s = 1;
   double retry_backoff_max_s = 60;
+  /// Retention (docs/reliability.md, "Retention"), run-clock seconds after a run finished
+  /// (every job final): at the first tick from then on the run leaves the state (knob
+  /// finished_run_memory_s; 0 = at the next tick), and later its records leave the journal
+  /// (fx_drop_runs; knob journal_keep_finished_s, never before it left the state). -1 =
+  /// never (the knob's 0 for the journal).
+  double finished_run_memory_s = -1;
+  double journal_keep_finished_s = -1;
 };
 
 /// A host down, as peer events said (run clock; to = -1 while it is still down).
@@ -382,6 +389,18 @@ struct state {
   std::deque<outage> outages;                             ///< oldest first (not journaled)
   std::deque<run> runs;                                   ///< oldest first
   uint64_t next_attempt = 1;
+  /// Runs forgotten (params::finished_run_memory_s) whose records the journal still holds,
+  /// by when they finished: (finished_at, run id). Empty while the journal keeps every
+  /// run (journal_keep_finished_s < 0). Not journaled: a restarted coordinator loads such
+  /// runs back and forgets them again at its first tick.
+  std::set<std::pair<double, std::string>> journaled;
+  /// Jobs of the forgotten runs of each mode: in_turn's rotation goes on after them as it
+  /// did while they were here (run_index::turn_base), so forgetting moves no job's home.
+  std::map<std::string, uint64_t> forgotten_jobs;
+  uint64_t runs_forgotten = 0;                            ///< since start (a metric)
+  /// Results naming a job the state does not hold (a forgotten run's, or an unknown one):
+  /// acknowledged and otherwise ignored; counted since start (a metric).
+  uint64_t unknown_job_results = 0;
   state_index idx;
 
   run* find_run(const std::string& id);
@@ -420,7 +439,10 @@ struct ev_tick {};                                 ///< time passed: resends, wa
 /// The user asks to finish a run's failed jobs (`vidline resume`): each failed job goes
 /// back to decoding when its latent is known (a latent gone is sampled again), else to
 /// sampling, with fresh attempt budgets. Capacity limits learned are kept.
-struct ev_resume { std::string run_id; };
+/// A run no longer in the state (forgotten, params::finished_run_memory_s) is resumed from
+/// `recalled`, its records as the journal holds them: it comes back when it has failed jobs
+/// and was not cancelled, behind the runs in the state.
+struct ev_resume { std::string run_id; std::optional<run> recalled; };
 /// A host's latents actor reports the latents it holds: those no unfinished job needs are
 /// released; one sampled for a job that waits for a latent again is adopted (re-offer).
 struct ev_latent_holdings { msg::latent_holdings h; };
@@ -451,9 +473,13 @@ struct fx_run_done { std::string run_id; };
 struct fx_log { int level = 2; std::string text; };              ///< 0 debug .. 4 error
 /// Tell `host`'s latents actor it may remove these (their jobs are finished).
 struct fx_release { std::string host; std::vector<std::string> sha256s; };
+/// Delete these runs' records (run and jobs) from the journal, then reclaim the space:
+/// they finished journal_keep_finished_s ago and the state forgot them before.
+struct fx_drop_runs { std::vector<std::string> run_ids; };
 
 using effect = std::variant<fx_persist_job, fx_persist_run, fx_send_sample, fx_send_decode,
-                            fx_ack, fx_job_final, fx_run_done, fx_log, fx_release, fx_grant>;
+                            fx_ack, fx_job_final, fx_run_done, fx_log, fx_release, fx_grant,
+                            fx_drop_runs>;
 
 /// Applies one event at run-clock time `now` and monotonic time `mono` (seconds; leases);
 /// returns the effects to execute, in order.

@@ -321,7 +321,14 @@ private:
                     {"status_interval_ms", 100},    {"order_resend_ms", 400},
                     {"lease_ms", 1000},             {"reconnect_max_ms", 500},
                     {"transfer_timeout_ms", 1500},  {"max_attempts", 8},
-                    {"sample_timeout_s", 1200},     {"decode_timeout_s", 240}};
+                    {"sample_timeout_s", 1200},     {"decode_timeout_s", 240},
+                    // Retention in real seconds, scaled as the sim clock is: at time_scale
+                    // 0.01 a finished run leaves the coordinator's memory after ~17
+                    // simulated minutes and the journal after ~50, so the journal levels
+                    // off within the first third of even the short soak. The soak's follow
+                    // verifies a run from its status within seconds of its end, from the
+                    // journal once it was forgotten.
+                    {"finished_run_memory_s", 10},  {"journal_keep_finished_s", 30}};
     config_ = dir_ + "/cluster.json";
     std::ofstream(config_) << cfg.dump(2);
   }

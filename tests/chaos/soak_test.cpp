@@ -4,7 +4,6 @@
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -58,19 +57,14 @@ void report(const chaos::soak_verdict& v, const chaos::soak_params& p) {
   std::fflush(stdout);
 }
 
-/// `known`: resources whose growth is fixed on another branch and not merged yet; the
-/// short soak reports them without failing. The full soak (launch/soak) allows none.
-void check(const chaos::soak_verdict& v, const std::set<std::string>& known = {}) {
+/// Every resource must level off (the journal too, since retention compacts it).
+void check(const chaos::soak_verdict& v) {
   std::string growing;
   std::vector<std::string> unexpected;
   for (auto& t : v.trends)
     if (!t.ok) {
       growing += t.host + "/" + t.resource + " ";
-      if (known.count(t.resource) == 0)
-        unexpected.push_back(t.host + "/" + t.resource);
-      else
-        std::printf("soak: %s/%s grows: known until journal compaction is merged\n",
-                    t.host.c_str(), t.resource.c_str());
+      unexpected.push_back(t.host + "/" + t.resource);
     }
   INFO("growing: " << growing);
   CHECK(v.jobs > 0);
@@ -108,9 +102,7 @@ TEST_CASE("soak: a short soak (SOAK_HOURS, 2 simulated hours by default)") {
   chaos::soak s(p);
   auto v = s.run();
   report(v, s.params());
-  // The journal grows ~13 KB a job until compaction (issue 15, retention, another branch)
-  // is merged: then remove it from this list.
-  check(v, {"journal_bytes"});
+  check(v);
 }
 
 TEST_CASE("soak: SOAK_HOURS simulated hours (72 by default)", "[.soak]") {

@@ -235,6 +235,11 @@ const std::vector<broken_case>& broken_cases() {
       {"retry backoff ceiling below its start",
        [](json& j) { set(j, "/knobs/retry_backoff_max_ms", 500); },
        "/knobs/retry_backoff_max_ms", "at least retry_backoff_ms"},
+      {"journal kept less than memory",
+       [](json& j) { set(j, "/knobs/journal_keep_finished_s", 60); },
+       "/knobs/journal_keep_finished_s", "at least finished_run_memory_s"},
+      {"negative run memory", [](json& j) { set(j, "/knobs/finished_run_memory_s", -1); },
+       "/knobs/finished_run_memory_s", "between 0 and"},
       {"negative retry backoff", [](json& j) { set(j, "/knobs/retry_backoff_ms", -1); },
        "/knobs/retry_backoff_ms", "between 0"},
       {"resend not after status", [](json& j) { set(j, "/knobs/order_resend_ms", 500); },
@@ -447,7 +452,7 @@ TEST_CASE("knobs read, write and validate by name", "[config]") {
   const cfg::knobs defaults;
   REQUIRE_NOTHROW(cfg::validate(defaults));
   const json written = cfg::to_json(defaults);
-  CHECK(written.size() == 34);  // every knob, the retention limits, budget and lease included
+  CHECK(written.size() == 36);  // every knob, the latent, run and leftover retentions, budget and lease included
   CHECK(written["pool_restarts"] == json{{"max_restarts", 5}, {"period_s", 30.0}});
   CHECK(cfg::to_json(cfg::knobs_from_json(json::object())) == written);
 
