@@ -11,6 +11,12 @@
 #include <set>
 #include <thread>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
 #include <httplib.h>
 
 #include "common/sha256.hpp"
@@ -333,11 +339,31 @@ TEST_CASE("http: an input uploaded with PUT is named by digest in a shot, pulled
                "64 lowercase hex");
   expect_error(c.Put(path.c_str(), auth(), "", "application/octet-stream"), 400, "empty");
   {
-    const std::string huge((64u << 20) + 1, 'x');
-    auto r = c.Put(("/v1/inputs/" + vidline::to_hex(vidline::sha256_of(huge))).c_str(), auth(),
-                   huge, "application/octet-stream");
-    REQUIRE(r);
-    CHECK(r->status == 413);
+    // Over 64 MiB: refused by its Content-Length before the body is read (so the answer
+    // comes while a client would still be sending: read it off a raw socket).
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    REQUIRE(fd >= 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(l.http_a));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+    timeval tv{10, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    const std::string head = "PUT /v1/inputs/" + sha + " HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                             "Authorization: Bearer " + std::string(token) + "\r\n"
+                             "Content-Type: application/octet-stream\r\n"
+                             "Content-Length: " + std::to_string((64u << 20) + 1) + "\r\n\r\n";
+    REQUIRE(::send(fd, head.data(), head.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(head.size()));
+    std::string answer;
+    char buf[4096];
+    for (ssize_t n; answer.find("}") == std::string::npos &&
+                    (n = ::recv(fd, buf, sizeof buf, 0)) > 0;)
+      answer.append(buf, static_cast<std::size_t>(n));
+    ::close(fd);
+    INFO(answer);
+    CHECK(answer.rfind("HTTP/1.1 413", 0) == 0);
+    CHECK(answer.find("over the limit of 67108864 bytes for an input") != std::string::npos);
   }
   CHECK_FALSE(std::filesystem::exists(l.dir.path() + "/host_a/inputs/" + sha));
   // A shot naming an input the coordinator does not hold: refused, naming the shot and field.
