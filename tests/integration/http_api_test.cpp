@@ -396,21 +396,28 @@ TEST_CASE("http: an input uploaded with PUT is named by digest in a shot, pulled
   INFO(sub->body);
   REQUIRE(sub->status == 201);
   const auto run_id = json::parse(sub->body)["run_id"].get<std::string>();
-  json st;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  while (std::chrono::steady_clock::now() < deadline) {
-    auto s = cl.status(run_id, 2000);
-    if (s && ((*s)["state"] == "succeeded" || (*s)["state"] == "failed")) {
-      st = *s;
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // polling pace
-  }
+  auto st = wait_status(cl, run_id, 120, [](const json& s) { return s["state"] != "running"; });
   INFO(st.dump());
   REQUIRE(st["state"] == "succeeded");
   CHECK(st["jobs"][0]["pool"] == "xtx");
   CHECK(st["jobs"][0]["reference_sha256"] == sha);
-  CHECK(vidline::sha256_file_hex(l.dir.path() + "/host_b/inputs/" + sha) == sha);
+  const std::string copy = l.dir.path() + "/host_b/inputs/" + sha;
+  CHECK(vidline::sha256_file_hex(copy) == sha);
+
+  // The sampling host's copy damaged at rest: found before use, removed, pulled again.
+  std::ofstream(copy, std::ios::trunc) << "not the image";
+  json again_body = body;
+  again_body["shots"][0]["seed"] = 6;
+  auto sub2 = c.Post("/v1/runs", auth(), again_body.dump(), "application/json");
+  REQUIRE(sub2);
+  REQUIRE(sub2->status == 201);
+  const auto run2 = json::parse(sub2->body)["run_id"].get<std::string>();
+  auto st2 = wait_status(cl, run2, 120, [](const json& s) { return s["state"] != "running"; });
+  INFO(st2.dump());
+  CHECK(st2["state"] == "succeeded");
+  CHECK(vidline::sha256_file_hex(copy) == sha);
+  CHECK(read_file(l.dir.path() + "/host_b/logs/node.log").find("removed, pulled again from host_a") !=
+        std::string::npos);
 }
 
 TEST_CASE("http: the queue through the API: runs listed, jobs added to an open run, cancel frees the pool") {
