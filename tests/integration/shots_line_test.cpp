@@ -67,6 +67,18 @@ TEST_CASE("a mixed shot list with references runs to the end, a bad list is refu
                 dir.path() + "/big.out");
     CHECK(big.wait(30) == 2);
     CHECK(big.err().find("good.jsonl:1: size: no pool of mode four_four_plus_one") != std::string::npos);
+    // An upload the coordinator's node cannot store (its inputs folder is a file here):
+    // refused by line and field, nothing submitted.
+    std::ofstream(dir.path() + "/host_a/inputs") << "in the way";
+    process blocked({VIDLINE_BINARY, "run", "--config", config, "--mode",
+                     "four_four_xtx_plus_one", "--jobs", dir.path() + "/good.jsonl"},
+                    dir.path() + "/blocked.out");
+    CHECK(blocked.wait(60) == 2);
+    INFO(blocked.err());
+    CHECK(blocked.err().find("good.jsonl:1: reference: ") != std::string::npos);
+    CHECK(blocked.err().find("was not uploaded to the coordinator") != std::string::npos);
+    CHECK(blocked.err().find("nothing was submitted") != std::string::npos);
+    std::filesystem::remove(dir.path() + "/host_a/inputs");
     // Nothing reached the coordinator.
     bool no_runs = false;
     try {
