@@ -493,8 +493,10 @@ struct submit_jobs {
   uint32_t count = 0;
   uint64_t seed = 0;
   std::string request_id;  ///< idempotency key: a retried submit adds nothing twice
+  std::string reference_sha256;  ///< added with inputs: an input the coordinator holds
+                                 ///< (uploaded first), "" = none or `reference` only
   MSGPACK_DEFINE_MAP(run_id, prompt, reference, width, height, seconds, count, seed,
-                     request_id)
+                     request_id, reference_sha256)
 };
 
 /// coordinator -> CLI.

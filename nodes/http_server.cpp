@@ -296,13 +296,22 @@ std::optional<msg::submit_run> parse_submit(const std::string& body, api_error& 
 std::optional<msg::submit_jobs> parse_add_jobs(const std::string& run_id, const std::string& body,
                                                api_error& err) {
   auto doc = read_body(body, {"prompt", "width", "height", "seconds", "count", "seed"},
-                       {"reference", "request_id"}, err);
+                       {"reference", "reference_sha256", "request_id"}, err);
   if (!doc)
     return std::nullopt;
   msg::submit_jobs r;
   r.run_id = run_id;
   if (!read_batch(*doc, r, err))
     return std::nullopt;
+  if (doc->contains("reference_sha256") && !(*doc)["reference_sha256"].is_null()) {
+    if (!read_text(*doc, "reference_sha256", r.reference_sha256, err))
+      return std::nullopt;
+    if (!is_sha256_hex(r.reference_sha256)) {
+      err = {400, "field 'reference_sha256' must be 64 lowercase hex digits (an input uploaded "
+                  "with PUT /v1/inputs/{sha256})"};
+      return std::nullopt;
+    }
+  }
   return r;
 }
 

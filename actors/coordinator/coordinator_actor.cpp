@@ -233,7 +233,13 @@ msg::submit_jobs_reply add_jobs(shell& sh, const msg::submit_jobs& req) {
   as_run.count = req.count;
   as_run.seed = req.seed;
   as_run.request_id = req.request_id;
+  as_run.reference_sha256 = req.reference_sha256;
   if (auto why = check_submit(*sh.ctx.cluster, as_run); !why.empty()) {
+    out.error = why;
+    return out;
+  }
+  std::map<std::string, uint64_t> input_sizes;
+  if (auto why = check_inputs(sh, as_run, input_sizes); !why.empty()) {
     out.error = why;
     return out;
   }
@@ -260,6 +266,9 @@ msg::submit_jobs_reply add_jobs(shell& sh, const msg::submit_jobs& req) {
     sched::job j;
     j.spec = msg::job_spec{r->id, 0, req.seed + i, req.width, req.height, req.seconds,
                            req.prompt, prompt_sha, req.reference};
+    j.spec.reference_sha256 = req.reference_sha256;
+    if (!req.reference_sha256.empty())
+      j.spec.reference_bytes = input_sizes[req.reference_sha256];
     ev.jobs.push_back(std::move(j));
   }
   out.first_index = static_cast<uint32_t>(r->jobs.size());
