@@ -161,8 +161,9 @@ void sample(caf::event_based_actor* self, const std::shared_ptr<shell>& sh,
                                r->product, ""};
       }
       // The reference image travels by digest: the backend is given this host's verified
-      // copy, pulled from the coordinator's host when it is not here (docs/shots.md).
-      if (!job.reference_sha256.empty()) {
+      // copy, pulled from the coordinator's host when it is not here (docs/shots.md). A job
+      // without a size (journaled by a coordinator older than inputs) keeps its path.
+      if (!job.reference_sha256.empty() && job.reference_bytes != 0) {
         auto in = ensure_input(ctx, source, job.reference_sha256, job.reference_bytes,
                                cancel.get());
         if (!in.error.empty()) {
