@@ -44,6 +44,13 @@ public:
                             uint64_t bytes, const std::string& dest_path,
                             std::function<void(fetch_result)> done) = 0;
 
+  /// Pulls input `sha256` (a reference image, `bytes` long) from `host`'s
+  /// <data_dir>/inputs/ into `dest_path`, verified as a latent is; calls `done` from
+  /// another thread when it ends.
+  virtual void fetch_input(const std::string& host, const std::string& sha256,
+                           uint64_t bytes, const std::string& dest_path,
+                           std::function<void(fetch_result)> done) = 0;
+
   template <class T>
   void send(const std::string& host, const std::string& target, const T& m) {
     send_packed(host, target, T::wire_name, msg::pack_body(m));

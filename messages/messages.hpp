@@ -45,8 +45,12 @@ struct job_spec {
   /// SHA-256 (hex) of the reference image's contents as `vidline run` read them ("" = no
   /// reference, or a client older than it): part of the job's record and its index line.
   std::string reference_sha256;
+  /// The reference image's size in bytes, set by the coordinator from its own copy in
+  /// <data_dir>/inputs/<reference_sha256> (0 = no reference_sha256): the sampling host
+  /// pulls that copy (latent_fetch kind "input") before it samples.
+  uint64_t reference_bytes = 0;
   MSGPACK_DEFINE_MAP(run_id, index, seed, width, height, seconds, prompt, prompt_sha256,
-                     reference, name, reference_sha256)
+                     reference, name, reference_sha256, reference_bytes)
 };
 
 // -- coordinator <-> pool ----------------------------------------------------------------
@@ -293,7 +297,8 @@ struct latent_fetch {
   std::string sha256;
   uint64_t offset = 0;
   uint32_t length = 0;
-  std::string kind;  ///< "" = a latent; "output" = a finished video (outputs collected)
+  std::string kind;  ///< "" = a latent; "output" = a finished video (outputs collected);
+                     ///< "input" = a reference image uploaded to the host (input_put)
   MSGPACK_DEFINE_MAP(transfer_id, sha256, offset, length, kind)
 };
 
@@ -309,6 +314,32 @@ struct latent_chunk {
   MSGPACK_DEFINE_MAP(transfer_id, sha256, offset, total, error, data)
 };
 
+/// client (CLI) -> a node's bus (target "bus"): part of an input (a reference image) of
+/// SHA-256 `sha256` and `total` bytes, the bytes [offset, offset + data.size). Chunks go in
+/// order, one request at a time; an empty chunk at offset 0 asks whether the node has the
+/// input already. The node stores it at <data_dir>/inputs/<sha256> once every byte is in
+/// and hashes to `sha256` (PROTOCOL.md, "Inputs").
+struct input_put {
+  static constexpr const char* wire_name = "input_put";
+  std::string sha256;
+  uint64_t offset = 0;
+  uint64_t total = 0;
+  msgpack::type::raw_ref data;  ///< zero-copy view; valid while the frame lives
+  MSGPACK_DEFINE_MAP(sha256, offset, total, data)
+};
+
+/// node -> client: the answer to an input_put. `done`: the node holds the input, verified
+/// (now, or before: nothing was rewritten). Otherwise `next` is the offset the node wants
+/// next (0: start over), or `error` says why it refused.
+struct input_put_reply {
+  static constexpr const char* wire_name = "input_put_reply";
+  std::string sha256;
+  bool done = false;
+  uint64_t next = 0;
+  std::string error;
+  MSGPACK_DEFINE_MAP(sha256, done, next, error)
+};
+
 // -- client (CLI) <-> coordinator --------------------------------------------------------
 
 /// One shot of a shot list (`vidline run --jobs FILE`): `takes` jobs of one prompt and size,
@@ -322,8 +353,10 @@ struct shot {
   uint32_t takes = 1;
   std::string name;        ///< output stem ("" = job-<index>-<seed>)
   int32_t priority = 0;
-  std::string reference;         ///< reference image's absolute path ("" = none)
-  std::string reference_sha256;  ///< its contents' SHA-256 (hex), given with `reference`
+  std::string reference;         ///< reference image's absolute path on the submitting host
+                                 ///< (informational; "" = none, or given by digest only)
+  std::string reference_sha256;  ///< its contents' SHA-256 (hex): an input the coordinator
+                                 ///< holds (uploaded first: input_put, PUT /v1/inputs)
   MSGPACK_DEFINE_MAP(prompt, width, height, seconds, seed, takes, name, priority, reference,
                      reference_sha256)
 };
@@ -460,8 +493,10 @@ struct submit_jobs {
   uint32_t count = 0;
   uint64_t seed = 0;
   std::string request_id;  ///< idempotency key: a retried submit adds nothing twice
+  std::string reference_sha256;  ///< added with inputs: an input the coordinator holds
+                                 ///< (uploaded first), "" = none or `reference` only
   MSGPACK_DEFINE_MAP(run_id, prompt, reference, width, height, seconds, count, seed,
-                     request_id)
+                     request_id, reference_sha256)
 };
 
 /// coordinator -> CLI.

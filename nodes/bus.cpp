@@ -75,8 +75,10 @@ bus::impl::impl(bus_options o, message_handler m, peer_handler p)
           [this](std::function<void()> task) { post(std::move(task)); },
           [this] { return now_ms(); }),
       server(opt.latent_dir, opt.knobs.max_frame_bytes - chunk_frame_overhead_bytes,
-             opt.corrupt_every_nth_chunk) {
+             opt.corrupt_every_nth_chunk),
+      inputs(opt.input_dir) {
   server.set_output_dir(opt.output_dir);
+  server.set_input_dir(opt.input_dir);
   for (const auto& [host, key] : opt.security.host_keys)
     host_of_key[z85_to_binary(key)] = host;
   for (const auto& [host, ep] : opt.bulk_peers)
@@ -409,6 +411,15 @@ void bus::impl::handle(std::shared_ptr<zmq::message_t> m, const ingress& in) {
     }
     return on_fetch(env, req, in);
   }
+  if (env.type == msg::input_put::wire_name) {
+    msg::input_put req;  // its data points into *m, alive until on_input_put returns
+    try {
+      keep.get().convert(req);
+    } catch (const std::exception&) {
+      return drop(msg::decode_error::bad_body, in, env.type);
+    }
+    return on_input_put(env, req, in);
+  }
   if (env.type == msg::latent_chunk::wire_name) {
     msg::latent_chunk chunk;  // its data points into *m, which the disk worker keeps
     try {
@@ -510,6 +521,22 @@ void bus::impl::on_fetch(const msg::envelope& env, const msg::latent_fetch& req,
     transmit(route::router, in.reply_to, out);
   else
     transmit(in.local ? route::local : route::peer, env.sender, out);
+}
+
+void bus::impl::on_input_put(const msg::envelope& env, const msg::input_put& req,
+                             const ingress& in) {
+  // An upload comes from a client (the CLI) on the ROUTER, whose connection names it: the
+  // part file is that connection's alone. Written on this thread: a chunk is at most
+  // chunk_bytes, and only the last one is fsynced (docs/shots.md, "References travel").
+  if (in.reply_to.empty() || in.bulk)
+    return drop(msg::decode_error::bad_body, in, env.type);
+  const auto r = inputs.put(in.reply_to + "/" + env.sender, req);
+  if (r.done && req.offset + req.data.size == req.total && req.data.size > 0)
+    spdlog::info("bus {}: input {} ({} bytes) uploaded by {}", opt.self, req.sha256, req.total,
+                 env.sender);
+  zmq::message_t out = make_frame(make_env(msg::input_put_reply::wire_name, bus_target, env.id),
+                                  msg::pack_body(r));
+  transmit(route::router, in.reply_to, out);
 }
 
 void bus::impl::apply(const std::vector<liveness_effect>& effects) {
@@ -794,7 +821,8 @@ uint64_t bus::reply(const std::string& reply_to, std::string_view type, std::str
 }
 
 void bus::fetch_latent(const std::string& host, const std::string& sha256_hex, uint64_t bytes,
-                       const std::string& dest_path, fetch_callback callback) {
+                       const std::string& dest_path, fetch_callback callback,
+                       const std::string& kind) {
   impl& d = *impl_;
   if (!is_sha256_hex(sha256_hex))
     throw std::invalid_argument("fetch_latent: sha256 must be 64 lowercase hex digits");
@@ -802,8 +830,8 @@ void bus::fetch_latent(const std::string& host, const std::string& sha256_hex, u
     throw std::invalid_argument("fetch_latent: unknown host " + host);
   if (dest_path.empty())
     throw std::invalid_argument("fetch_latent: empty destination path");
-  auto task = [&d, host, sha256_hex, bytes, dest_path, callback]() mutable {
-    d.fetcher.start(host, sha256_hex, bytes, dest_path, std::move(callback));
+  auto task = [&d, host, sha256_hex, bytes, dest_path, callback, kind]() mutable {
+    d.fetcher.start(host, sha256_hex, bytes, dest_path, std::move(callback), kind);
   };
   if (!d.started.load() || !d.post(std::move(task))) {
     if (callback)

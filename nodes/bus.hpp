@@ -64,6 +64,9 @@ struct bus_options {
   config::knobs knobs;                       ///< liveness, reconnect, data plane, limits
   std::string latent_dir;                    ///< this host's latents, as <sha256>.latent
   std::string output_dir;                    ///< finished videos by digest, as <sha256> (collect)
+  std::string input_dir;                     ///< inputs (reference images), as <sha256>:
+                                             ///< uploads land there (input_put), fetches
+                                             ///< of kind "input" are served from it
   uint64_t boot_id = 0;                      ///< random per process start; 0 = pick one
   bus_security security;                     ///< CURVE keys, or plaintext on loopback
   /// Announced in every heartbeat (the hello); a peer announcing another version or
@@ -226,8 +229,10 @@ public:
   /// `dest_path`, verified (transfer.hpp). `callback` is called exactly once, on the I/O
   /// thread; if the bus has already stopped, on this thread with outcome transient.
   /// Throws std::invalid_argument for a malformed digest, unknown host or empty path.
+  /// `kind` "input": an input (nodes/inputs.hpp) from the host's input_dir instead.
   void fetch_latent(const std::string& host, const std::string& sha256_hex, uint64_t bytes,
-                    const std::string& dest_path, fetch_callback callback);
+                    const std::string& dest_path, fetch_callback callback,
+                    const std::string& kind = "");
 
   /// A snapshot of the counters.
   bus_stats stats() const;

@@ -27,6 +27,7 @@
 #include "nodes/bus_dedup.hpp"
 #include "nodes/bus_frame.hpp"
 #include "nodes/hello.hpp"
+#include "nodes/inputs.hpp"
 #include "nodes/liveness.hpp"
 #include "nodes/bus.hpp"
 
@@ -185,6 +186,7 @@ struct bus::impl {
   bus_dedup dedup;
   latent_fetcher fetcher;
   latent_server server;
+  input_store inputs;  ///< uploads (input_put) land here: opt.input_dir
   std::deque<zmq::message_t> local;  ///< frames to this host, waiting their turn
   std::vector<int64_t> next_beat_ms;  ///< per dealer
   uint64_t beat_seq = 0;
@@ -252,6 +254,7 @@ struct bus::impl {
   void on_heartbeat(const msg::frame& f, const ingress& in);
   void refuse_peer(const std::string& host, const std::string& why);
   void on_fetch(const msg::envelope& env, const msg::latent_fetch& req, const ingress& in);
+  void on_input_put(const msg::envelope& env, const msg::input_put& req, const ingress& in);
   void apply(const std::vector<liveness_effect>& effects);
   void drop(msg::decode_error e, const ingress& in, std::string_view detail = {});
   template <class F>

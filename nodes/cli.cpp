@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <random>
+#include <set>
 
 #include <CLI/CLI.hpp>
 
@@ -126,6 +127,7 @@ int do_run(const run_args& a) {
   msg::submit_run req;
   req.mode = a.mode;
   std::string why;
+  std::vector<std::size_t> shot_lines;  // the shot file's line of each shot
   if (!a.jobs.empty()) {
     shot_list list;
     why = read_shot_file(a.jobs, cluster.knobs, run_max_jobs, list);
@@ -142,6 +144,7 @@ int do_run(const run_args& a) {
       return exit_code::usage;
     }
     req.shots = std::move(list.shots);
+    shot_lines = std::move(list.lines);
   } else {
     req.prompt = read_prompt_file(a.prompt_file, cluster.knobs, why);
   }
@@ -166,6 +169,32 @@ int do_run(const run_args& a) {
   req.priority = a.priority;
   req.request_id = random_request_id();
   coordinator_client cl(cluster);
+  // Inputs travel (docs/shots.md, "References travel"): each distinct reference image goes
+  // to the coordinator's node, by its SHA-256, before the run is submitted.
+  {
+    std::set<std::string> sent;
+    auto upload = [&](const std::string& path, const std::string& sha,
+                      const std::string& where) -> int {
+      if (sha.empty() || !sent.insert(sha).second)
+        return exit_code::ok;
+      bool unreachable = false;
+      auto w = cl.upload_input(path, sha, nullptr, &unreachable);
+      if (w.empty())
+        return exit_code::ok;
+      std::fprintf(stderr, "error: %s: %s was not uploaded to the coordinator: %s\nnothing was "
+                           "submitted\n", where.c_str(), path.c_str(), w.c_str());
+      return unreachable ? exit_code::unreachable : exit_code::usage;
+    };
+    if (int rc = upload(req.reference, req.reference_sha256, "--reference-file"); rc != 0)
+      return rc;
+    for (std::size_t i = 0; i < req.shots.size(); ++i) {
+      const std::string where =
+          a.jobs + ":" + std::to_string(i < shot_lines.size() ? shot_lines[i] : i + 1) +
+          ": reference";
+      if (int rc = upload(req.shots[i].reference, req.shots[i].reference_sha256, where); rc != 0)
+        return rc;
+    }
+  }
   std::string run_id;
   try {
     run_id = cl.submit(req);

@@ -20,6 +20,7 @@
 #include "common/files.hpp"
 #include "nodes/bus.hpp"
 #include "nodes/client.hpp"
+#include "nodes/inputs.hpp"
 #include "nodes/exit_codes.hpp"
 #include "nodes/keygen.hpp"
 
@@ -82,6 +83,15 @@ namespace {
 constexpr std::size_t request_frame_headroom = 4096;
 
 } // namespace
+
+std::string coordinator_client::upload_input(const std::string& path, const std::string& sha,
+                                             bool* already, bool* unreachable) {
+  client cl(endpoint_, knobs_, security_);
+  auto why = nodes::upload_input(cl, knobs_, path, sha, already);
+  if (unreachable)
+    *unreachable = why.rfind("the coordinator's node did not answer", 0) == 0;
+  return why;
+}
 
 std::string coordinator_client::submit(const msg::submit_run& req, int timeout_ms) {
   // A frame over max_frame_bytes is dropped by the node's socket: the client would only

@@ -71,6 +71,12 @@ public:
   msg::cancel_reply cancel(const msg::cancel_run& req, int timeout_ms = 10000);
   msg::submit_jobs_reply submit_jobs(const msg::submit_jobs& req, int timeout_ms = 10000);
 
+  /// Uploads the reference image at `path` (contents of SHA-256 `sha256`) to the
+  /// coordinator's node (nodes/inputs.hpp): "" when it holds it (`already`: it did
+  /// before), else why not. `unreachable` is set when the node did not answer.
+  std::string upload_input(const std::string& path, const std::string& sha256,
+                           bool* already = nullptr, bool* unreachable = nullptr);
+
   const std::string& endpoint() const { return endpoint_; }
 
 private:

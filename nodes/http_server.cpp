@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -22,10 +23,12 @@
 #include "actors/planner/gantt.hpp"
 #include "common/files.hpp"
 #include "common/metrics.hpp"
+#include "common/sha256.hpp"
 #include "common/text.hpp"
 #include "nodes/commands.hpp"
 #include "nodes/exit_codes.hpp"
 #include "nodes/http_events.hpp"
+#include "nodes/inputs.hpp"
 #include "vidline/dashboard_files.hpp"
 #include "vidline/version.hpp"
 
@@ -168,7 +171,7 @@ bool read_shot(const json& j, const std::string& where, msg::shot& s, api_error&
     return false;
   }
   if (!check_fields(j, {"prompt", "width", "height", "seconds", "seed"},
-                    {"takes", "name", "priority", "reference"}, err, where))
+                    {"takes", "name", "priority", "reference", "reference_sha256"}, err, where))
     return false;
   uint64_t w = 0, h = 0, sec = 0, takes = 1;
   if (!read_text(j, "prompt", s.prompt, err, where) ||
@@ -178,8 +181,15 @@ bool read_shot(const json& j, const std::string& where, msg::shot& s, api_error&
       !read_uint(j, "seed", 0, UINT64_MAX, s.seed, err, where) ||
       (j.contains("takes") && !read_uint(j, "takes", 1, 1000, takes, err, where)) ||
       (j.contains("name") && !read_text(j, "name", s.name, err, where)) ||
-      (j.contains("reference") && !read_text(j, "reference", s.reference, err, where)))
+      (j.contains("reference") && !read_text(j, "reference", s.reference, err, where)) ||
+      (j.contains("reference_sha256") &&
+       !read_text(j, "reference_sha256", s.reference_sha256, err, where)))
     return false;
+  if (!s.reference_sha256.empty() && !is_sha256_hex(s.reference_sha256)) {
+    err = {400, "field '" + where + "reference_sha256' must be 64 lowercase hex digits (an "
+                "input uploaded with PUT /v1/inputs/{sha256})"};
+    return false;
+  }
   s.width = static_cast<uint32_t>(w);
   s.height = static_cast<uint32_t>(h);
   s.seconds = static_cast<uint32_t>(sec);
@@ -227,7 +237,7 @@ std::optional<msg::submit_run> parse_submit(const std::string& body, api_error& 
                                                 "count", "seed"};
   auto doc = read_body(body, {"mode"},
                        {"prompt", "width", "height", "seconds", "count", "seed", "shots",
-                        "reference", "request_id", "priority"},
+                        "reference", "reference_sha256", "request_id", "priority"},
                        err);
   if (!doc)
     return std::nullopt;
@@ -260,9 +270,19 @@ std::optional<msg::submit_run> parse_submit(const std::string& body, api_error& 
     if (doc->contains("request_id") && !read_text(*doc, "request_id", r.request_id, err))
       return std::nullopt;
   } else {
-    if (!check_fields(*doc, uniform, {"mode", "reference", "request_id", "priority"}, err) ||
+    if (!check_fields(*doc, uniform,
+                      {"mode", "reference", "reference_sha256", "request_id", "priority"}, err) ||
         !read_batch(*doc, r, err))
       return std::nullopt;
+  }
+  if (doc->contains("reference_sha256") && !(*doc)["reference_sha256"].is_null()) {
+    if (!read_text(*doc, "reference_sha256", r.reference_sha256, err))
+      return std::nullopt;
+    if (!is_sha256_hex(r.reference_sha256)) {
+      err = {400, "field 'reference_sha256' must be 64 lowercase hex digits (an input uploaded "
+                  "with PUT /v1/inputs/{sha256})"};
+      return std::nullopt;
+    }
   }
   if (doc->contains("priority")) {
     int64_t p = 0;
@@ -276,13 +296,22 @@ std::optional<msg::submit_run> parse_submit(const std::string& body, api_error& 
 std::optional<msg::submit_jobs> parse_add_jobs(const std::string& run_id, const std::string& body,
                                                api_error& err) {
   auto doc = read_body(body, {"prompt", "width", "height", "seconds", "count", "seed"},
-                       {"reference", "request_id"}, err);
+                       {"reference", "reference_sha256", "request_id"}, err);
   if (!doc)
     return std::nullopt;
   msg::submit_jobs r;
   r.run_id = run_id;
   if (!read_batch(*doc, r, err))
     return std::nullopt;
+  if (doc->contains("reference_sha256") && !(*doc)["reference_sha256"].is_null()) {
+    if (!read_text(*doc, "reference_sha256", r.reference_sha256, err))
+      return std::nullopt;
+    if (!is_sha256_hex(r.reference_sha256)) {
+      err = {400, "field 'reference_sha256' must be 64 lowercase hex digits (an input uploaded "
+                  "with PUT /v1/inputs/{sha256})"};
+      return std::nullopt;
+    }
+  }
   return r;
 }
 
@@ -415,6 +444,8 @@ struct http_server::impl {
   static constexpr int max_streams = 8;
   std::string bound;
   int collector = 0;
+  std::mutex inputs_mutex;
+  std::unique_ptr<input_store> inputs;  ///< PUT /v1/inputs: <data_dir>/inputs
 
   using handler = std::function<void(const httplib::Request&, httplib::Response&)>;
   /// One API request: its method, its path pattern (a regex; captures are the path's
@@ -451,6 +482,7 @@ struct http_server::impl {
   void video(const httplib::Request& req, httplib::Response& res);
   void events(const httplib::Request& req, httplib::Response& res, bool follow_latest);
   void dashboard(const httplib::Request& req, httplib::Response& res);
+  void put_input(const httplib::Request& req, httplib::Response& res);
 
   /// A run's status or an error answer; nullopt when answered with an error.
   std::optional<json> status_of_run(const std::string& run_id, httplib::Response& res);
@@ -471,6 +503,7 @@ std::vector<http_server::impl::route> http_server::impl::routes() {
     {"GET", run + "/gantt\\.svg", true, [this](auto& q, auto& s) { gantt(q, s); }},
     {"GET", run + "/events", true, [this](auto& q, auto& s) { events(q, s, false); }},
     {"GET", run + "/jobs/([0-9]{1,9})/video", false, [this](auto& q, auto& s) { video(q, s); }},
+    {"PUT", "/v1/inputs/([^/]*)", true, [this](auto& q, auto& s) { put_input(q, s); }},
     {"GET", "/v1/cluster", true, [this](auto& q, auto& s) { cluster_status(q, s); }},
     {"GET", "/v1/events", true, [this](auto& q, auto& s) { events(q, s, true); }},
     {"GET", "/", true, [](auto&, auto& s) { s.set_redirect("/dashboard/"); }},
@@ -496,6 +529,8 @@ void http_server::impl::install() {
     };
     if (r.method == "GET")
       svr.Get(r.pattern, guarded);
+    else if (r.method == "PUT")
+      svr.Put(r.pattern, guarded);
     else
       svr.Post(r.pattern, guarded);
   }
@@ -529,6 +564,21 @@ void http_server::impl::install() {
     // Routing comes before the body is read: its headers say whether there is one.
     const bool has_body = q.get_header_value("Content-Length").find_first_not_of("0") != std::string::npos ||
                           q.has_header("Transfer-Encoding");
+    // The server reads bodies up to the larger input limit (PUT /v1/inputs); every other
+    // request is held to http.max_request_bytes before its body is read.
+    const std::string length = q.get_header_value("Content-Length");
+    const bool input_put = q.method == "PUT" && q.path.rfind("/v1/inputs/", 0) == 0;
+    if (!input_put && !length.empty() && length.size() < 20 &&
+        std::strtoull(length.c_str(), nullptr, 10) > self->http.max_request_bytes) {
+      send_error(s, 413, "the request is over the limit of this endpoint (http.max_request_bytes)");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if (input_put && !length.empty() && length.size() < 20 &&
+        std::strtoull(length.c_str(), nullptr, 10) > max_input_bytes) {
+      send_error(s, 413, "the image is " + length + " bytes, over the limit of " +
+                             std::to_string(max_input_bytes) + " bytes for an input");
+      return httplib::Server::HandlerResponse::Handled;
+    }
     if (q.method == "POST" && has_body) {
       const std::string type = q.get_header_value("Content-Type");
       if (type.rfind("application/json", 0) != 0) {
@@ -888,6 +938,29 @@ void http_server::impl::dashboard(const httplib::Request& req, httplib::Response
   send_error(res, 404, "no dashboard file " + name);
 }
 
+void http_server::impl::put_input(const httplib::Request& req, httplib::Response& res) {
+  // `vidline run` uploads over the bus; this is the same store for HTTP clients
+  // (nodes/inputs.hpp). The coordinator's node keeps it, named by the digest given.
+  const std::string sha = req.matches.size() > 1 ? std::string(req.matches[1]) : std::string();
+  if (req.has_header("Transfer-Encoding") && req.body.size() > max_input_bytes) {
+    send_error(res, 413, "the image is over the limit of " + std::to_string(max_input_bytes) +
+                             " bytes for an input");
+    return;
+  }
+  input_store::whole_result r;
+  {
+    std::lock_guard<std::mutex> l(inputs_mutex);
+    r = inputs->put_whole(sha, req.body);
+  }
+  if (r.status >= 400) {
+    send_error(res, r.status, r.error);
+    return;
+  }
+  res.set_header("Location", "/v1/inputs/" + sha);
+  send_json(res, r.status, {{"sha256", sha}, {"bytes", req.body.size()},
+                            {"stored", r.status == 201 ? "now" : "before"}});
+}
+
 // -- lifetime --------------------------------------------------------------------------------
 
 http_server::http_server(std::shared_ptr<const config::cluster> cluster, const std::string& host)
@@ -900,7 +973,11 @@ http_server::http_server(std::shared_ptr<const config::cluster> cluster, const s
   const auto& e = p_->self->http;
   if (!e.token_file.empty())
     p_->token = read_token_file(e.token_file);
-  p_->svr.set_payload_max_length(e.max_request_bytes);
+  p_->inputs = std::make_unique<input_store>(p_->self->data_dir + "/" + inputs_subdir);
+  // PUT /v1/inputs takes up to max_input_bytes; the pre-routing handler holds every other
+  // request to max_request_bytes by its Content-Length.
+  p_->svr.set_payload_max_length(
+      std::max<uint64_t>(e.max_request_bytes, p_->coordinator ? max_input_bytes : 0));
   p_->svr.set_read_timeout(10);
   p_->svr.set_write_timeout(10);
   p_->svr.set_keep_alive_max_count(100);

@@ -36,6 +36,7 @@
 #include "nodes/keygen.hpp"
 #include "nodes/node_lock.hpp"
 #include "nodes/node_log.hpp"
+#include "nodes/inputs.hpp"
 #include "nodes/router.hpp"
 #include "nodes/systemd_notify.hpp"
 #include "vidline/version.hpp"
@@ -290,6 +291,7 @@ int run_node(const config::cluster& c, const std::string& host_name) {
   bo.knobs = c.knobs;
   bo.latent_dir = h->data_dir + "/latents";
   bo.output_dir = h->data_dir + "/" + actors::output_blobs_subdir;
+  bo.input_dir = h->data_dir + "/" + inputs_subdir;
   bo.version = version_string;
   bo.config_digest = digest;
   // Fault injection for tests, off unless set: flip a byte of every nth latent chunk served.

@@ -139,12 +139,11 @@ int do_submit(const queue_options& o) {
     return exit_code::usage;
   }
   if (!o.reference_file.empty()) {
-    if (!std::filesystem::is_regular_file(o.reference_file)) {
-      std::fprintf(stderr, "error: --reference-file: %s is not a readable file\n",
-                   o.reference_file.c_str());
+    if (auto w = read_reference(o.reference_file, req.reference, req.reference_sha256);
+        !w.empty()) {
+      std::fprintf(stderr, "error: --reference-file: %s\n", w.c_str());
       return exit_code::usage;
     }
-    req.reference = std::filesystem::absolute(o.reference_file).string();
   }
   req.width = o.width;
   req.height = o.height;
@@ -153,6 +152,16 @@ int do_submit(const queue_options& o) {
   req.seed = o.seed;
   req.request_id = request_id();
   coordinator_client cl(cluster);
+  // The reference travels by digest, as `vidline run`'s (docs/shots.md, "References travel").
+  if (!req.reference_sha256.empty()) {
+    bool unreachable = false;
+    if (auto w = cl.upload_input(req.reference, req.reference_sha256, nullptr, &unreachable);
+        !w.empty()) {
+      std::fprintf(stderr, "error: --reference-file: %s was not uploaded to the coordinator: "
+                           "%s\nnothing was submitted\n", req.reference.c_str(), w.c_str());
+      return unreachable ? exit_code::unreachable : exit_code::usage;
+    }
+  }
   try {
     auto r = cl.submit_jobs(req, static_cast<int>(o.timeout_s * 1000));
     if (o.json)

@@ -106,6 +106,19 @@ void router::fetch_latent(const std::string& host, const std::string& sha256, ui
   }
 }
 
+void router::fetch_input(const std::string& host, const std::string& sha256, uint64_t bytes,
+                         const std::string& dest_path,
+                         std::function<void(actors::fetch_result)> done) {
+  auto adapt = [done](const fetch_result& r) {
+    done(actors::fetch_result{to_string(r.outcome), r.error, r.bytes, r.elapsed_ms});
+  };
+  try {
+    bus_->fetch_latent(host, sha256, bytes, dest_path, adapt, "input");
+  } catch (const std::exception& e) {
+    done(actors::fetch_result{"fatal", e.what(), 0, 0});
+  }
+}
+
 void router::put(const std::string& name, caf::actor handle) {
   std::lock_guard<std::mutex> lock(mtx_);
   actors_[name] = std::move(handle);

@@ -31,6 +31,9 @@ public:
   void fetch_latent(const std::string& host, const std::string& sha256, uint64_t bytes,
                     const std::string& dest_path,
                     std::function<void(actors::fetch_result)> done) override;
+  void fetch_input(const std::string& host, const std::string& sha256, uint64_t bytes,
+                   const std::string& dest_path,
+                   std::function<void(actors::fetch_result)> done) override;
 
   // -- registry --
   void put(const std::string& name, caf::actor handle) override;

@@ -144,6 +144,7 @@ struct latent_fetcher::transfer {
   uint64_t id = 0;
   std::string host;
   std::string sha256;
+  std::string kind;            ///< latent_fetch::kind of its requests
   uint64_t bytes = 0;
   std::shared_ptr<part_file> file;
   bool opened = false;         ///< the writer found where to resume; requests may go
@@ -200,7 +201,7 @@ latent_fetcher::~latent_fetcher() {
 
 void latent_fetcher::start(const std::string& host, const std::string& sha256_hex,
                            uint64_t bytes, const std::string& dest_path,
-                           fetch_callback callback) {
+                           fetch_callback callback, const std::string& kind) {
   const auto started = steady::now();
   auto refuse = [&](std::string why) {
     call_guarded(callback,
@@ -225,6 +226,7 @@ void latent_fetcher::start(const std::string& host, const std::string& sha256_he
   t.id = id;
   t.host = host;
   t.sha256 = sha256_hex;
+  t.kind = kind;
   t.bytes = bytes;
   t.file = file;
   busy_dests_.insert(dest_path);
@@ -258,7 +260,7 @@ bool latent_fetcher::issue_requests(transfer& t) {
     const uint64_t offset = t.next_request;
     const auto length =
         static_cast<uint32_t>(std::min<uint64_t>(knobs_.chunk_bytes, t.bytes - offset));
-    if (!send_(t.host, msg::latent_fetch{t.id, t.sha256, offset, length}))
+    if (!send_(t.host, msg::latent_fetch{t.id, t.sha256, offset, length, t.kind}))
       return false;
     if (t.in_flight == 0)
       t.last_progress_ms = now_ms_();  // the timeout runs while something is asked for
@@ -633,13 +635,14 @@ bool latent_server::serve(const msg::latent_fetch& req, const body_allocator& al
   if (req.length > max_chunk_bytes_)
     return refuse("chunk of " + std::to_string(req.length) + " bytes asked, at most " +
                   std::to_string(max_chunk_bytes_) + " served");
-  if (!req.kind.empty() && req.kind != "output")
-    return refuse("unknown kind '" + printable_kind(req.kind) + "' (latent \"\" or \"output\")");
-  const bool output = req.kind == "output";
-  const std::string& dir = output ? output_dir_ : latent_dir_;
+  if (!req.kind.empty() && req.kind != "output" && req.kind != "input")
+    return refuse("unknown kind '" + printable_kind(req.kind) +
+                  "' (latent \"\", \"output\" or \"input\")");
+  const bool output = req.kind == "output", input = req.kind == "input";
+  const std::string& dir = output ? output_dir_ : input ? input_dir_ : latent_dir_;
   if (dir.empty())
     return refuse(latent_not_found);
-  const std::string path = dir + "/" + req.sha256 + (output ? "" : ".latent");
+  const std::string path = dir + "/" + req.sha256 + (output || input ? "" : ".latent");
   unique_fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.fd < 0)
     return refuse(errno == ENOENT ? std::string(latent_not_found)

@@ -87,8 +87,10 @@ public:
   /// resuming from a durable part a previous fetch left. `callback` is called exactly
   /// once, on the owner thread (possibly before this returns), after the part file is
   /// renamed, kept (transient: made durable for the next try) or removed.
+  /// `kind` is the requests' latent_fetch::kind ("" = a latent, "input" = an input).
   void start(const std::string& host, const std::string& sha256_hex, uint64_t bytes,
-             const std::string& dest_path, fetch_callback callback);
+             const std::string& dest_path, fetch_callback callback,
+             const std::string& kind = "");
 
   /// A chunk arrived from `from`. Its data is written in place: `owner` keeps the memory
   /// it points into alive until then. False when no running transfer expects it (late,
@@ -178,6 +180,10 @@ public:
   /// from `<output_dir>/<sha256>` (the decoder's hard links, docs/shots.md). Empty = none.
   void set_output_dir(std::string output_dir) { output_dir_ = std::move(output_dir); }
 
+  /// Also serves requests of kind "input" (a reference image a sampling host pulls) from
+  /// `<input_dir>/<sha256>` (nodes/inputs.hpp). Empty = none.
+  void set_input_dir(std::string input_dir) { input_dir_ = std::move(input_dir); }
+
   /// Answers one request with a latent_chunk body written through `alloc`: the data, or
   /// an error ("not found", "bad sha256", ...). True when data was served.
   bool serve(const msg::latent_fetch& request, const body_allocator& alloc);
@@ -185,6 +191,7 @@ public:
 private:
   std::string latent_dir_;
   std::string output_dir_;
+  std::string input_dir_;
   uint32_t max_chunk_bytes_;
   uint32_t corrupt_every_nth_chunk_;
   uint64_t served_ = 0;

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <deque>
+#include <filesystem>
+#include <map>
 #include <optional>
 #include <set>
 
@@ -154,6 +156,44 @@ std::string new_run_id(const context& ctx) {
   return buf;
 }
 
+/// The size of the coordinator host's copy of input `sha` (<data_dir>/inputs/<sha>, put
+/// there by an upload: nodes/inputs.hpp), none when it has none.
+std::optional<uint64_t> stored_input_size(const shell& sh, const std::string& sha) {
+  if (!is_sha256_hex(sha))
+    return std::nullopt;
+  std::error_code ec;
+  const std::string path = input_dir(sh.ctx) + "/" + sha;
+  if (!std::filesystem::is_regular_file(path, ec))
+    return std::nullopt;
+  const auto n = std::filesystem::file_size(path, ec);
+  if (ec || n == 0)
+    return std::nullopt;
+  return static_cast<uint64_t>(n);
+}
+
+/// Every reference a run names by digest is an input this host holds: "" and `sizes`
+/// filled (digest -> bytes), or the first that is not, named by its shot.
+std::string check_inputs(const shell& sh, const msg::submit_run& req,
+                         std::map<std::string, uint64_t>& sizes) {
+  auto need = [&](const std::string& sha, const std::string& who) -> std::string {
+    if (sha.empty() || sizes.count(sha))
+      return "";
+    auto n = stored_input_size(sh, sha);
+    if (!n)
+      return who + "reference_sha256 " + sha + " names no input the coordinator holds "
+             "(upload the image first: `vidline run` does, or PUT /v1/inputs/" + sha + ")";
+    sizes[sha] = *n;
+    return "";
+  };
+  if (auto why = need(req.reference_sha256, ""); !why.empty())
+    return why;
+  for (std::size_t i = 0; i < req.shots.size(); ++i)
+    if (auto why = need(req.shots[i].reference_sha256, "shot " + std::to_string(i + 1) + ": ");
+        !why.empty())
+      return why;
+  return "";
+}
+
 msg::submit_reply submit(shell& sh, const msg::submit_run& req) {
   if (auto why = check_submit(*sh.ctx.cluster, req); !why.empty())
     return {"", why};
@@ -171,6 +211,9 @@ msg::submit_reply submit(shell& sh, const msg::submit_run& req) {
       return {*id, ""};
   }
   if (auto why = check_queue(sh.st, sh.ctx.cluster->knobs, req); !why.empty())
+    return {"", why};
+  std::map<std::string, uint64_t> input_sizes;
+  if (auto why = check_inputs(sh, req, input_sizes); !why.empty())
     return {"", why};
   sched::run r;
   r.id = new_run_id(sh.ctx);
@@ -197,6 +240,9 @@ msg::submit_reply submit(shell& sh, const msg::submit_run& req) {
     j.spec.reference_sha256 = req.reference_sha256;
     r.jobs.push_back(std::move(j));
   }
+  for (auto& j : r.jobs)
+    if (!j.spec.reference_sha256.empty())
+      j.spec.reference_bytes = input_sizes[j.spec.reference_sha256];
   auto id = r.id;
   handle(sh, sched::ev_submit{std::move(r)});
   return {id, ""};
@@ -237,7 +283,13 @@ msg::submit_jobs_reply add_jobs(shell& sh, const msg::submit_jobs& req) {
   as_run.count = req.count;
   as_run.seed = req.seed;
   as_run.request_id = req.request_id;
+  as_run.reference_sha256 = req.reference_sha256;
   if (auto why = check_submit(*sh.ctx.cluster, as_run); !why.empty()) {
+    out.error = why;
+    return out;
+  }
+  std::map<std::string, uint64_t> input_sizes;
+  if (auto why = check_inputs(sh, as_run, input_sizes); !why.empty()) {
     out.error = why;
     return out;
   }
@@ -264,6 +316,9 @@ msg::submit_jobs_reply add_jobs(shell& sh, const msg::submit_jobs& req) {
     sched::job j;
     j.spec = msg::job_spec{r->id, 0, req.seed + i, req.width, req.height, req.seconds,
                            req.prompt, prompt_sha, req.reference};
+    j.spec.reference_sha256 = req.reference_sha256;
+    if (!req.reference_sha256.empty())
+      j.spec.reference_bytes = input_sizes[req.reference_sha256];
     ev.jobs.push_back(std::move(j));
   }
   out.first_index = static_cast<uint32_t>(r->jobs.size());
@@ -539,8 +594,8 @@ std::string check_submit(const config::cluster& c, const msg::submit_run& r) {
     return "request_id holds control characters or invalid UTF-8";
   if (auto why = inbound::check_reference(r.reference); !why.empty())
     return why;
-  if (!r.reference_sha256.empty() && (r.reference.empty() || !is_sha256_hex(r.reference_sha256)))
-    return "reference_sha256 must be 64 lowercase hex digits, given with a reference";
+  if (!r.reference_sha256.empty() && !is_sha256_hex(r.reference_sha256))
+    return "reference_sha256 must be 64 lowercase hex digits";
   if (r.priority < -max_priority || r.priority > max_priority)
     return "priority " + std::to_string(r.priority) + " is out of range (-"
            + std::to_string(max_priority) + " .. " + std::to_string(max_priority) + ")";

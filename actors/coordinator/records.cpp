@@ -13,10 +13,13 @@ using nlohmann::json;
 namespace {
 
 json spec_record(const msg::job_spec& s) {
-  return {{"run_id", s.run_id}, {"index", s.index}, {"seed", s.seed}, {"width", s.width},
+  json j = {{"run_id", s.run_id}, {"index", s.index}, {"seed", s.seed}, {"width", s.width},
           {"height", s.height}, {"seconds", s.seconds}, {"prompt", s.prompt},
           {"prompt_sha256", s.prompt_sha256}, {"reference", s.reference}, {"name", s.name},
           {"reference_sha256", s.reference_sha256}};
+  if (s.reference_bytes != 0)  // an input the sampling host pulls (nodes/inputs.hpp)
+    j["reference_bytes"] = s.reference_bytes;
+  return j;
 }
 
 msg::job_spec spec_from(const json& r) {
@@ -32,6 +35,7 @@ msg::job_spec spec_from(const json& r) {
   s.reference = r.value("reference", "");
   s.name = r.value("name", "");  // a journal older than shot lists: unnamed
   s.reference_sha256 = r.value("reference_sha256", "");
+  s.reference_bytes = r.value("reference_bytes", uint64_t{0});
   return s;
 }
 

@@ -237,8 +237,6 @@ std::string shot_problem(const msg::shot& s, const config::knobs& k) {
     return "reference: " + why;
   if (!s.reference_sha256.empty() && !is_sha256_hex(s.reference_sha256))
     return "reference_sha256: is not 64 lowercase hex digits";
-  if (s.reference.empty() && !s.reference_sha256.empty())
-    return "reference_sha256: given without a reference";
   if (!s.name.empty()) {
     if (!files::is_safe_name(s.name, max_shot_name))
       return "name: is not a safe file stem (1-64 of A-Z a-z 0-9 _ . -, not starting with . or -)";
@@ -295,8 +293,10 @@ std::vector<msg::job_spec> shot_jobs(const std::vector<msg::shot>& shots,
       j.height = s.height;
       j.seconds = s.seconds;
       j.prompt = s.prompt;
-      j.reference = s.reference.empty() ? reference : s.reference;
-      j.reference_sha256 = s.reference.empty() ? reference_sha256 : s.reference_sha256;
+      // A shot without a reference of its own (no path, no digest) takes the run's.
+      const bool own = !s.reference.empty() || !s.reference_sha256.empty();
+      j.reference = own ? s.reference : reference;
+      j.reference_sha256 = own ? s.reference_sha256 : reference_sha256;
       j.name = shot_stem(s, t);
       out.push_back(std::move(j));
     }

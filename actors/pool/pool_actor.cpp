@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/inbound.hpp"
+#include "actors/inputs.hpp"
 #include "actors/pool/pool_machine.hpp"
 #include "actors/worker.hpp"
 #include "backends/backend.hpp"
@@ -139,15 +140,31 @@ void sample(caf::event_based_actor* self, const std::shared_ptr<shell>& sh,
   auto job = o.job;
   uint64_t attempt = o.attempt;
   auto pool = sh->pool.name;
+  auto ctx = sh->ctx;
+  auto source = sh->coordinator_host;
   run_on_worker(
     self,
-    [backend, cancel, env, job, conditioning_path, latents, data_dir, attempt, pool]() {
+    [backend, cancel, env, job, conditioning_path, latents, data_dir, attempt, pool, ctx,
+     source]() mutable {
       // A latent this host finished before (for any attempt, any pool) is not paid twice.
       if (auto r = records::reuse(data_dir, "sampled", job.run_id, job.index, attempt)) {
         spdlog::info("pool {}: {}/{} reuses latent {} sampled before", pool, job.run_id,
                      job.index, r->sha256);
         return msg::stage_done{attempt, msg::outcome::ok, "", r->sha256, r->bytes, 0, false,
                                r->product, ""};
+      }
+      // The reference image travels by digest: the backend is given this host's verified
+      // copy, pulled from the coordinator's host when it is not here (docs/shots.md). A job
+      // without a size (journaled by a coordinator older than inputs) keeps its path.
+      if (!job.reference_sha256.empty() && job.reference_bytes != 0) {
+        auto in = ensure_input(ctx, source, job.reference_sha256, job.reference_bytes,
+                               cancel.get());
+        if (!in.error.empty()) {
+          spdlog::warn("pool {}: {}/{}: {}", pool, job.run_id, job.index, in.error);
+          return msg::stage_done{attempt, msg::outcome::transient, "reference: " + in.error, "",
+                                 0, 0, false, "", ""};
+        }
+        job.reference = in.path;
       }
       files::make_dirs(env.work_dir);
       auto r = backend->sample(job, conditioning_path, env);

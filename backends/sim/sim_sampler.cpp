@@ -51,6 +51,9 @@ private:
   std::optional<stage_result> check_conditioning(const msg::job_spec& job,
                                                  const std::string& path) const;
   std::string out_of_memory(const job_size& size, const stage_env& env) const;
+  /// A failed result when the job names a reference image (reference_sha256) and the file
+  /// at job.reference is missing or holds other bytes (docs/sim-contract.md).
+  static std::optional<stage_result> check_reference(const msg::job_spec& job);
 
   const profile profile_;
   const sim_settings settings_;
@@ -68,6 +71,8 @@ stage_result sim_sampler::run(const msg::job_spec& job, const std::string& condi
   if (!conditioning_path.empty())
     if (auto bad = check_conditioning(job, conditioning_path))
       return *bad;
+  if (auto bad = check_reference(job))
+    return *bad;
   // Loading this pool's model evicts any other pool's from these GPUs.
   bool cold = !load_on_gpus(id_, settings_.host, settings_.gpus) || !warm_.load();
 
@@ -118,6 +123,24 @@ stage_result sim_sampler::run(const msg::job_spec& job, const std::string& condi
   r.elapsed_s = clock.elapsed_or(duration);
   r.cold = cold;
   return r;
+}
+
+std::optional<stage_result> sim_sampler::check_reference(const msg::job_spec& job) {
+  if (job.reference_sha256.empty())
+    return std::nullopt;
+  const std::string got = job.reference.empty() ? std::string() : sha256_file_hex(job.reference);
+  if (got.empty())  // the host pulls it again on the next attempt
+    return failed(msg::outcome::transient,
+                  "sim sampler: reference image " +
+                      (job.reference.empty() ? std::string("<no path>") : job.reference) +
+                      " is missing or unreadable on this host",
+                  0);
+  if (got == job.reference_sha256)
+    return std::nullopt;
+  return failed(msg::outcome::corrupt,
+                "sim sampler: reference image " + job.reference + " hashes to " + got +
+                    ", not the job's reference_sha256 " + job.reference_sha256,
+                0);
 }
 
 std::optional<stage_result> sim_sampler::check_conditioning(const msg::job_spec& job,

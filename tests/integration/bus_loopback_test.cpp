@@ -29,6 +29,7 @@
 #include "nodes/bus.hpp"
 #include "nodes/bus_frame.hpp"
 #include "nodes/client.hpp"
+#include "nodes/inputs.hpp"
 #include "nodes/keygen.hpp"
 
 namespace fs = std::filesystem;
@@ -941,4 +942,72 @@ TEST_CASE("a bulk connection must prove its host's per-boot secret: a party on t
   fetch_on_bulk("third.latent");
   // The impostors keep retrying and are refused; the real B never was.
   CHECK(a.b->stats().bulk_secrets_refused >= refused);
+}
+
+TEST_CASE("an input uploaded to A in chunks is stored once, verified, and pulled by B",
+          "[bus][transfer][inputs]") {
+  const int port_a = free_port(), port_b = free_port();
+  temp_dir dir_a, dir_b, cli;
+  auto oa = options_for("A", port_a, {{"B", endpoint_of(port_b)}},
+                        (dir_a.path / "latents").string(), false);
+  oa.knobs.chunk_bytes = 64 * 1024;
+  oa.input_dir = (dir_a.path / "inputs").string();
+  auto ob = options_for("B", port_b, {{"A", endpoint_of(port_a)}},
+                        (dir_b.path / "latents").string(), false);
+  ob.knobs.chunk_bytes = oa.knobs.chunk_bytes;
+  ob.input_dir = (dir_b.path / "inputs").string();
+  node a(oa), b(ob);
+  REQUIRE(b.rec.wait([&] { return b.rec.has_event("A", true); }));
+
+  // 3.5 chunks of an "image", in a folder only the client sees.
+  std::string image(oa.knobs.chunk_bytes * 7 / 2, '\0');
+  std::mt19937_64 rng(5);
+  for (auto& ch : image)
+    ch = static_cast<char>(rng());
+  const std::string sha = to_hex(sha256_of(image));
+  const std::string path = (cli.path / "ref.png").string();
+  files::write_atomic(path, image);
+
+  client c(endpoint_of(port_a), oa.knobs);
+  bool already = true;
+  CHECK(upload_input(c, oa.knobs, path, sha, &already) == "");
+  CHECK_FALSE(already);
+  const std::string stored = oa.input_dir + "/" + sha;
+  CHECK(sha256_file_hex(stored) == sha);
+  auto names = [](const std::string& dir) {
+    std::vector<std::string> v;
+    for (auto& e : fs::directory_iterator(dir))
+      v.push_back(e.path().filename().string());
+    return v;
+  };
+  CHECK(names(oa.input_dir) == std::vector<std::string>{sha});  // no part file left
+  const auto mtime = fs::last_write_time(stored);
+
+  // Again: the node has it; nothing is sent or rewritten.
+  CHECK(upload_input(c, oa.knobs, path, sha, &already) == "");
+  CHECK(already);
+  CHECK(fs::last_write_time(stored) == mtime);
+
+  // Bytes that are not the digest named: refused at the end, nothing kept.
+  const std::string other = to_hex(sha256_of("another image"));
+  const auto why = upload_input(c, oa.knobs, path, other);
+  CHECK(why.find("hash to") != std::string::npos);
+  CHECK(names(oa.input_dir) == std::vector<std::string>{sha});
+  // A file that is not there, and one over the limit, never leave the client.
+  CHECK(upload_input(c, oa.knobs, (cli.path / "missing.png").string(), sha).find("cannot open") == 0);
+
+  // B pulls it as an input (kind "input"), verified as a latent is; not as a latent.
+  fs::create_directories(ob.input_dir);
+  const std::string dest = ob.input_dir + "/" + sha;
+  std::promise<fetch_result> p;
+  auto f = p.get_future();
+  b.b->fetch_latent("A", sha, image.size(), dest,
+                    [&p](const fetch_result& r) { p.set_value(r); }, "input");
+  REQUIRE(f.wait_for(generous) == std::future_status::ready);
+  auto r = f.get();
+  INFO(r.error);
+  CHECK(r.outcome == fetch_outcome::ok);
+  CHECK(sha256_file_hex(dest) == sha);
+  const fetch_result as_latent = fetch(*b.b, "A", sha, image.size(), dest + ".latent");
+  CHECK(as_latent.outcome == fetch_outcome::not_found);
 }

@@ -11,8 +11,15 @@
 #include <set>
 #include <thread>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
 #include <httplib.h>
 
+#include "common/sha256.hpp"
 #include "tests/support/cluster.hpp"
 
 using namespace testing_support;
@@ -243,9 +250,13 @@ TEST_CASE("http: a run submitted and followed through the API, bad requests 4xx,
                                                                                 : run_id;
       std::string p = std::regex_replace(path, std::regex("\\{run_id\\}"), run);
       p = std::regex_replace(p, std::regex("\\{index\\}"), job_cancel ? "29" : "0");
+      const std::string image = "an image over http";
+      p = std::regex_replace(p, std::regex("\\{sha256\\}"), vidline::to_hex(vidline::sha256_of(image)));
       sent.insert(method + " " + path);
       INFO(method << " " << p);
       auto send = [&]() -> httplib::Result {
+        if (method == "put")
+          return c.Put(p.c_str(), auth(), image, "application/octet-stream");
         if (method == "post")
           return c.Post(p.c_str(), auth(),
                    path == "/v1/runs" ? submit_body(1, 500).dump()
@@ -296,7 +307,7 @@ TEST_CASE("http: a run submitted and followed through the API, bad requests 4xx,
       }
     }
   // The queue's requests are documented (and so were sent above).
-  for (auto* q : {"get /v1/runs", "post /v1/runs/{run_id}/cancel", "post /v1/runs/{run_id}/jobs",
+  for (auto* q : {"put /v1/inputs/{sha256}", "get /v1/runs", "post /v1/runs/{run_id}/cancel", "post /v1/runs/{run_id}/jobs",
                   "post /v1/runs/{run_id}/jobs/{index}/cancel", "post /v1/runs/{run_id}/resume"}) {
     INFO(q);
     CHECK(sent.count(q) == 1);
@@ -305,6 +316,108 @@ TEST_CASE("http: a run submitted and followed through the API, bad requests 4xx,
     INFO(p);
     expect_error(c.Get(p, auth()), 404, "no such path");
   }
+}
+
+TEST_CASE("http: an input uploaded with PUT is named by digest in a shot, pulled by the sampling host") {
+  line l(0.005);
+  httplib::Client c("127.0.0.1", l.http_a);
+  c.set_read_timeout(30);
+  REQUIRE(cluster_ready(c, 60));
+  auto cluster = vidline::config::load(l.config);
+  vidline::nodes::coordinator_client cl(cluster);
+  // Larger than host_a's http.max_request_bytes (4096): inputs have their own limit.
+  std::string image(10000, '\0');
+  for (std::size_t i = 0; i < image.size(); ++i)
+    image[i] = static_cast<char>(i * 7919 % 251);
+  const std::string sha = vidline::to_hex(vidline::sha256_of(image));
+  const std::string path = "/v1/inputs/" + sha;
+
+  // Bad uploads: 400 naming what is wrong, 413 over the limit; nothing kept.
+  expect_error(c.Put(path.c_str(), auth(), image.substr(1), "application/octet-stream"), 400,
+               "hashes to");
+  expect_error(c.Put("/v1/inputs/NOT-A-DIGEST", auth(), image, "application/octet-stream"), 400,
+               "64 lowercase hex");
+  expect_error(c.Put(path.c_str(), auth(), "", "application/octet-stream"), 400, "empty");
+  {
+    // Over 64 MiB: refused by its Content-Length before the body is read (so the answer
+    // comes while a client would still be sending: read it off a raw socket).
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    REQUIRE(fd >= 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(l.http_a));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+    timeval tv{10, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    const std::string head = "PUT /v1/inputs/" + sha + " HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                             "Authorization: Bearer " + std::string(token) + "\r\n"
+                             "Content-Type: application/octet-stream\r\n"
+                             "Content-Length: " + std::to_string((64u << 20) + 1) + "\r\n\r\n";
+    REQUIRE(::send(fd, head.data(), head.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(head.size()));
+    std::string answer;
+    char buf[4096];
+    for (ssize_t n; answer.find("}") == std::string::npos &&
+                    (n = ::recv(fd, buf, sizeof buf, 0)) > 0;)
+      answer.append(buf, static_cast<std::size_t>(n));
+    ::close(fd);
+    INFO(answer);
+    CHECK(answer.rfind("HTTP/1.1 413", 0) == 0);
+    CHECK(answer.find("over the limit of 67108864 bytes for an input") != std::string::npos);
+  }
+  CHECK_FALSE(std::filesystem::exists(l.dir.path() + "/host_a/inputs/" + sha));
+  // A shot naming an input the coordinator does not hold: refused, naming the shot and field.
+  const json shot = {{"prompt", "a shot by digest"}, {"width", 736}, {"height", 1280},
+                     {"seconds", 10}, {"seed", 5}, {"reference_sha256", sha}};
+  const json body = {{"mode", "four_four_xtx_plus_one"}, {"shots", json::array({shot})}};
+  expect_error(c.Post("/v1/runs", auth(), body.dump(), "application/json"), 422,
+               "shot 1: reference_sha256 " + sha + " names no input the coordinator holds");
+  json bad_shot = shot;
+  bad_shot["reference_sha256"] = "abc";
+  expect_error(c.Post("/v1/runs", auth(), json{{"mode", "four_four_xtx_plus_one"},
+                                                {"shots", json::array({bad_shot})}}.dump(),
+                      "application/json"),
+               400, "shots[0].reference_sha256");
+
+  auto up = c.Put(path.c_str(), auth(), image, "application/octet-stream");
+  REQUIRE(up);
+  INFO(up->body);
+  CHECK(up->status == 201);
+  CHECK(json::parse(up->body)["stored"] == "now");
+  auto again = c.Put(path.c_str(), auth(), image, "application/octet-stream");
+  REQUIRE(again);
+  CHECK(again->status == 200);
+  CHECK(json::parse(again->body)["stored"] == "before");
+  CHECK(vidline::sha256_file_hex(l.dir.path() + "/host_a/inputs/" + sha) == sha);
+
+  // Now the shot runs: 736x1280x10 fits only xtx, on host_b, which pulls the input.
+  auto sub = c.Post("/v1/runs", auth(), body.dump(), "application/json");
+  REQUIRE(sub);
+  INFO(sub->body);
+  REQUIRE(sub->status == 201);
+  const auto run_id = json::parse(sub->body)["run_id"].get<std::string>();
+  auto st = wait_status(cl, run_id, 120, [](const json& s) { return s["state"] != "running"; });
+  INFO(st.dump());
+  REQUIRE(st["state"] == "succeeded");
+  CHECK(st["jobs"][0]["pool"] == "xtx");
+  CHECK(st["jobs"][0]["reference_sha256"] == sha);
+  const std::string copy = l.dir.path() + "/host_b/inputs/" + sha;
+  CHECK(vidline::sha256_file_hex(copy) == sha);
+
+  // The sampling host's copy damaged at rest: found before use, removed, pulled again.
+  std::ofstream(copy, std::ios::trunc) << "not the image";
+  json again_body = body;
+  again_body["shots"][0]["seed"] = 6;
+  auto sub2 = c.Post("/v1/runs", auth(), again_body.dump(), "application/json");
+  REQUIRE(sub2);
+  REQUIRE(sub2->status == 201);
+  const auto run2 = json::parse(sub2->body)["run_id"].get<std::string>();
+  auto st2 = wait_status(cl, run2, 120, [](const json& s) { return s["state"] != "running"; });
+  INFO(st2.dump());
+  CHECK(st2["state"] == "succeeded");
+  CHECK(vidline::sha256_file_hex(copy) == sha);
+  CHECK(read_file(l.dir.path() + "/host_b/logs/node.log").find("removed, pulled again from host_a") !=
+        std::string::npos);
 }
 
 TEST_CASE("http: the queue through the API: runs listed, jobs added to an open run, cancel frees the pool") {

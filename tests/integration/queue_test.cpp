@@ -8,6 +8,7 @@
 #include <set>
 
 #include "nodes/exit_codes.hpp"
+#include "common/sha256.hpp"
 #include "tests/support/cluster.hpp"
 
 using namespace testing_support;
@@ -76,6 +77,20 @@ TEST_CASE("two runs side by side use every pool of the mode, submit adds to an o
   auto added = cl.submit_jobs(more);
   CHECK(added.first_index == 2);
   CHECK(cl.submit_jobs(more).first_index == 2);  // a retry adds nothing twice
+  // `vidline submit --reference-file`: the image is uploaded by digest first, then moved
+  // away before the job samples; the job samples (and the sim verifies) the host's copy.
+  std::filesystem::create_directories(dir.path() + "/cli-refs");
+  const std::string ref = dir.path() + "/cli-refs/added.png";
+  std::ofstream(ref) << "a reference for the added job";
+  std::ofstream(dir.path() + "/added-prompt.txt") << "queue test prompt, added with a reference";
+  auto [sub_rc, sub_out] = vidline_cli(
+      dir.path(), {"submit", two, "--config", config, "--prompt-file",
+                   dir.path() + "/added-prompt.txt", "--reference-file", ref, "--width", "416",
+                   "--height", "736", "--seconds", "5", "--count", "1", "--seed", "3000"});
+  INFO(sub_out);
+  REQUIRE(sub_rc == 0);
+  std::filesystem::remove_all(dir.path() + "/cli-refs");
+  const std::string ref_sha = vidline::to_hex(vidline::sha256_of("a reference for the added job"));
   std::set<std::string> pools;
   for (auto& id : {one, two}) {
     auto st = wait_status(cl, id, 90, [](const json& s) { return s["state"] != "running"; });
@@ -85,8 +100,10 @@ TEST_CASE("two runs side by side use every pool of the mode, submit adds to an o
       CHECK(contract_problem(j) == "");
       pools.insert(j["pool"].get<std::string>());
     }
-    if (id == two)
-      CHECK(st["jobs"].size() == 3);
+    if (id == two) {
+      REQUIRE(st["jobs"].size() == 4);
+      CHECK(st["jobs"][3]["reference_sha256"] == ref_sha);
+    }
   }
   CHECK(pools == std::set<std::string>{"four_a", "four_b", "xtx"});
   // `vidline runs --json` lists both, done.
@@ -96,8 +113,8 @@ TEST_CASE("two runs side by side use every pool of the mode, submit adds to an o
   REQUIRE(list.size() == 2);
   CHECK(list[0]["run_id"] == one);
   CHECK(list[1]["run_id"] == two);
-  CHECK(list[1]["done"] == 3);
-  CHECK(list[1]["total"] == 3);
+  CHECK(list[1]["done"] == 4);
+  CHECK(list[1]["total"] == 4);
   CHECK(list[1]["state"] == "succeeded");
   a->signal(SIGTERM);
   b->signal(SIGTERM);

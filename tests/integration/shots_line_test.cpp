@@ -1,6 +1,8 @@
 // A shot list on two real node processes (loopback, sim backend): a bad list is refused
 // whole with its line and field and nothing is submitted; a mixed list with references runs
-// to the end, every output matches the sim contract, its name and the run's index file.
+// to the end, every output matches the sim contract, its name and the run's index file. The
+// references travel by digest: moved away after `vidline run` uploaded them, they still reach
+// the sampling hosts (host_b pulls its copy from the coordinator's host_a) and are verified.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -65,6 +67,18 @@ TEST_CASE("a mixed shot list with references runs to the end, a bad list is refu
                 dir.path() + "/big.out");
     CHECK(big.wait(30) == 2);
     CHECK(big.err().find("good.jsonl:1: size: no pool of mode four_four_plus_one") != std::string::npos);
+    // An upload the coordinator's node cannot store (its inputs folder is a file here):
+    // refused by line and field, nothing submitted.
+    std::ofstream(dir.path() + "/host_a/inputs") << "in the way";
+    process blocked({VIDLINE_BINARY, "run", "--config", config, "--mode",
+                     "four_four_xtx_plus_one", "--jobs", dir.path() + "/good.jsonl"},
+                    dir.path() + "/blocked.out");
+    CHECK(blocked.wait(60) == 2);
+    INFO(blocked.err());
+    CHECK(blocked.err().find("good.jsonl:1: reference: ") != std::string::npos);
+    CHECK(blocked.err().find("was not uploaded to the coordinator") != std::string::npos);
+    CHECK(blocked.err().find("nothing was submitted") != std::string::npos);
+    std::filesystem::remove(dir.path() + "/host_a/inputs");
     // Nothing reached the coordinator.
     bool no_runs = false;
     try {
@@ -75,16 +89,28 @@ TEST_CASE("a mixed shot list with references runs to the end, a bad list is refu
     CHECK(no_runs);
   }
 
-  process run({VIDLINE_BINARY, "run", "--config", config, "--mode", "four_four_xtx_plus_one",
-               "--jobs", dir.path() + "/good.jsonl", "--json"},
+  // References travel: `vidline run` uploads each image to the coordinator's node before it
+  // submits; once it has, the images are moved away where no node can read them, and every
+  // job still samples from the copies the nodes hold by digest (host_b pulls its own).
+  process submit({VIDLINE_BINARY, "run", "--config", config, "--mode", "four_four_xtx_plus_one",
+                  "--jobs", dir.path() + "/good.jsonl", "--background"},
+                 dir.path() + "/submit.out");
+  REQUIRE(submit.wait(60) == 0);
+  std::string run_id = submit.out();
+  run_id.erase(run_id.find_last_not_of(" \n") + 1);
+  REQUIRE_FALSE(run_id.empty());
+  std::filesystem::rename(dir.path() + "/refs", dir.path() + "/moved-away");
+  for (auto& [name, sha] : ref_sha)
+    CHECK(sha256_file_hex(dir.path() + "/host_a/inputs/" + sha) == sha);
+  process run({VIDLINE_BINARY, "wait", run_id, "--config", config, "--json"},
               dir.path() + "/run.out");
   int code = run.wait(240);
   INFO(run.err());
   REQUIRE(code == 0);
   auto st = json::parse(run.out());
+  REQUIRE(st["run_id"] == run_id);
   CHECK(st["state"] == "succeeded");
   REQUIRE(st["jobs"].size() == 5);
-  const std::string run_id = st["run_id"].get<std::string>();
 
   // The index lines of every decoder host, by name.
   std::map<std::string, json> index;
@@ -108,6 +134,9 @@ TEST_CASE("a mixed shot list with references runs to the end, a bad list is refu
     CHECK(j["reference_sha256"] == ref_sha[shot]);
     if (j["seconds"] == 10)
       CHECK(j["pool"] == "xtx");  // the only pool of the mode that holds 736x1280x10
+    // The sampling host's own verified copy of the reference (host_b pulled it from host_a).
+    const std::string host = j["pool"] == "xtx" ? "host_b" : "host_a";
+    CHECK(sha256_file_hex(dir.path() + "/" + host + "/inputs/" + ref_sha[shot]) == ref_sha[shot]);
     REQUIRE(index.count(name) == 1);
     auto& l = index[name];
     CHECK(l["seed"] == j["seed"]);

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <regex>
 
+#include "common/sha256.hpp"
 #include "tests/support/cluster.hpp"
 #include "tests/support/netns.hpp"
 
@@ -389,4 +390,47 @@ TEST_CASE("large latents (736x1280, 10 s: 80 MB) cross the bulk channel in bound
   std::smatch m;
   REQUIRE(std::regex_search(log, m, served));
   CHECK(std::stoull(m[1]) >= 2 * (bytes >> 20));
+}
+
+TEST_CASE("a reference image crosses the link by digest: uploaded to host_a, pulled by host_b "
+          "over CURVE, verified", "[netns]") {
+  NETNS_OR_SKIP();
+  two_hosts h(0.005);
+  h.net.lose_packets(10);  // 1% both ways: the pull still arrives whole
+  h.start_a();
+  h.start_b();
+  netns_pair::entered in_a(h.net.a());
+  coordinator_client cl(vidline::config::load(h.config));
+  REQUIRE(coordinator_answers(cl, 30));
+  // 3.5 MiB: several chunks each way; in a folder no node reads.
+  std::string image((7u << 20) / 2, '\0');
+  for (std::size_t i = 0; i < image.size(); ++i)
+    image[i] = static_cast<char>((i * 2654435761u) >> 13);
+  const std::string sha = vidline::to_hex(vidline::sha256_of(image));
+  const std::string path = h.dir.path() + "/cli-only/ref.png";
+  fs::create_directories(h.dir.path() + "/cli-only");
+  std::ofstream(path, std::ios::binary) << image;
+  bool already = true;
+  REQUIRE(cl.upload_input(path, sha, &already) == "");
+  CHECK_FALSE(already);
+  fs::remove_all(h.dir.path() + "/cli-only");
+
+  vidline::msg::submit_run req;
+  req.mode = "four_four_xtx_plus_one";
+  req.request_id = "netns-input";
+  vidline::msg::shot s;
+  s.prompt = "a shot with a reference";
+  s.width = 736;  // only xtx (host_b) holds it in this mode
+  s.height = 1280;
+  s.seconds = 10;
+  s.seed = 77;
+  s.reference_sha256 = sha;
+  req.shots = {s};
+  auto run_id = cl.submit(req);
+  auto st = finish_and_check(h, cl, run_id, 1);
+  CHECK(st["jobs"][0]["pool"] == "xtx");
+  CHECK(st["jobs"][0]["reference_sha256"] == sha);
+  CHECK(vidline::sha256_file_hex(h.data("host_b") + "/inputs/" + sha) == sha);
+  CHECK(read_file(h.data("host_b") + "/logs/node.log").find("input " + sha + ": pulled from host_a") !=
+        std::string::npos);
 }

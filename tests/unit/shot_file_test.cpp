@@ -66,6 +66,17 @@ TEST_CASE("a shot file: fields, takes, names, references and comments are read")
   CHECK(jobs[2].reference_sha256 == l.shots[0].reference_sha256);
   CHECK(jobs[3].name.empty());
   CHECK(jobs[3].index == 3);
+  // A shot naming an input by digest alone (HTTP: reference_sha256 without a path) keeps it;
+  // a shot with neither takes the run's.
+  auto by_digest = l.shots;
+  by_digest[0].reference.clear();
+  by_digest[0].reference_sha256 = std::string(64, 'c');
+  CHECK(planner::shot_problem(by_digest[0], config::knobs{}).empty());
+  jobs = planner::shot_jobs(by_digest, "run-1", "/run/ref.png", std::string(64, 'd'));
+  CHECK(jobs[0].reference_sha256 == std::string(64, 'c'));
+  CHECK(jobs[0].reference.empty());
+  CHECK(jobs[3].reference_sha256 == std::string(64, 'd'));
+  CHECK(jobs[3].reference == "/run/ref.png");
 }
 
 TEST_CASE("a CSV shot file reads like JSON Lines") {

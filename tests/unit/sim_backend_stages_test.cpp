@@ -338,3 +338,39 @@ TEST_CASE("factory: sim from a config entry, exec and comfyui check their own op
   p.backend.type = "cuda";
   CHECK_THROWS_WITH(make_sampler(p), Catch::Contains("unknown type 'cuda'"));
 }
+
+TEST_CASE("sampler: a job's reference image is verified against its reference_sha256",
+          "[sampler]") {
+  temp_dir dir;
+  auto sampler = make_sim_sampler(small_profile(), {fast, "t10x8", "pool-a"});
+  auto j = job(7, 416, 736, 5);
+  const std::string ref = dir / "ref.png";
+  files::write_atomic(ref, "the reference image");
+  j.reference = ref;
+  j.reference_sha256 = to_hex(sha256_of("the reference image"));
+
+  auto ok = sampler->sample(j, "", env_for(dir / "ok.latent"));
+  CHECK(ok.outcome == msg::outcome::ok);
+
+  // Other bytes at the path: corrupt, no latent.
+  files::write_atomic(ref, "another image");
+  auto bad = sampler->sample(j, "", env_for(dir / "bad.latent"));
+  CHECK(bad.outcome == msg::outcome::corrupt);
+  CHECK(bad.error.find("hashes to") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir / "bad.latent"));
+
+  // Missing: transient (the host pulls it again), no latent.
+  fs::remove(ref);
+  auto gone = sampler->sample(j, "", env_for(dir / "gone.latent"));
+  CHECK(gone.outcome == msg::outcome::transient);
+  CHECK(gone.error.find("missing") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir / "gone.latent"));
+
+  // No path at all for a job that names a digest: the same.
+  j.reference.clear();
+  CHECK(sampler->sample(j, "", env_for(dir / "none.latent")).outcome == msg::outcome::transient);
+
+  // No reference_sha256: nothing to verify (the uniform form without a reference).
+  j.reference_sha256.clear();
+  CHECK(sampler->sample(j, "", env_for(dir / "plain.latent")).outcome == msg::outcome::ok);
+}

@@ -67,3 +67,26 @@ TEST_CASE("outputs are served by digest from the output directory, latents from 
   CHECK(ask(s, vsha, "../etc", frame, keep).error.find("unknown kind '../etc'") == 0);
   CHECK(ask(s, "../" + vsha.substr(3), "output", frame, keep).error == "bad sha256");
 }
+
+TEST_CASE("inputs are served by digest from the input directory, and only there") {
+  testing_support::temp_dir dir("vl-input-serve");
+  const std::string image = "a reference image", latent = "a latent";
+  const auto isha = to_hex(sha256_of(image)), lsha = to_hex(sha256_of(latent));
+  std::filesystem::create_directories(dir.path() + "/latents");
+  std::filesystem::create_directories(dir.path() + "/inputs");
+  std::ofstream(dir.path() + "/latents/" + lsha + ".latent") << latent;
+  std::ofstream(dir.path() + "/inputs/" + isha) << image;
+
+  nodes::latent_server s(dir.path() + "/latents", 1 << 20);
+  std::vector<char> frame;
+  msgpack::object_handle keep;
+  CHECK(ask(s, isha, "input", frame, keep).error == nodes::latent_not_found);  // none set
+  s.set_input_dir(dir.path() + "/inputs");
+  auto c = ask(s, isha, "input", frame, keep);
+  CHECK(c.error.empty());
+  CHECK(c.total == image.size());
+  CHECK(std::string(c.data.ptr, c.data.size) == image);
+  CHECK(ask(s, isha, "", frame, keep).error == nodes::latent_not_found);
+  CHECK(ask(s, lsha, "input", frame, keep).error == nodes::latent_not_found);
+  CHECK(ask(s, isha, "output", frame, keep).error == nodes::latent_not_found);
+}
