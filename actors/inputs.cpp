@@ -62,6 +62,8 @@ input_ready ensure_input(const context& ctx, const std::string& source_host,
   if (std::filesystem::exists(path, ec)) {
     auto why = verify(path, sha, bytes);
     if (why.empty()) {
+      // In use: the sweep removes an input untouched for input_retention_s (sweep.hpp).
+      std::filesystem::last_write_time(path, std::filesystem::file_time_type::clock::now(), ec);
       r.path = path;
       return r;
     }

@@ -55,7 +55,7 @@ const std::vector<definition>& definitions() {
      "Bytes of latents held on this host (waiting for their decode or their retention)", {}},
     {"vidline_latent_files", kind::gauge, "Latent files held on this host", {}},
     {"vidline_leftovers_removed_total", kind::counter,
-     "Leftovers a host removed past their retention (part files, work directories, conditioning, video links, receipts), by kind", {}},
+     "Leftovers a host removed past their retention (part files, work directories, conditioning, video links, receipts, inputs), by kind", {}},
     {"vidline_bus_frames_received_total", kind::counter, "Frames the bus read (valid or not)", {}},
     {"vidline_bus_frames_sent_total", kind::counter, "Frames the bus handed to ZeroMQ", {}},
     {"vidline_bus_dropped_frames_total", kind::counter,

@@ -64,6 +64,7 @@ void visit_knobs(K& k, V&& v) {
   v("conditioning_retention_s", k.conditioning_retention_s, int_range{0, 365 * 86'400});
   v("output_blob_retention_s", k.output_blob_retention_s, int_range{0, 365 * 86'400});
   v("receipt_retention_s", k.receipt_retention_s, int_range{0, 365 * 86'400});
+  v("input_retention_s", k.input_retention_s, int_range{0, 365 * 86'400});
   v("max_frame_bytes", k.max_frame_bytes, int_range{4 * kib + frame_headroom, gib});
   v("max_prompt_bytes", k.max_prompt_bytes, int_range{1, gib - frame_headroom});
   v("max_jobs_per_run", k.max_jobs_per_run, int_range{1, u32_max});

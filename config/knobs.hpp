@@ -67,6 +67,7 @@ struct knobs {
   int conditioning_retention_s = 86400;
   int output_blob_retention_s = 7 * 86400;
   int receipt_retention_s = 7 * 86400;
+  int input_retention_s = 7 * 86400;  ///< a reference image unused this long
 
   // -- limits on input from outside --
   uint32_t max_frame_bytes = 8u << 20;   ///< bytes in one ZeroMQ frame

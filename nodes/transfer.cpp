@@ -653,6 +653,8 @@ bool latent_server::serve(const msg::latent_fetch& req, const body_allocator& al
   const auto total = static_cast<uint64_t>(st.st_size);
   if (req.offset > total)
     return refuse("offset " + std::to_string(req.offset) + " beyond the end");
+  if (input && req.offset == 0)
+    ::futimens(fd.fd, nullptr);  // in use: the sweep keeps it (input_retention_s)
   const auto n = static_cast<std::size_t>(std::min<uint64_t>(req.length, total - req.offset));
 
   msg::latent_chunk c;

@@ -1552,8 +1552,25 @@ struct stepper {
         continue;
       }
       auto* j = s.find_job(l.run_id, l.index);
+      if (j == nullptr) {
+        // A forgotten run's latent (a failed job's: the decoded ones were released) stays
+        // while the journal holds the run, so resuming it decodes without sampling again.
+        // A run neither here nor journaled will never want it: released.
+        bool journaled = false;
+        for (auto& [at, id] : s.journaled)
+          if (id == l.run_id) {
+            journaled = true;
+            break;
+          }
+        if (!journaled) {
+          release.push_back(l.sha256);
+          log(2, "latent " + l.sha256 + " on " + h.host + " names job " + l.run_id + "/"
+                   + std::to_string(l.index) + ", which no run holds: released");
+        }
+        continue;
+      }
       // A failed job's latent stays: `vidline resume` decodes it without sampling again.
-      if (j == nullptr || j->state == job_state::sampling || j->state == job_state::failed)
+      if (j->state == job_state::sampling || j->state == job_state::failed)
         continue;
       if (j->state == job_state::cancelled) {
         release.push_back(l.sha256);  // stopped by the user: nothing will decode it

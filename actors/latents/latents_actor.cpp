@@ -116,6 +116,11 @@ std::vector<storing::listed> list_leftovers(const shell& sh) {
             [&](const std::string& n) { return ends_with(n, ".cond"); });
   add_files(sh.ctx.data_dir + "/" + output_blobs_subdir, leftover::output_blob,
             [](const std::string& n) { return is_sha256_hex(n); });
+  add_files(input_dir(sh.ctx), leftover::input, [](const std::string& n) { return is_sha256_hex(n); });
+  // Pulls of inputs (<sha>.part, .part.state) and uploads to this node (.<sha>.<pid>-<n>.part).
+  add_files(input_dir(sh.ctx), leftover::part, [&](const std::string& n) {
+    return ends_with(n, ".part") || ends_with(n, ".part.state");
+  });
   // A work directory's age is that of the newest thing in it.
   for (fs::directory_iterator it(work_dir(sh.ctx), ec), end; !ec && it != end; it.increment(ec)) {
     std::error_code e2;
@@ -161,7 +166,7 @@ void sweep_leftovers(shell& sh) {
       fs::remove(dir, ec);
   }
   std::string what;
-  for (int k = 0; k < 5; ++k)
+  for (int k = 0; k < 6; ++k)
     if (r.counts[k] != 0) {
       const char* name = storing::leftover_name(static_cast<storing::leftover>(k));
       what += (what.empty() ? "" : ", ") + std::to_string(r.counts[k]) + " " + name;
@@ -202,6 +207,7 @@ caf::behavior latents_actor(caf::event_based_actor* self, context ctx) {
   sh->limits.conditioning_s = k.conditioning_retention_s;
   sh->limits.output_blob_s = k.output_blob_retention_s;
   sh->limits.receipt_s = k.receipt_retention_s;
+  sh->limits.input_s = k.input_retention_s;
   // A live stage ends by its timeout (real seconds here), so a work directory untouched
   // for twice the longest is a dead one's.
   sh->limits.work_dir_s =
@@ -210,7 +216,7 @@ caf::behavior latents_actor(caf::event_based_actor* self, context ctx) {
   // shortest limit when that is sooner.
   double sweep_ms = 30'000;
   for (double lim : {sh->limits.part_s, sh->limits.conditioning_s, sh->limits.output_blob_s,
-                     sh->limits.receipt_s, sh->limits.work_dir_s})
+                     sh->limits.receipt_s, sh->limits.input_s, sh->limits.work_dir_s})
     if (lim > 0)
       sweep_ms = std::min(sweep_ms, lim * 500);
   const int sweep_every = std::max(1, static_cast<int>(sweep_ms / std::max(1, k.status_interval_ms)));

@@ -11,6 +11,7 @@ double limit_of(leftover k, const sweep_limits& l) {
   case leftover::conditioning: return l.conditioning_s;
   case leftover::output_blob: return l.output_blob_s;
   case leftover::receipt: return l.receipt_s;
+  case leftover::input: return l.input_s;
   }
   return 0;
 }
@@ -24,6 +25,7 @@ const char* leftover_name(leftover k) {
   case leftover::conditioning: return "conditioning";
   case leftover::output_blob: return "output_blob";
   case leftover::receipt: return "receipt";
+  case leftover::input: return "input";
   }
   return "?";
 }

@@ -16,6 +16,8 @@
 /// | outputs/.by-sha256/<sha> whose named video | `output_blob_retention_s`     |
 /// |   was taken away (one link left)           |                               |
 /// | receipts/... (a job's stage record)        | `receipt_retention_s`         |
+/// | inputs/<sha256> (a reference image, touched| `input_retention_s`           |
+/// |   on each use and each time it is served)  |                               |
 ///
 /// A limit of 0 keeps that kind for ever (work directories have no knob).
 
@@ -25,7 +27,7 @@
 
 namespace vidline::storing {
 
-enum class leftover { part, work_dir, conditioning, output_blob, receipt };
+enum class leftover { part, work_dir, conditioning, output_blob, receipt, input };
 
 /// One entry of the listing.
 struct listed {
@@ -42,12 +44,13 @@ struct sweep_limits {
   double conditioning_s = 86400;
   double output_blob_s = 604800;
   double receipt_s = 604800;
+  double input_s = 604800;
 };
 
 struct sweep_result {
   std::vector<std::string> remove;  ///< paths, in listing order
   uint64_t bytes = 0;               ///< what they hold
-  int counts[5] = {0, 0, 0, 0, 0};  ///< removals by kind (index: leftover)
+  int counts[6] = {0, 0, 0, 0, 0, 0};  ///< removals by kind (index: leftover)
 };
 
 /// The entries past their limit.

@@ -328,7 +328,12 @@ private:
                     // off within the first third of even the short soak. The soak's follow
                     // verifies a run from its status within seconds of its end, from the
                     // journal once it was forgotten.
-                    {"finished_run_memory_s", 10},  {"journal_keep_finished_s", 30}};
+                    {"finished_run_memory_s", 10},  {"journal_keep_finished_s", 30},
+                    // What every host sheds (actors/latents/sweep.hpp), as scaled: part
+                    // files and video links (the consumer takes the videos away) after ~50
+                    // simulated minutes, conditioning and receipts after ~100.
+                    {"stale_part_s", 30},           {"output_blob_retention_s", 30},
+                    {"conditioning_retention_s", 60}, {"receipt_retention_s", 60}};
     config_ = dir_ + "/cluster.json";
     std::ofstream(config_) << cfg.dump(2);
   }

@@ -28,7 +28,8 @@ void plant(const std::string& path, double age_s) {
 TEST_CASE("a node removes leftovers past their retention and keeps the rest", "[integration]") {
   temp_dir dir;
   const json knobs = {{"stale_part_s", 2}, {"conditioning_retention_s", 2},
-                      {"output_blob_retention_s", 2}, {"receipt_retention_s", 2}};
+                      {"output_blob_retention_s", 2}, {"receipt_retention_s", 2},
+                      {"input_retention_s", 2}};
   const auto config = write_reference_config(dir.path(), 0.05, knobs);
   const std::string d = dir.path() + "/host_b";
   const std::string sha_a(64, 'a'), sha_b(64, 'b'), sha_c(64, 'c');
@@ -49,12 +50,19 @@ TEST_CASE("a node removes leftovers past their retention and keeps the rest", "[
   plant(d + "/receipts/r0/0.sampled", day);
   plant(d + "/receipts/r2/0.decoded", future);
   plant(d + "/latents/" + sha_c + ".latent", day);               // a latent: the store's, not the sweep's
+  plant(d + "/latents/" + sha_c + ".latent.quarantined", day);   // a corrupt copy set aside
+  plant(d + "/latents/" + sha_b + ".job", day);                  // a note whose latent never came
+  plant(d + "/latents/" + sha_c + ".job", day);                  // the note of a latent here
+  plant(d + "/inputs/" + sha_a, day);                            // a reference nobody used lately
+  plant(d + "/inputs/" + sha_b, future);
+  plant(d + "/inputs/." + sha_c + ".123-1.part", day);           // an upload given up
 
   auto node = start_node(dir.path(), config, "host_b");
   const std::vector<std::string> gone = {
     d + "/latents/" + sha_a + ".latent.part", d + "/latents/" + sha_a + ".latent.part.state",
     d + "/work/41", d + "/conditioning/" + sha_a + ".cond", d + "/outputs/.by-sha256/" + sha_a,
-    d + "/receipts/r0"};
+    d + "/receipts/r0", d + "/latents/" + sha_c + ".latent.quarantined",
+    d + "/latents/" + sha_b + ".job", d + "/inputs/" + sha_a, d + "/inputs/." + sha_c + ".123-1.part"};
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   auto all_gone = [&] {
     for (auto& p : gone)
@@ -73,5 +81,7 @@ TEST_CASE("a node removes leftovers past their retention and keeps the rest", "[
   CHECK(fs::exists(d + "/outputs/r1/shot.simvideo"));
   CHECK(fs::exists(d + "/receipts/r2/0.decoded"));
   CHECK(fs::exists(d + "/latents/" + sha_c + ".latent"));
+  CHECK(fs::exists(d + "/latents/" + sha_c + ".job"));
+  CHECK(fs::exists(d + "/inputs/" + sha_b));
   CHECK(node->running());
 }

@@ -425,3 +425,29 @@ TEST_CASE("forgetting a run before others keeps the index of those in flight con
   CHECK(s.find_job("second", 0)->state == sched::job_state::sampling);
   CHECK(sched::check_index(s).empty());
 }
+
+TEST_CASE("a latent naming a forgotten run stays while the journal holds the run, then goes") {
+  auto s = line_of(1);
+  s.p.finished_run_memory_s = 10;
+  s.p.journal_keep_finished_s = 50;
+  sched::step(s, sched::ev_submit{run_of("r", 1)}, 0);
+  sched::step(s, sched::ev_cancel{"r", std::nullopt}, 1);
+  sched::step(s, sched::ev_tick{}, 11);
+  REQUIRE(s.find_run("r") == nullptr);
+  auto holdings = [&](const std::string& run, double now) {
+    msg::latent_holdings h;
+    h.host = "a";
+    h.epoch = 3;
+    h.seq = ++seq;
+    h.latents.push_back(msg::latent_held{std::string(64, 'c'), 1000, run, 0});
+    std::vector<std::string> released;
+    for (auto& e : sched::step(s, sched::ev_latent_holdings{h}, now))
+      if (auto* r = std::get_if<sched::fx_release>(&e))
+        released.insert(released.end(), r->sha256s.begin(), r->sha256s.end());
+    return released;
+  };
+  CHECK(holdings("r", 12).empty());  // forgotten, still journaled: a resume may want it
+  CHECK(holdings("never-submitted", 12) == std::vector<std::string>{std::string(64, 'c')});
+  sched::step(s, sched::ev_tick{}, 51);  // the journal drops r
+  CHECK(holdings("r", 52) == std::vector<std::string>{std::string(64, 'c')});
+}
