@@ -16,8 +16,8 @@
 #include <string>
 
 #include "bench/episode.hpp"
-#include "nodes/plan_cmd.hpp"
-#include "nodes/shot_file.hpp"
+#include "nodes/verbs/plan_cmd.hpp"
+#include "nodes/verbs/shot_file.hpp"
 #include "tests/support/cluster.hpp"
 
 using namespace vidline;

@@ -25,7 +25,7 @@
 #include "common/metrics.hpp"
 #include "common/sha256.hpp"
 #include "common/text.hpp"
-#include "nodes/commands.hpp"
+#include "nodes/verbs/commands.hpp"
 #include "nodes/exit_codes.hpp"
 #include "nodes/http_events.hpp"
 #include "nodes/inputs.hpp"

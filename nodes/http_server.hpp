@@ -2,7 +2,7 @@
 /// A node's HTTP endpoint (docs/http.md): `/metrics` on every node; on the coordinator's
 /// node also the API (`/v1/...`, docs/openapi.json) and the dashboard (`/dashboard/`).
 /// The API speaks to the coordinator through the same client the CLI uses
-/// (coordinator_client, nodes/commands.hpp), so it can do what the CLI can.
+/// (coordinator_client, nodes/verbs/commands.hpp), so it can do what the CLI can.
 
 #include <cstdint>
 #include <memory>

@@ -21,7 +21,7 @@
 
 #include "common/files.hpp"
 #include "nodes/exit_codes.hpp"
-#include "nodes/verbs.hpp"
+#include "nodes/verbs/verbs.hpp"
 
 namespace vidline::nodes {
 namespace {

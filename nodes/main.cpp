@@ -1,3 +1,3 @@
-#include "nodes/cli.hpp"
+#include "nodes/verbs/cli.hpp"
 
 int main(int argc, char** argv) { return vidline::nodes::cli_main(argc, argv); }

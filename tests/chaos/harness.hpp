@@ -20,7 +20,7 @@
 
 #include "common/crash_points.hpp"
 #include "config/config.hpp"
-#include "nodes/commands.hpp"
+#include "nodes/verbs/commands.hpp"
 #include "tests/support/contract.hpp"
 #include "tests/chaos/host_faults.hpp"
 #include "tests/support/cluster.hpp"

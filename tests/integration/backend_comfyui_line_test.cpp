@@ -10,7 +10,7 @@
 #include "backends/comfyui/bundle.hpp"
 #include "common/sha256.hpp"
 #include "config/config.hpp"
-#include "nodes/commands.hpp"
+#include "nodes/verbs/commands.hpp"
 #include "tests/support/cluster.hpp"
 #include "tests/support/comfyui_server.hpp"
 #include "tests/support/processes.hpp"

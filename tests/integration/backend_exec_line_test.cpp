@@ -8,7 +8,7 @@
 #include <set>
 
 #include "config/config.hpp"
-#include "nodes/commands.hpp"
+#include "nodes/verbs/commands.hpp"
 #include "tests/support/contract.hpp"
 #include "tests/support/cluster.hpp"
 #include "tests/support/processes.hpp"

@@ -11,7 +11,7 @@
 #include <sys/socket.h>
 
 #include "config/config.hpp"
-#include "nodes/commands.hpp"
+#include "nodes/verbs/commands.hpp"
 #include "tests/support/comfyui_server.hpp"
 #include "tests/support/cluster.hpp"
 #include "tests/support/processes.hpp"

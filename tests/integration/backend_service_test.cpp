@@ -10,9 +10,9 @@
 #include <sys/wait.h>
 
 #include "config/config.hpp"
-#include "nodes/commands.hpp"
+#include "nodes/verbs/commands.hpp"
 #include "nodes/node_lock.hpp"
-#include "nodes/service.hpp"
+#include "nodes/verbs/service.hpp"
 #include "tests/support/processes.hpp"
 
 using namespace vidline;

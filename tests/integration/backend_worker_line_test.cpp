@@ -14,7 +14,7 @@
 
 #include "backends/exec/pid_records.hpp"
 #include "config/config.hpp"
-#include "nodes/commands.hpp"
+#include "nodes/verbs/commands.hpp"
 #include "tests/support/cluster.hpp"
 #include "tests/support/processes.hpp"
 

@@ -18,8 +18,8 @@
 #include "backends/exec/pid_records.hpp"
 #include "backends/worker/worker_options.hpp"
 #include "config/config.hpp"
-#include "nodes/commands.hpp"
-#include "nodes/preflight.hpp"
+#include "nodes/verbs/commands.hpp"
+#include "nodes/verbs/preflight.hpp"
 #include "tests/support/cluster.hpp"
 #include "tests/support/processes.hpp"
 

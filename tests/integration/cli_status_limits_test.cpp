@@ -13,7 +13,7 @@
 #include "config/config.hpp"
 #include "messages/envelope.hpp"
 #include "messages/messages.hpp"
-#include "nodes/commands.hpp"
+#include "nodes/verbs/commands.hpp"
 #include "nodes/exit_codes.hpp"
 #include "tests/support/cluster.hpp"
 

@@ -5,7 +5,7 @@
 #include <zmq.hpp>
 
 #include "config/config.hpp"
-#include "nodes/commands.hpp"
+#include "nodes/verbs/commands.hpp"
 #include "tests/support/contract.hpp"
 #include "tests/support/cluster.hpp"
 #include "tests/support/processes.hpp"

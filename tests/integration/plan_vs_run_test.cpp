@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "nodes/plan_cmd.hpp"
+#include "nodes/verbs/plan_cmd.hpp"
 #include "tests/support/cluster.hpp"
 
 using namespace testing_support;

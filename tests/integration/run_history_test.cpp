@@ -10,7 +10,7 @@
 #include <map>
 
 #include "config/profile/profile.hpp"
-#include "nodes/plan_cmd.hpp"
+#include "nodes/verbs/plan_cmd.hpp"
 #include "tests/support/cluster.hpp"
 
 using namespace testing_support;

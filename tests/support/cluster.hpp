@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "config/config.hpp"
-#include "nodes/commands.hpp"
+#include "nodes/verbs/commands.hpp"
 #include "nodes/keygen.hpp"
 #include "tests/support/contract.hpp"
 #include "tests/support/processes.hpp"

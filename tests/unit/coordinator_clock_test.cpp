@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "nodes/plan_cmd.hpp"
+#include "nodes/verbs/plan_cmd.hpp"
 
 using namespace vidline;
 

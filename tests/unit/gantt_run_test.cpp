@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/planner/gantt.hpp"
-#include "nodes/commands.hpp"
+#include "nodes/verbs/commands.hpp"
 
 using nlohmann::json;
 using namespace vidline;

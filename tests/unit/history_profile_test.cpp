@@ -4,7 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "config/profile/profile.hpp"
-#include "nodes/profile_cmd.hpp"
+#include "nodes/verbs/profile_cmd.hpp"
 
 using namespace vidline;
 using profiles::model_state;

@@ -11,7 +11,7 @@
 #include <zmq.h>
 
 #include "nodes/keygen.hpp"
-#include "nodes/verbs.hpp"
+#include "nodes/verbs/verbs.hpp"
 #include "tests/support/processes.hpp"
 
 using namespace vidline::nodes;

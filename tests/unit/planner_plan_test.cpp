@@ -7,7 +7,7 @@
 
 #include "actors/planner/gantt.hpp"
 #include "actors/planner/reference_rows.hpp"
-#include "nodes/plan_cmd.hpp"
+#include "nodes/verbs/plan_cmd.hpp"
 
 using namespace vidline;
 

@@ -7,7 +7,7 @@
 
 #include "actors/planner/line_sim.hpp"
 #include "actors/planner/plan.hpp"
-#include "nodes/plan_cmd.hpp"
+#include "nodes/verbs/plan_cmd.hpp"
 
 using namespace vidline;
 

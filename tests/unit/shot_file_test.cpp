@@ -10,8 +10,8 @@
 #include "actors/decoder/output_index.hpp"
 #include "common/files.hpp"
 #include "common/sha256.hpp"
-#include "nodes/plan_cmd.hpp"
-#include "nodes/shot_file.hpp"
+#include "nodes/verbs/plan_cmd.hpp"
+#include "nodes/verbs/shot_file.hpp"
 #include "tests/support/processes.hpp"
 
 using namespace vidline;

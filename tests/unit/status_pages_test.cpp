@@ -13,7 +13,7 @@
 #include "actors/coordinator/records.hpp"
 #include "actors/coordinator/scheduler.hpp"
 #include "config/config.hpp"
-#include "nodes/commands.hpp"
+#include "nodes/verbs/commands.hpp"
 
 using namespace vidline;
 using nlohmann::json;

@@ -1,10 +1,10 @@
-// wait's progress line (nodes/commands.hpp, progress_line): the ETA is the plan's time left
+// wait's progress line (nodes/verbs/commands.hpp, progress_line): the ETA is the plan's time left
 // from the jobs done, at the pace the real line has kept so far.
 #include <catch2/catch.hpp>
 
 #include <nlohmann/json.hpp>
 
-#include "nodes/commands.hpp"
+#include "nodes/verbs/commands.hpp"
 
 using nlohmann::json;
 

@@ -1,4 +1,4 @@
-#include "nodes/service.hpp"
+#include "nodes/verbs/service.hpp"
 
 #include "backends/exec/child.hpp"
 #include "nodes/keygen.hpp"
@@ -29,7 +29,7 @@
 #include "common/files.hpp"
 #include "messages/envelope.hpp"
 #include "nodes/client.hpp"
-#include "nodes/commands.hpp"
+#include "nodes/verbs/commands.hpp"
 #include "nodes/exit_codes.hpp"
 #include "nodes/node_lock.hpp"
 

@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/coordinator/scheduler.hpp"
-#include "nodes/verbs.hpp"
+#include "nodes/verbs/verbs.hpp"
 
 namespace vidline::nodes {
 

@@ -1,4 +1,4 @@
-#include "nodes/config_adapt.hpp"
+#include "nodes/verbs/config_adapt.hpp"
 
 #include <algorithm>
 #include <cstdio>

@@ -1,4 +1,4 @@
-#include "nodes/cli.hpp"
+#include "nodes/verbs/cli.hpp"
 
 #include <cstdint>
 #include <cstdio>
@@ -12,13 +12,13 @@
 #include "common/files.hpp"
 #include "common/sha256.hpp"
 #include "config/config.hpp"
-#include "nodes/cli_checks.hpp"
-#include "nodes/collect.hpp"
-#include "nodes/commands.hpp"
+#include "nodes/verbs/cli_checks.hpp"
+#include "nodes/verbs/collect.hpp"
+#include "nodes/verbs/commands.hpp"
 #include "nodes/exit_codes.hpp"
 #include "nodes/node.hpp"
-#include "nodes/shot_file.hpp"
-#include "nodes/verbs.hpp"
+#include "nodes/verbs/shot_file.hpp"
+#include "nodes/verbs/verbs.hpp"
 #include "vidline/version.hpp"
 
 namespace vidline::nodes {
@@ -55,7 +55,7 @@ struct run_args {
 };
 
 /// Follows a run (wait_for_run) and, with `dir` (--collect), collects its videos as they
-/// finish and once more from the whole status at the end (nodes/collect.hpp). The report
+/// finish and once more from the whole status at the end (nodes/verbs/collect.hpp). The report
 /// goes to stderr with --json. Exit code: wait's, or not_collected when that was ok and a
 /// video was refused or could not be collected.
 int follow(coordinator_client& cl, const config::cluster& cluster, const std::string& run_id,

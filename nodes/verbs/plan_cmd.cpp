@@ -1,4 +1,4 @@
-#include "nodes/plan_cmd.hpp"
+#include "nodes/verbs/plan_cmd.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -11,10 +11,10 @@
 #include "actors/planner/gantt.hpp"
 #include "actors/planner/reference_rows.hpp"
 #include "common/files.hpp"
-#include "nodes/cli_checks.hpp"
+#include "nodes/verbs/cli_checks.hpp"
 #include "nodes/exit_codes.hpp"
-#include "nodes/shot_file.hpp"
-#include "nodes/verbs.hpp"
+#include "nodes/verbs/shot_file.hpp"
+#include "nodes/verbs/verbs.hpp"
 
 namespace vidline::nodes {
 

@@ -17,12 +17,12 @@ struct verb {
 
 using verb_list = std::vector<verb>;
 
-/// node, run, wait, status, demo (nodes/cli.cpp).
+/// node, run, wait, status, demo (nodes/verbs/cli.cpp).
 void add_line_verbs(CLI::App& app, verb_list& out);
-void add_queue_verbs(CLI::App& app, verb_list& out);  ///< runs, cancel, submit (nodes/queue_verbs.cpp)
-void add_backend_verbs(CLI::App& app, verb_list& out);  ///< preflight, config-adapt, start, stop (nodes/service_verbs.cpp)
-void add_plan_verbs(CLI::App& app, verb_list& out);  ///< plan (nodes/plan_cmd.cpp)
-void add_profile_verbs(CLI::App& app, verb_list& out);  ///< profile build (nodes/profile_cmd.cpp)
+void add_queue_verbs(CLI::App& app, verb_list& out);  ///< runs, cancel, submit (nodes/verbs/queue_verbs.cpp)
+void add_backend_verbs(CLI::App& app, verb_list& out);  ///< preflight, config-adapt, start, stop (nodes/verbs/service_verbs.cpp)
+void add_plan_verbs(CLI::App& app, verb_list& out);  ///< plan (nodes/verbs/plan_cmd.cpp)
+void add_profile_verbs(CLI::App& app, verb_list& out);  ///< profile build (nodes/verbs/profile_cmd.cpp)
 void add_security_verbs(CLI::App& app, verb_list& out);  ///< keygen (nodes/keygen.cpp)
 
 } // namespace vidline::nodes

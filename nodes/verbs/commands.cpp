@@ -1,4 +1,4 @@
-#include "nodes/commands.hpp"
+#include "nodes/verbs/commands.hpp"
 
 #include <algorithm>
 #include <chrono>

@@ -1,6 +1,6 @@
 /// Collecting a run's videos to the submitting host (collect.hpp, docs/shots.md).
 
-#include "nodes/collect.hpp"
+#include "nodes/verbs/collect.hpp"
 
 #include <cerrno>
 #include <cstring>

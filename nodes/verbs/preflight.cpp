@@ -1,4 +1,4 @@
-#include "nodes/preflight.hpp"
+#include "nodes/verbs/preflight.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -38,7 +38,7 @@
 #include "nodes/client.hpp"
 #include "nodes/exit_codes.hpp"
 #include "nodes/keygen.hpp"
-#include "nodes/service.hpp"
+#include "nodes/verbs/service.hpp"
 
 namespace vidline::nodes {
 namespace {

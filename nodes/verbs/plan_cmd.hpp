@@ -49,7 +49,7 @@ struct plan_options {
   uint32_t width = 0, height = 0, seconds = 0, count = 1;
   uint64_t seed = 0;
   bool json = false;
-  std::string jobs;                ///< --jobs FILE: a shot list (nodes/shot_file.hpp)
+  std::string jobs;                ///< --jobs FILE: a shot list (nodes/verbs/shot_file.hpp)
   std::vector<std::string> given;  ///< the uniform options given (refused with --jobs)
 };
 

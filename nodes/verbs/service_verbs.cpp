@@ -6,12 +6,12 @@
 #include <memory>
 
 #include "config/config.hpp"
-#include "nodes/cli_checks.hpp"
-#include "nodes/config_adapt.hpp"
+#include "nodes/verbs/cli_checks.hpp"
+#include "nodes/verbs/config_adapt.hpp"
 #include "nodes/exit_codes.hpp"
-#include "nodes/preflight.hpp"
-#include "nodes/service.hpp"
-#include "nodes/verbs.hpp"
+#include "nodes/verbs/preflight.hpp"
+#include "nodes/verbs/service.hpp"
+#include "nodes/verbs/verbs.hpp"
 
 namespace vidline::nodes {
 namespace {

@@ -14,7 +14,7 @@
 #include "backends/exec/child.hpp"
 #include "common/files.hpp"
 #include "common/sha256.hpp"
-#include "nodes/commands.hpp"
+#include "nodes/verbs/commands.hpp"
 #include "nodes/exit_codes.hpp"
 #include "nodes/keygen.hpp"
 

@@ -1,4 +1,4 @@
-#include "nodes/shot_file.hpp"
+#include "nodes/verbs/shot_file.hpp"
 
 #include <cctype>
 #include <filesystem>

@@ -1,4 +1,4 @@
-#include "nodes/profile_cmd.hpp"
+#include "nodes/verbs/profile_cmd.hpp"
 
 #include <algorithm>
 #include <cstdio>

@@ -9,12 +9,12 @@
 
 #include <CLI/CLI.hpp>
 
-#include "nodes/cli.hpp"
-#include "nodes/cli_checks.hpp"
-#include "nodes/commands.hpp"
+#include "nodes/verbs/cli.hpp"
+#include "nodes/verbs/cli_checks.hpp"
+#include "nodes/verbs/commands.hpp"
 #include "nodes/exit_codes.hpp"
-#include "nodes/shot_file.hpp"
-#include "nodes/verbs.hpp"
+#include "nodes/verbs/shot_file.hpp"
+#include "nodes/verbs/verbs.hpp"
 
 namespace vidline::nodes {
 

@@ -65,7 +65,7 @@ public:
   /// coordinator's reason (no_such_run, refused) or "no answer" (unreachable).
   msg::resume_reply resume(const std::string& run_id, int timeout_ms = 10000);
 
-  /// The queue (nodes/queue_verbs.cpp): the runs' list JSON; cancel a run or one job; add
+  /// The queue (nodes/verbs/queue_verbs.cpp): the runs' list JSON; cancel a run or one job; add
   /// jobs to an open run. Each throws coordinator_error as resume does.
   nlohmann::json runs(bool all, int timeout_ms = 5000);
   msg::cancel_reply cancel(const msg::cancel_run& req, int timeout_ms = 10000);
@@ -101,7 +101,7 @@ struct wait_options {
   /// The cluster, to plan the batch for the progress line's ETA (none = no ETA).
   const config::cluster* cluster = nullptr;
   /// Called with each status polled (all the jobs, or one page of a big run), before the
-  /// end is judged: `--collect` copies the videos finished since (nodes/collect.hpp).
+  /// end is judged: `--collect` copies the videos finished since (nodes/verbs/collect.hpp).
   std::function<void(const nlohmann::json&)> on_status;
 };
 

@@ -1,0 +1,696 @@
+// The auto policy (policy.hpp, auto_policy): per job, the pool and decoder that bring the
+// batch's end soonest by the stage estimates, comparing layouts near the end of a batch
+// (docs/planner.md, "auto"). The simple policies and the list of names are in policy.cpp.
+#include "actors/coordinator/policy.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <tuple>
+
+namespace vidline::sched {
+namespace {
+
+constexpr double never = std::numeric_limits<double>::infinity();
+constexpr double tie_s = 1e-9;  ///< two finishes closer than this are a tie (broken by mode order)
+
+/// A pool's slots in one scenario: it finishes jobs at first, first + period, ...
+struct slots {
+  double first = never;
+  double period = never;
+  std::size_t pos = 0;  ///< in the mode's order: breaks ties
+};
+
+/// How many of q's slots end before f (a tie counts when q comes first in the mode).
+double count_before(const slots& q, double f, std::size_t pos) {
+  if (q.first > f + tie_s)
+    return 0;
+  double k = std::floor((f - q.first) / q.period + tie_s / q.period);
+  double last = q.first + k * q.period;
+  double n = k + 1;
+  if (std::abs(last - f) <= tie_s && q.pos > pos)
+    n -= 1;
+  return std::max(0.0, n);
+}
+
+/// How many slots end by T.
+double count_by(const std::vector<slots>& ls, double T) {
+  double n = 0;
+  for (auto& q : ls)
+    if (q.first <= T + tie_s)
+      n += std::floor((T - q.first) / q.period + tie_s / q.period) + 1;
+  return n;
+}
+
+/// When the q-th earliest slot ends: exactly, by bisection on the count.
+double batch_end_exact(const std::vector<slots>& ls, std::size_t q) {
+  double lo = never, hi = never;
+  for (auto& s : ls) {
+    if (s.first == never)
+      continue;
+    lo = std::min(lo, s.first);
+    hi = std::min(hi, s.first + static_cast<double>(q - 1) * s.period);
+  }
+  if (hi == never)
+    return never;
+  // Precision relative to the span searched, not to the clock: a live coordinator's clock
+  // reads ~1e10 s (wall time / time_scale).
+  const double span = hi - lo;
+  for (int i = 0; i < 100 && hi - lo > 1e-7 * std::max(1.0, span); ++i) {
+    double mid = (lo + hi) / 2;
+    if (count_by(ls, mid) >= static_cast<double>(q))
+      hi = mid;
+    else
+      lo = mid;
+  }
+  return hi;
+}
+
+/// The same as a fluid: pool p has done (T - first) / period + 1 jobs by T.
+double batch_end_fluid(std::vector<slots> ls, std::size_t q) {
+  ls.erase(std::remove_if(ls.begin(), ls.end(), [](const slots& s) { return s.first == never; }),
+           ls.end());
+  if (ls.empty())
+    return never;
+  std::sort(ls.begin(), ls.end(), [](const slots& a, const slots& b) { return a.first < b.first; });
+  double rate = 0, weighted = 0;
+  for (std::size_t k = 0; k < ls.size(); ++k) {
+    rate += 1 / ls[k].period;
+    weighted += ls[k].first / ls[k].period;
+    double T = (static_cast<double>(q) - static_cast<double>(k + 1) + weighted) / rate;
+    if (k + 1 == ls.size() || T <= ls[k + 1].first)
+      return std::max(T, ls[k].first);
+  }
+  return never;
+}
+
+/// One pool of the mode, as the policy sees it for the run being dispatched.
+struct line {
+  const pool_view* p = nullptr;
+  std::size_t pos = 0;
+  bool usable = false;     ///< in service and holds the run's size
+  bool free = false;       ///< free now
+  bool busy = false;       ///< running an order now
+  double busy_end = 0;     ///< when that order should end
+  double cold_s = 0, warm_s = 0, tail_s = 0;
+};
+
+} // namespace
+
+auto_policy::auto_policy(std::shared_ptr<const stage_estimates> est, auto_tuning t)
+    : est_(std::move(est)), t_(t) {}
+
+/// Per pool of a mode (by position in the mode), for one size.
+struct auto_policy::mode_consts {
+  std::vector<uint32_t> ids;           ///< the mode's pool ids these were computed for
+  std::vector<char> fits;
+  std::vector<double> cold_s, warm_s, tail_s, cond_s;
+  double decode_rate = 0;              ///< jobs per second all the mode's decoders manage
+  double warm_rate = 0;                ///< sum of 1 / warm_s over the pools that fit
+  std::size_t fitting = 0;             ///< pools that fit
+  /// Groups of pools sharing GPUs (positions), with their layouts: bit a = members[a] runs.
+  struct group {
+    std::vector<std::size_t> members;
+    std::vector<uint32_t> layouts;
+  };
+  std::vector<group> groups;
+  std::vector<int> group_of;           ///< position -> index in groups, or -1
+  /// The mode's decoders (in order): decode seconds, handoff from its own host / another.
+  std::vector<const decoder_view*> decoders;
+  std::vector<double> decode_s, handoff_local_s, handoff_remote_s;
+  /// Decoders on a pool's GPU: used only once nothing of the run is left to sample, so
+  /// left out of slots and batch ends.
+  std::vector<char> decoder_shared;
+};
+
+const auto_policy::mode_consts& auto_policy::consts(const state& st, const std::string& mode,
+                                                     const msg::job_spec& spec) const {
+  const auto& ids = st.idx.mode_ids.at(mode);
+  auto key = std::make_tuple(mode, spec.width, spec.height, spec.seconds);
+  auto it = cache_.find(key);
+  if (it != cache_.end() && it->second->ids == ids) {
+    // Decoder views move when the state is copied: re-point them (same mode, same order).
+    auto& views = st.idx.mode_decoder_views.at(mode);
+    if (it->second->decoders.size() == views.size()
+        && std::equal(views.begin(), views.end(), it->second->decoders.begin()))
+      return *it->second;
+    auto c = std::make_shared<mode_consts>(*it->second);
+    c->decoders.assign(views.begin(), views.end());
+    it->second = c;
+    return *c;
+  }
+  struct view_of {
+    const state& s;
+    const pool_view& pool(uint32_t id) const { return *s.idx.pool_views[id]; }
+  } v{st};
+  struct { const msg::job_spec& spec; } head{spec};
+  const std::string& run_mode = mode;
+  auto c = std::make_shared<mode_consts>();
+  c->ids = ids;
+  const std::size_t n = ids.size();
+  c->fits.assign(n, 0);
+  c->cold_s.assign(n, 0);
+  c->warm_s.assign(n, 0);
+  c->tail_s.assign(n, 0);
+  c->cond_s.assign(n, 0);
+  c->group_of.assign(n, -1);
+  std::vector<const decoder_view*> decs;
+  if (auto md = st.idx.mode_decoder_views.find(run_mode); md != st.idx.mode_decoder_views.end())
+    decs.assign(md->second.begin(), md->second.end());
+  c->decoders = decs;
+  for (auto* d : decs) {
+    c->decode_s.push_back(est_->decode(*d, head.spec));
+    c->handoff_local_s.push_back(est_->handoff(d->host, *d, head.spec));
+    c->handoff_remote_s.push_back(est_->handoff("", *d, head.spec));
+    c->decoder_shared.push_back(!d->shares_gpu_with.empty());
+    if (d->shares_gpu_with.empty())
+      c->decode_rate += 1 / std::max(1e-9, c->decode_s.back());
+  }
+  std::map<std::string, double> tail_of_host;
+  for (std::size_t k = 0; k < n; ++k) {
+    const auto& p = v.pool(ids[k]);
+    auto cold = est_->sampling(p.kind, head.spec, true);
+    auto warm = est_->sampling(p.kind, head.spec, false);
+    if (!cold || !warm)
+      continue;
+    c->fits[k] = 1;
+    c->cold_s[k] = *cold;
+    c->warm_s[k] = std::max(*warm, 1e-6);
+    c->warm_rate += 1 / c->warm_s[k];
+    ++c->fitting;
+    c->cond_s[k] = est_->conditioning(p.host);
+    auto [t, fresh] = tail_of_host.emplace(p.host, 0.0);
+    if (fresh) {
+      double best = never;
+      for (auto* d : decs)
+        if (d->shares_gpu_with.empty())
+          best = std::min(best, est_->handoff(p.host, *d, head.spec) + est_->decode(*d, head.spec));
+      if (best == never)
+        best = 0;
+      t->second = best;
+    }
+    c->tail_s[k] = t->second;
+  }
+  // Conflict groups among the pools that hold the size, and their layouts: the largest sets
+  // of members that run together.
+  const auto& pos = st.idx.mode_pos.at(run_mode);
+  std::vector<int> parent(n);
+  for (std::size_t k = 0; k < n; ++k)
+    parent[k] = static_cast<int>(k);
+  auto find = [&](int k) {
+    while (parent[k] != k)
+      k = parent[k] = parent[parent[k]];
+    return k;
+  };
+  for (std::size_t k = 0; k < n; ++k)
+    if (c->fits[k])
+      for (uint32_t other : st.idx.related[ids[k]])
+        if (pos[other] >= 0 && c->fits[pos[other]])
+          parent[find(static_cast<int>(k))] = find(pos[other]);
+  std::map<int, std::vector<std::size_t>> roots;
+  for (std::size_t k = 0; k < n; ++k)
+    if (c->fits[k])
+      roots[find(static_cast<int>(k))].push_back(k);
+  auto conflict = [&](std::size_t a, std::size_t b) {
+    const auto& r = st.idx.related[ids[a]];
+    return std::binary_search(r.begin(), r.end(), ids[b]);
+  };
+  for (auto& [root, members] : roots) {
+    if (members.size() < 2 || members.size() > t_.max_group)
+      continue;
+    mode_consts::group g;
+    g.members = members;
+    const std::size_t k = members.size();
+    for (uint32_t mask = 1; mask < (1u << k); ++mask) {
+      bool ok = true;
+      for (std::size_t a = 0; a < k && ok; ++a)
+        for (std::size_t b = a + 1; b < k && ok; ++b)
+          if ((mask >> a & 1) && (mask >> b & 1) && conflict(members[a], members[b]))
+            ok = false;
+      for (std::size_t a = 0; a < k && ok; ++a) {
+        if (mask >> a & 1)
+          continue;
+        bool addable = true;
+        for (std::size_t b = 0; b < k && addable; ++b)
+          if ((mask >> b & 1) && conflict(members[a], members[b]))
+            addable = false;
+        ok = !addable;  // a layout leaves out only pools that cannot join it
+      }
+      if (ok)
+        g.layouts.push_back(mask);
+    }
+    for (auto m : members)
+      c->group_of[m] = static_cast<int>(c->groups.size());
+    c->groups.push_back(std::move(g));
+  }
+  cache_[key] = c;
+  return *c;
+}
+
+std::optional<assignment> auto_policy::next(const dispatch_view& v) const {
+  const auto& q = v.queue;
+  if (q.queued.empty() || !v.s.idx.mode_ids.count(v.r.mode))
+    return std::nullopt;
+  // The open runs of the mode share its pools: the slots to fill are the whole queue's
+  // (this run's jobs go first when it is first in the queue; the machine asks it first).
+  const std::size_t others = v.mode_queued > q.queued.size() ? v.mode_queued - q.queued.size() : 0;
+  if (q.restricted.empty())
+    return next_of(v, *q.queued.begin(), q.queued.size() + others, nullptr);
+  // Jobs of several sizes (a shot list), or some that ran out of memory somewhere: each size
+  // is a batch of alike jobs of its own, asked in the order of its lowest queued job (the
+  // run's priority order); the first that gives a free pool a job wins. A pool that cannot
+  // hold the lowest job is still asked for the others.
+  std::map<std::tuple<uint32_t, uint32_t, uint32_t>, std::size_t> class_of;
+  std::vector<std::vector<uint32_t>> classes;
+  for (uint32_t i : q.queued) {
+    const auto& sp = v.r.jobs[i].spec;
+    auto [it, fresh] = class_of.emplace(std::make_tuple(sp.width, sp.height, sp.seconds),
+                                        classes.size());
+    if (fresh)
+      classes.emplace_back();
+    classes[it->second].push_back(i);
+  }
+  for (const auto& members : classes)
+    if (auto a = next_of(v, members.front(), members.size() + others, &members))
+      return a;
+  return std::nullopt;
+}
+
+std::optional<assignment> auto_policy::next_of(const dispatch_view& v, uint32_t head_index,
+                                               std::size_t Q,
+                                               const std::vector<uint32_t>* members) const {
+  const auto& q = v.queue;
+  const job& head = v.r.jobs[head_index];
+  const mode_consts& c = consts(v.s, v.r.mode, head.spec);
+  const auto& ids = c.ids;
+  const std::size_t n = ids.size();
+  const auto& idx = v.s.idx;
+
+  auto cond_ready = [&](std::size_t k, double t) {
+    auto first = q.first_order_on_host.find(v.pool(ids[k]).host);
+    return first == q.first_order_on_host.end() ? t + c.cond_s[k]
+                                                : std::max(t, first->second + c.cond_s[k]);
+  };
+
+  // Many jobs queued, no GPUs shared: the free pool that finishes one soonest takes it when
+  // even every pool working flat out could not finish all queued jobs before it would.
+  if (c.groups.empty()) {
+    const auto& pos = idx.mode_pos.at(v.r.mode);
+    double best_f = never;
+    std::size_t best = 0;
+    for (uint32_t id : v.free) {
+      int32_t k = pos[id];
+      if (k < 0 || !c.fits[k] || idx.unavailable_flag[id] || !pool_may_take(v.pool(id), head))
+        continue;
+      const auto& p = v.pool(id);
+      double f = cond_ready(k, v.now)
+                 + (p.warm ? c.warm_s[k] : c.cold_s[k]) * p.speed_factor + c.tail_s[k];
+      if (f < best_f || (f == best_f && static_cast<std::size_t>(k) < best)) {
+        best_f = f;
+        best = static_cast<std::size_t>(k);
+      }
+    }
+    if (best_f == never)
+      return std::nullopt;
+    // The pools' warm rate as observed (their speed factors; the constant when all are 1).
+    double warm_rate = 0;
+    bool observed = false;
+    for (std::size_t k = 0; k < n; ++k)
+      if (c.fits[k]) {
+        double f = v.pool(ids[k]).speed_factor;
+        observed = observed || f != 1;
+        warm_rate += 1 / std::max(c.warm_s[k] * f, 1e-6);
+      }
+    if (!observed)
+      warm_rate = c.warm_rate;
+    double at_most_before = (best_f - v.now) * warm_rate + static_cast<double>(c.fitting);
+    if (static_cast<double>(Q) > at_most_before)
+      return assignment{head_index, ids[best]};
+  }
+
+  // Every pool of the mode: usable now, free, busy until when.
+  std::vector<line> lines(n);
+  for (std::size_t k = 0; k < n; ++k) {
+    line& l = lines[k];
+    l.p = &v.pool(ids[k]);
+    l.pos = k;
+    l.usable = c.fits[k] && !idx.unavailable_flag[ids[k]] && pool_may_take(*l.p, head);
+    if (!l.usable)
+      continue;
+    // Sampling as this pool was observed to run it (pool_view::speed_factor).
+    l.cold_s = c.cold_s[k] * l.p->speed_factor;
+    l.warm_s = std::max(c.warm_s[k] * l.p->speed_factor, 1e-6);
+    l.tail_s = c.tail_s[k];
+    l.free = idx.free_flag[ids[k]] != 0;
+    if (l.p->assigned) {
+      l.busy = true;
+      double end = v.now + l.warm_s;
+      bool was_cold = !l.p->warm;
+      if (l.p->assigned->first == v.r.id) {
+        end = cond_ready(k, l.p->ordered_at) + (was_cold ? l.cold_s : l.warm_s);
+      } else if (const run* r = v.s.find_run(l.p->assigned->first);
+                 r != nullptr && l.p->assigned->second < r->jobs.size()) {
+        if (auto s = est_->sampling(l.p->kind, r->jobs[l.p->assigned->second].spec, was_cold))
+          end = l.p->ordered_at + *s * l.p->speed_factor;
+      }
+      l.busy_end = std::max(end, v.now);
+    } else if (l.p->reported_busy != 0) {
+      l.busy = true;  // an attempt we no longer track: guess one warm job
+      l.busy_end = v.now + l.warm_s;
+    }
+  }
+
+  // A pool's slots: after its current order, or from when its GPUs are free.
+  auto slots_of = [&](std::size_t k, double gpus_free_at) {
+    const line& l = lines[k];
+    slots s;
+    s.pos = k;
+    s.period = l.warm_s;
+    if (l.busy)
+      s.first = l.busy_end + l.warm_s + l.tail_s;
+    else
+      s.first = cond_ready(k, std::max(v.now, gpus_free_at))
+                + (l.p->warm ? l.warm_s : l.cold_s) + l.tail_s;
+    return s;
+  };
+  // As things stand: busy and free pools go on; pools held back by a busy neighbour don't.
+  std::vector<slots> chosen(n);
+  for (std::size_t k = 0; k < n; ++k)
+    if (lines[k].usable && (lines[k].busy || lines[k].free))
+      chosen[k] = slots_of(k, v.now);
+
+  // Near the end of a batch the decoders' queue decides: pools that deliver at once wait
+  // for each other's decodes. What the decoders have now: when each is through the latents
+  // it holds or has on the way; the latents of this run that pools sample now.
+  const bool queue_model = Q <= t_.queue_jobs && n <= t_.exact_pools && !c.decoders.empty();
+  std::vector<double> decoder_free;
+  std::vector<std::pair<double, std::size_t>> sampling_now;  // (latent ready, pool)
+  if (queue_model) {
+    for (std::size_t d = 0; d < c.decoders.size(); ++d) {
+      const auto* dv = c.decoders[d];
+      double free_at = -never;
+      if (!dv->alive || c.decoder_shared[d]) {
+        decoder_free.push_back(never);
+        continue;
+      }
+      for (auto& [attempt, t] : dv->sent)  // attempts go out in order: oldest first
+        free_at = std::max(free_at, t + c.handoff_remote_s[d]) + c.decode_s[d];
+      decoder_free.push_back(std::max(free_at, v.now));
+    }
+    for (std::size_t k = 0; k < n; ++k)
+      if (lines[k].usable && lines[k].busy && lines[k].p->assigned
+          && lines[k].p->assigned->first == v.r.id)
+        sampling_now.emplace_back(lines[k].busy_end, k);
+  }
+  // The batch's end with the Q earliest slots' latents put through the decoders in the
+  // order they are sampled, each to the decoder that writes it first.
+  auto queued_end = [&](const std::vector<slots>& ls, double sampled_by) {
+    std::vector<std::pair<double, std::size_t>> next;  // (slot end, pool)
+    for (std::size_t k = 0; k < ls.size(); ++k)
+      if (ls[k].first != never)
+        for (double t = ls[k].first; t <= sampled_by + tie_s; t += ls[k].period)
+          next.emplace_back(t, k);
+    std::sort(next.begin(), next.end());
+    if (next.size() > Q)
+      next.resize(Q);
+    std::vector<std::pair<double, std::size_t>> latents = sampling_now;  // (ready, pool)
+    for (auto& [t, k] : next)
+      latents.emplace_back(t - lines[k].tail_s, k);
+    std::sort(latents.begin(), latents.end());
+    std::vector<double> free_at = decoder_free;
+    double T = v.now;
+    for (auto& [ready, k] : latents) {
+      double best = never;
+      std::size_t bd = 0;
+      const std::string& host = lines[k].p->host;
+      for (std::size_t d = 0; d < free_at.size(); ++d) {
+        double h = host == c.decoders[d]->host ? c.handoff_local_s[d] : c.handoff_remote_s[d];
+        double end = std::max(ready + h, free_at[d]) + c.decode_s[d];
+        if (end < best - tie_s) {
+          best = end;
+          bd = d;
+        }
+      }
+      if (best == never)
+        return never;
+      free_at[bd] = best;
+      T = std::max(T, best);
+    }
+    return T;
+  };
+  auto batch_end = [&](const std::vector<slots>& ls) {
+    double T = ls.size() <= t_.exact_pools ? batch_end_exact(ls, Q) : batch_end_fluid(ls, Q);
+    if (queue_model && T != never)
+      T = std::max(T, queued_end(ls, T));
+    if (c.decode_rate > 0)
+      T = std::max(T, v.now + static_cast<double>(q.unfinished) / c.decode_rate);
+    return T;
+  };
+
+  // Layouts. Each group starts from its current layout (the fastest holding its busy, else
+  // its warm pools; the fastest of all when it has neither). Then each group with a free
+  // pool takes the layout that ends the batch first, the others' fixed, but keeps its
+  // current one unless another is better by the switch margin: a switch costs model loads
+  // now and is judged on a forecast, and switching back and forth costs twice.
+  auto related = [&](std::size_t a, std::size_t b) {
+    const auto& r = idx.related[ids[a]];
+    return std::binary_search(r.begin(), r.end(), ids[b]);
+  };
+  // Under a layout its pools run (after busy neighbours free their GPUs); the others finish
+  // what they run and stop.
+  auto apply = [&](const mode_consts::group& g, uint32_t mask, std::vector<slots>& out) {
+    const std::size_t k = g.members.size();
+    for (std::size_t a = 0; a < k; ++a) {
+      std::size_t m = g.members[a];
+      if (!(mask >> a & 1) || !lines[m].usable) {
+        out[m] = slots{};
+        continue;
+      }
+      double gpus_free_at = v.now;
+      for (std::size_t b = 0; b < k; ++b)
+        if (lines[g.members[b]].busy && related(m, g.members[b]))
+          gpus_free_at = std::max(gpus_free_at, lines[g.members[b]].busy_end);
+      out[m] = slots_of(m, gpus_free_at);
+    }
+  };
+  auto rate_of = [&](const mode_consts::group& g, uint32_t mask) {
+    double r = 0;
+    for (std::size_t a = 0; a < g.members.size(); ++a)
+      if ((mask >> a & 1) && lines[g.members[a]].usable)
+        r += 1 / lines[g.members[a]].warm_s;
+    return r;
+  };
+  std::vector<uint32_t> picked(c.groups.size(), 0), kept(c.groups.size(), 0);
+  for (std::size_t gi = 0; gi < c.groups.size(); ++gi) {
+    const auto& g = c.groups[gi];
+    uint32_t busy = 0, warm = 0;
+    for (std::size_t a = 0; a < g.members.size(); ++a) {
+      const line& l = lines[g.members[a]];
+      if (l.busy)
+        busy |= 1u << a;
+      if (l.usable && l.p->warm)
+        warm |= 1u << a;
+    }
+    kept[gi] = busy != 0 ? busy : warm;
+    double best_rate = -1;
+    for (uint32_t mask : g.layouts)
+      if ((mask & kept[gi]) == kept[gi] && rate_of(g, mask) > best_rate + 1e-12) {
+        best_rate = rate_of(g, mask);
+        picked[gi] = mask;
+      }
+    if (picked[gi] != 0)
+      apply(g, picked[gi], chosen);
+  }
+  for (std::size_t gi = 0; gi < c.groups.size(); ++gi) {
+    const auto& g = c.groups[gi];
+    if (std::none_of(g.members.begin(), g.members.end(),
+                     [&](std::size_t m) { return lines[m].usable && lines[m].free; }))
+      continue;
+    double best_T = never, current_T = never;
+    uint32_t best = 0;
+    std::vector<slots> trial = chosen;
+    for (uint32_t mask : g.layouts) {
+      apply(g, mask, trial);
+      double T = batch_end(trial);
+      if (T < best_T - tie_s || (T <= best_T + tie_s && best != 0 && rate_of(g, mask) > rate_of(g, best))) {
+        best_T = std::min(best_T, T);
+        best = mask;
+      }
+      if (kept[gi] != 0 && mask == picked[gi])
+        current_T = T;
+    }
+    uint32_t pick = best;
+    if (kept[gi] != 0 && picked[gi] != 0
+        && current_T
+             <= best_T + std::max(t_.switch_margin_s, t_.switch_margin * (best_T - v.now)))
+      pick = picked[gi];
+    if (pick == 0)
+      continue;
+    picked[gi] = pick;
+    apply(g, pick, chosen);
+  }
+  std::vector<char> enabled(n, 1);
+  for (std::size_t gi = 0; gi < c.groups.size(); ++gi)
+    if (picked[gi] != 0)
+      for (std::size_t a = 0; a < c.groups[gi].members.size(); ++a)
+        enabled[c.groups[gi].members[a]] = (picked[gi] >> a & 1) != 0;
+
+  // The free, enabled pool whose next slot ends first takes a job if that slot is among
+  // the Q earliest; if it is not, no later one is either.
+  std::vector<std::size_t> candidates;
+  for (std::size_t k = 0; k < n; ++k)
+    if (lines[k].usable && lines[k].free && enabled[k] && chosen[k].first != never)
+      candidates.push_back(k);
+  std::sort(candidates.begin(), candidates.end(), [&](std::size_t a, std::size_t b) {
+    return std::tie(chosen[a].first, a) < std::tie(chosen[b].first, b);
+  });
+  for (std::size_t cand : candidates) {
+    double f = chosen[cand].first;
+    double earlier = 0;
+    for (std::size_t k = 0; k < n && earlier < static_cast<double>(Q); ++k)
+      if (k != cand && chosen[k].first != never)
+        earlier += count_before(chosen[k], f, cand);
+    if (earlier >= static_cast<double>(Q))
+      return std::nullopt;
+    if (members != nullptr) {
+      for (uint32_t i : *members)
+        if (pool_may_take(*lines[cand].p, v.r.jobs[i]))
+          return assignment{i, ids[cand]};
+    } else {
+      for (uint32_t i : q.queued)
+        if (pool_may_take(*lines[cand].p, v.r.jobs[i]))
+          return assignment{i, ids[cand]};
+    }
+  }
+  return std::nullopt;
+}
+
+decoder_view* auto_policy::pick_decoder(const state& s, const run& r, const job& j,
+                                        const std::vector<decoder_view*>& decoders,
+                                        double now) const {
+  if (!s.idx.mode_ids.count(r.mode))
+    return dispatch_policy::pick_decoder(s, r, j, decoders, now);
+  const mode_consts& c = consts(s, r.mode, j.spec);
+  auto rp = s.idx.run_pos.find(r.id);
+  const run_index* q = rp != s.idx.run_pos.end() ? &s.idx.runs[rp->second] : nullptr;
+  const bool nothing_queued = q != nullptr && q->queued.empty();
+  const std::size_t D = std::min(decoders.size(), c.decode_s.size());
+  auto handoff = [&](std::size_t k, const std::string& from) {
+    return from == decoders[k]->host ? c.handoff_local_s[k] : c.handoff_remote_s[k];
+  };
+  // When each decoder is through the latents it decodes or has on the way, oldest order
+  // first, each after the one before. A decoder on a pool's GPU only once the run has
+  // nothing left to sample, and not while that pool samples.
+  std::vector<double> free_at(D, never);
+  for (std::size_t k = 0; k < D; ++k) {
+    auto* d = decoders[k];
+    if (!d->alive || (c.decoder_shared[k] && (!nothing_queued || decoder_blocked(s, *d))))
+      continue;
+    // (The one it decodes began when it arrived or when the one before was done, not now.)
+    double t = -never;
+    if (!d->sent.empty()) {
+      double times[4];
+      std::size_t m = 0;
+      for (auto& [attempt, at] : d->sent)
+        if (m < 4)
+          times[m++] = at;
+      std::sort(times, times + m);
+      for (std::size_t i = 0; i < m; ++i)
+        t = std::max(t, times[i] + handoff(k, j.latent_host)) + c.decode_s[k];
+    }
+    free_at[k] = std::max(t, now);
+  }
+  // Without a credit it takes a new latent only when its oldest one is done.
+  auto end_on = [&](const std::vector<double>& f, std::size_t k, double ready,
+                    const std::string& from) {
+    return f[k] == never ? never : std::max(ready + handoff(k, from), f[k]) + c.decode_s[k];
+  };
+
+  // At the end of a batch (nothing queued, a few latents still to come) the choice is
+  // judged by when the last of them is written: the latents the run's pools sample now
+  // and those sampled after this one go, in order, each to the decoder that writes it
+  // first. (Latent by latent, the faster decoder can be the earlier finish for this one and
+  // still end the batch later, when a latent it is needed for is on its way.)
+  std::vector<std::pair<double, const std::string*>> coming;
+  bool look = nothing_queued && D > 1 && D <= 8;
+  // When a pool sampling a job of this run should be done (nullopt: it is not).
+  auto sampled_at = [&](const pool_view& p) -> std::optional<double> {
+    if (!p.assigned || p.assigned->first != r.id || p.assigned->second >= r.jobs.size())
+      return std::nullopt;
+    auto sm = est_->sampling(p.kind, r.jobs[p.assigned->second].spec, !p.warm);
+    double start = p.ordered_at;
+    if (auto f = q->first_order_on_host.find(p.host); f != q->first_order_on_host.end())
+      start = std::max(start, f->second + est_->conditioning(p.host));
+    return std::max(now, start + (sm ? *sm * p.speed_factor : 0));
+  };
+  if (look) {
+    for (uint32_t id : s.idx.mode_ids.at(r.mode)) {
+      const pool_view& p = *s.idx.pool_views[id];
+      if (auto t = sampled_at(p))
+        coming.emplace_back(*t, &p.host);
+      if (coming.size() > 64)
+        break;
+    }
+    for (auto& [t, run_pos, ji] : s.idx.sampled) {
+      if (coming.size() > 64)
+        break;
+      if (q != nullptr && run_pos == rp->second && ji != j.spec.index)
+        coming.emplace_back(now, &r.jobs[ji].latent_host);
+    }
+    look = !coming.empty() && coming.size() <= 64;
+    std::sort(coming.begin(), coming.end());
+  }
+  // A decoder on a pool's GPU is free for later latents once its pools are done sampling.
+  std::vector<double> later_free = free_at;
+  if (look)
+    for (std::size_t k = 0; k < D; ++k)
+      if (c.decoder_shared[k] && decoders[k]->alive && nothing_queued && later_free[k] == never) {
+        double t = now;
+        for (auto& name : decoders[k]->shares_gpu_with)
+          if (auto it = s.idx.pool_ids.find(name); it != s.idx.pool_ids.end()) {
+            const pool_view& p = *s.idx.pool_views[it->second];
+            if (auto done = sampled_at(p))
+              t = std::max(t, *done);
+            else if (p.assigned || p.reported_busy != 0)
+              t = never;  // another run's job: not before it is done, unknown when
+          }
+        later_free[k] = t;
+      }
+
+  decoder_view* best = nullptr;
+  double best_T = never, best_end = never;
+  for (std::size_t k = 0; k < D; ++k) {
+    double end = end_on(free_at, k, now, j.latent_host);
+    if (end == never)
+      continue;
+    double T = end;
+    if (look) {
+      std::vector<double> f = later_free;
+      f[k] = end;
+      for (auto& [ready, from] : coming) {
+        double e = never;
+        std::size_t bk = 0;
+        for (std::size_t x = 0; x < D; ++x) {
+          double ex = end_on(f, x, ready, *from);
+          if (ex < e - tie_s) {
+            e = ex;
+            bk = x;
+          }
+        }
+        if (e == never)
+          continue;
+        f[bk] = e;
+        T = std::max(T, e);
+      }
+    }
+    if (T < best_T - tie_s || (T <= best_T + tie_s && end < best_end - tie_s)) {
+      best_T = T;
+      best_end = end;
+      best = decoders[k];
+    }
+  }
+  return best != nullptr && best->credits() > 0 ? best : nullptr;
+}
+
+} // namespace vidline::sched
