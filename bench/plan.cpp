@@ -139,7 +139,7 @@ constexpr const char* xtx_farm = R"json({
 struct setup {
   std::string name;
   config::cluster cluster;
-  std::shared_ptr<planner::profile_estimates> est;
+  std::shared_ptr<dispatching::profile_estimates> est;
   sched::state state;
 };
 
@@ -148,10 +148,10 @@ setup make_setup(const std::string& name, const char* json,
   setup s;
   s.name = name;
   s.cluster = config::parse(json, "");
-  s.est = std::make_shared<planner::profile_estimates>(s.cluster,
+  s.est = std::make_shared<dispatching::profile_estimates>(s.cluster,
                                                        profiles::profile::reference());
-  s.state = actors::initial_state(s.cluster, 1.0);
-  planner::configure(s.state, s.cluster, s.est, policies);
+  s.state = dispatching::initial_state(s.cluster, 1.0);
+  dispatching::configure(s.state, s.cluster, s.est, policies);
   return s;
 }
 
@@ -164,10 +164,10 @@ setup without_decoder(const setup& from, const std::string& decoder) {
   ds.erase(std::remove_if(ds.begin(), ds.end(),
                           [&](const config::decoder& d) { return d.name == decoder; }),
            ds.end());
-  s.est = std::make_shared<planner::profile_estimates>(s.cluster,
+  s.est = std::make_shared<dispatching::profile_estimates>(s.cluster,
                                                        profiles::profile::reference());
-  s.state = actors::initial_state(s.cluster, 1.0);
-  planner::configure(s.state, s.cluster, s.est);
+  s.state = dispatching::initial_state(s.cluster, 1.0);
+  dispatching::configure(s.state, s.cluster, s.est);
   return s;
 }
 
@@ -442,17 +442,17 @@ search_result best_schedule(const setup& c, uint32_t w, uint32_t h, uint32_t sec
     auto s = c.state;
     auto pol = std::make_shared<search_policy>(path, out.best, min_sample, min_tail,
                                                decode_rate, c.state.decoders.size());
-    s.mode_policy[planner::auto_mode] = pol;
+    s.mode_policy[dispatching::auto_mode] = pol;
     sched::run r;
     r.id = "search";
-    r.mode = planner::auto_mode;
+    r.mode = dispatching::auto_mode;
     for (uint32_t i = 0; i < count; ++i) {
       sched::job j;
       j.spec = msg::job_spec{r.id, i, 987654321123ull + i, w, h, secs, "p", "p-sha", ""};
       r.jobs.push_back(std::move(j));
     }
     double limit = out.best < 1e300 ? out.best : 1e12;
-    auto res = planner::simulate(s, std::move(r), c.est->line_timing(), {}, limit);
+    auto res = planner::simulate(s, std::move(r), planner::line_timing(*c.est), {}, limit);
     ++out.schedules;
     auto sum = sched::summarize(res.run);
     if (res.finished && sum.succeeded == count && sum.makespan_s < out.best - 1e-6) {
@@ -608,7 +608,7 @@ int run_bench(int argc, char** argv) {
     for (auto& z : std::vector<std::array<uint32_t, 3>>{
            {416, 736, 5}, {736, 1280, 5}, {544, 960, 15}, {736, 1280, 10}})
       for (uint32_t n = 1; n <= max_count; ++n) {
-        auto a = plan(refc, planner::auto_mode, z[0], z[1], z[2], n);
+        auto a = plan(refc, dispatching::auto_mode, z[0], z[1], z[2], n);
         auto opt = best_schedule(refc, z[0], z[1], z[2], n, 5'000'000);
         std::string split;
         for (auto& [pool, k] : opt.jobs_per_pool)
@@ -683,7 +683,7 @@ int run_bench(int argc, char** argv) {
             best_mode = m.name;
           }
         }
-        auto a = plan(c, planner::auto_mode, sz[0], sz[1], sz[2], n);
+        auto a = plan(c, dispatching::auto_mode, sz[0], sz[1], sz[2], n);
         char size_text[32];
         std::snprintf(size_text, sizeof(size_text), "%ux%ux%u", sz[0], sz[1], sz[2]);
         if (!complete(a, n)) {
@@ -759,7 +759,7 @@ int run_bench(int argc, char** argv) {
 
   // -- 3. the issue's example against the best schedule the model allows ---------------------
   const auto& refc = clusters[0];
-  auto example = plan(refc, planner::auto_mode, 736, 1280, 5, 6);
+  auto example = plan(refc, dispatching::auto_mode, 736, 1280, 5, 6);
   auto t0 = std::chrono::steady_clock::now();
   auto opt = best_schedule(refc, 736, 1280, 5, 6, 5'000'000);
   double search_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -769,7 +769,7 @@ int run_bench(int argc, char** argv) {
   // The same without the T10 decoder of host A (the model before it could decode on a
   // freed T10): the four fixed modes' resources only.
   auto no_t10 = without_decoder(refc, "t10_a");
-  auto example_no_t10 = plan(no_t10, planner::auto_mode, 736, 1280, 5, 6);
+  auto example_no_t10 = plan(no_t10, dispatching::auto_mode, 736, 1280, 5, 6);
   auto opt_no_t10 = best_schedule(no_t10, 736, 1280, 5, 6, 5'000'000);
   std::printf("Without decoder t10_a (a T10 of host A): best %.3f s (%s after %llu schedules), "
               "auto %.3f s.\n", opt_no_t10.best,
@@ -817,7 +817,7 @@ int run_bench(int argc, char** argv) {
       best_fixed_mode = m.name;
     }
   }
-  sreq.mode = planner::auto_mode;
+  sreq.mode = dispatching::auto_mode;
   auto sa = planner::plan(refc.state, *refc.est, sreq);
   const bool sa_ok = complete(sa, shots_n);
   std::vector<double> sends;

@@ -15,6 +15,7 @@
 #include <fstream>
 #include <string>
 
+#include "actors/coordinator/dispatch_setup.hpp"
 #include "bench/episode.hpp"
 #include "nodes/verbs/plan_cmd.hpp"
 #include "nodes/verbs/shot_file.hpp"
@@ -56,7 +57,7 @@ int run_live(uint32_t shots, double time_scale) {
     return 1;
   }
   planner::request pr;
-  pr.mode = planner::auto_mode;
+  pr.mode = dispatching::auto_mode;
   pr.shots = list.shots;
   auto plan = planner::plan(setup.state, *setup.est, pr);
   if (!plan.refused.empty()) {
@@ -72,7 +73,7 @@ int run_live(uint32_t shots, double time_scale) {
     dir.keep();
     return 1;
   }
-  process submit({VIDLINE_BINARY, "run", "--config", config, "--mode", planner::auto_mode,
+  process submit({VIDLINE_BINARY, "run", "--config", config, "--mode", dispatching::auto_mode,
                   "--jobs", list_path, "--background"},
                  dir.path() + "/submit.out");
   if (submit.wait(60) != 0) {

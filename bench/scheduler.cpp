@@ -104,7 +104,7 @@ struct measured {
   bool ok = false;
 };
 
-measured run(const sched::state& s, const planner::profile_estimates& est,
+measured run(const sched::state& s, const dispatching::profile_estimates& est,
              const std::string& mode, uint32_t jobs) {
   planner::request req;
   req.mode = mode;
@@ -149,9 +149,9 @@ int main(int argc, char** argv) {
   if (argc > 2)
     jobs = static_cast<uint32_t>(std::atol(argv[2]));
   auto c = big_cluster(hosts);
-  auto est = std::make_shared<planner::profile_estimates>(c, profiles::profile::reference());
-  auto s = actors::initial_state(c, 1.0);
-  planner::configure(s, c, est);
+  auto est = std::make_shared<dispatching::profile_estimates>(c, profiles::profile::reference());
+  auto s = dispatching::initial_state(c, 1.0);
+  dispatching::configure(s, c, est);
   std::printf("bench_scheduler: %d hosts x 8 pools (%zu pools, %zu decoders), %u jobs of "
               "416x736, 5 s\n",
               hosts, c.pools.size(), c.decoders.size(), jobs);
@@ -159,7 +159,7 @@ int main(int argc, char** argv) {
               "steps", "p50 us", "p99 us", "max us", "done", "makespan s");
   bool all_ok = true;
   std::vector<std::pair<std::string, measured>> results;
-  for (auto mode : {std::string("all_pools"), std::string(planner::auto_mode)}) {
+  for (auto mode : {std::string("all_pools"), std::string(dispatching::auto_mode)}) {
     auto m = run(s, *est, mode, jobs);
     all_ok = all_ok && m.ok;
     std::printf("%-10s %8.2f %8.2f %10zu %10.2f %10.2f %10.0f %8u %12.1f\n",

@@ -16,7 +16,7 @@
 
 #include "actors/coordinator/records.hpp"
 #include "actors/inbound.hpp"
-#include "actors/planner/plan.hpp"
+#include "actors/coordinator/dispatch_setup.hpp"
 #include "common/metrics.hpp"
 #include "common/sha256.hpp"
 #include "common/text.hpp"
@@ -37,16 +37,6 @@ struct shell {
   /// records are dropped or it is resumed (back in the state).
   std::optional<sched::run> recent;
 };
-
-bool share_gpu(const config::pool& a, const config::pool& b) {
-  if (a.host != b.host)
-    return false;
-  for (auto& g : a.gpus)
-    for (auto& h : b.gpus)
-      if (g == h)
-        return true;
-  return false;
-}
 
 /// Executes effects: everything to persist goes to the journal in one transaction first,
 /// then messages leave. A journal failure throws: the supervisor restarts the coordinator,
@@ -141,8 +131,16 @@ std::optional<sched::run> from_journal(shell& sh, const std::string& run_id, std
   }
 }
 
-void handle(shell& sh, const sched::event& e) {
-  execute(sh, sched::step(sh.st, e, sh.ctx.run_now(), sh.ctx.mono_now()));
+/// Steps the scheduler and executes its effects; the machine's answer to a submit or an
+/// add of jobs (fx_accepted), when it gave one.
+std::optional<sched::fx_accepted> handle(shell& sh, const sched::event& e) {
+  auto fx = sched::step(sh.st, e, sh.ctx.run_now(), sh.ctx.mono_now());
+  std::optional<sched::fx_accepted> accepted;
+  for (auto& x : fx)
+    if (auto* a = std::get_if<sched::fx_accepted>(&x))
+      accepted = *a;
+  execute(sh, std::move(fx));
+  return accepted;
 }
 
 std::string new_run_id(const context& ctx) {
@@ -198,14 +196,15 @@ msg::submit_reply submit(shell& sh, const msg::submit_run& req) {
   if (auto why = check_submit(*sh.ctx.cluster, req); !why.empty())
     return {"", why};
   if (auto why = req.shots.empty()
-                   ? planner::capacity_refusal(sh.st, req.mode, req.width, req.height, req.seconds)
-                   : planner::shots_capacity_refusal(sh.st, req.mode, req.shots);
+                   ? dispatching::capacity_refusal(sh.st, req.mode, req.width, req.height, req.seconds)
+                   : dispatching::shots_capacity_refusal(sh.st, req.mode, req.shots);
       !why.empty())
     return {"", why};
   if (!req.request_id.empty()) {
-    for (auto& r : sh.st.runs)
-      if (r.request_id == req.request_id)
-        return {r.id, ""};
+    // A retried submit is answered before the queue's limits are asked (the machine would
+    // answer it too: ev_submit is idempotent by request id).
+    if (auto* r = sched::run_of_request(sh.st, req.request_id))
+      return {r->id, ""};
     // A run forgotten since (finished): the journal still knows the request.
     if (auto id = sh.jnl->find_request(req.request_id))
       return {*id, ""};
@@ -222,7 +221,7 @@ msg::submit_reply submit(shell& sh, const msg::submit_run& req) {
   r.priority = req.priority;
   if (!req.shots.empty()) {
     std::map<std::string, std::string> sha_of;  // prompt -> its SHA-256 (the cache key)
-    for (auto& spec : planner::shot_jobs(req.shots, r.id, req.reference, req.reference_sha256)) {
+    for (auto& spec : dispatching::shot_jobs(req.shots, r.id, req.reference, req.reference_sha256)) {
       sched::job j;
       j.spec = std::move(spec);
       auto it = sha_of.find(j.spec.prompt);
@@ -244,8 +243,8 @@ msg::submit_reply submit(shell& sh, const msg::submit_run& req) {
     if (!j.spec.reference_sha256.empty())
       j.spec.reference_bytes = input_sizes[j.spec.reference_sha256];
   auto id = r.id;
-  handle(sh, sched::ev_submit{std::move(r)});
-  return {id, ""};
+  auto a = handle(sh, sched::ev_submit{std::move(r)});
+  return {a ? a->run_id : id, ""};
 }
 
 /// `vidline submit RUN ...`: jobs added to an open run, checked as a run's submit is.
@@ -299,7 +298,7 @@ msg::submit_jobs_reply add_jobs(shell& sh, const msg::submit_jobs& req) {
                 + std::to_string(sh.ctx.cluster->knobs.max_jobs_per_run) + ")";
     return out;
   }
-  if (auto why = planner::capacity_refusal(sh.st, r->mode, req.width, req.height, req.seconds);
+  if (auto why = dispatching::capacity_refusal(sh.st, r->mode, req.width, req.height, req.seconds);
       !why.empty()) {
     out.error = why;
     return out;
@@ -321,11 +320,13 @@ msg::submit_jobs_reply add_jobs(shell& sh, const msg::submit_jobs& req) {
       j.spec.reference_bytes = input_sizes[req.reference_sha256];
     ev.jobs.push_back(std::move(j));
   }
-  out.first_index = static_cast<uint32_t>(r->jobs.size());
-  out.count = req.count;
-  if (!req.request_id.empty())
-    r->added_requests[req.request_id] = out.first_index;  // journaled with the run
-  handle(sh, ev);
+  ev.request_id = req.request_id;  // the machine records it with the run (journaled)
+  if (auto a = handle(sh, ev)) {
+    out.first_index = a->first_index;
+    out.count = a->count;
+  } else {
+    out.error = "run " + req.run_id + " took no jobs";
+  }
   return out;
 }
 
@@ -489,64 +490,6 @@ msg::resume_reply resume(shell& sh, const std::string& run_id) {
 
 } // namespace
 
-sched::state initial_state(const config::cluster& c, double time_scale) {
-  sched::state s;
-  auto run_s = [&](double real_s) { return real_s / time_scale; };
-  s.p.order_resend_s = run_s(c.knobs.order_resend_ms / 1000.0);
-  s.p.lease_s = c.knobs.lease_ms / 1000.0;  // monotonic seconds, not the run clock
-  s.p.time_scale = time_scale;              // workers' unix stamps to the run clock
-  s.p.max_attempts = static_cast<uint32_t>(c.knobs.max_attempts);
-  s.p.handoff_retries = static_cast<uint32_t>(c.knobs.handoff_retries);
-  s.p.retry_backoff_s = run_s(c.knobs.retry_backoff_ms / 1000.0);
-  s.p.retry_backoff_max_s = run_s(c.knobs.retry_backoff_max_ms / 1000.0);
-  s.p.latent_wait_s =
-    run_s(c.knobs.heartbeat_interval_ms * (c.knobs.heartbeat_misses + 7) / 1000.0);
-  s.p.finished_run_memory_s = run_s(c.knobs.finished_run_memory_s);
-  s.p.journal_keep_finished_s =
-    c.knobs.journal_keep_finished_s == 0 ? -1 : run_s(c.knobs.journal_keep_finished_s);
-  for (auto& p : c.pools) {
-    sched::pool_view v;
-    v.name = p.name;
-    v.host = p.host;
-    v.kind = p.profile_key;
-    if (auto* e = c.find_encoder_of_host(p.host))
-      v.encoder_kind = e->profile_key;
-    for (auto& q : c.pools)
-      if (q.name != p.name && share_gpu(p, q))
-        v.conflicts.insert(q.name);
-    s.pools[p.name] = v;
-  }
-  for (auto& d : c.decoders) {
-    sched::decoder_view v;
-    v.name = d.name;
-    v.host = d.host;
-    v.kind = d.profile_key;
-    s.decoders[d.name] = v;
-  }
-  for (auto& m : c.modes) {
-    s.modes[m.name] = m.pools;
-    s.mode_decoders[m.name] = m.decoders;
-  }
-  return s;
-}
-
-void configure_dispatch(sched::state& s, const config::cluster& c) {
-  std::shared_ptr<const planner::profile_estimates> est;
-  try {
-    est = planner::estimates_for(c);
-  } catch (const profiles::profile_error& e) {
-    // The sim backends refuse such a profile at preflight; a line of other backends still
-    // gets limits and auto's estimates from the reference measurements.
-    spdlog::error("coordinator: cannot read the timing profile ({}); capacity limits and "
-                  "auto's estimates come from the embedded reference profile", e.what());
-    est = std::make_shared<planner::profile_estimates>(c, profiles::profile::reference());
-  }
-  std::map<std::string, std::string> policies;
-  for (auto& m : c.modes)
-    policies[m.name] = m.policy;
-  planner::configure(s, c, est, policies);
-}
-
 void adopt_in_flight(sched::state& s, double now, double mono) {
   for (auto& r : s.runs)
     for (auto& j : r.jobs) {
@@ -572,8 +515,8 @@ std::string check_uniform(const config::cluster& c, const msg::submit_run& r);
 } // namespace
 
 std::string check_submit(const config::cluster& c, const msg::submit_run& r) {
-  if (!planner::resolve_mode(c, r.mode))
-    return "unknown mode '" + r.mode + "' (known: " + planner::known_modes(c) + ")";
+  if (!dispatching::resolve_mode(c, r.mode))
+    return "unknown mode '" + r.mode + "' (known: " + dispatching::known_modes(c) + ")";
   if (!r.shots.empty()) {
     if (!r.prompt.empty() || r.width != 0 || r.height != 0 || r.seconds != 0 || r.count != 0
         || r.seed != 0)
@@ -581,7 +524,7 @@ std::string check_submit(const config::cluster& c, const msg::submit_run& r) {
     if (r.shots.size() > c.knobs.max_jobs_per_run)
       return "the shot list has " + std::to_string(r.shots.size())
              + " shots, over max_jobs_per_run (" + std::to_string(c.knobs.max_jobs_per_run) + ")";
-    if (auto why = planner::shots_problem(r.shots, c.knobs, c.knobs.max_jobs_per_run);
+    if (auto why = dispatching::shots_problem(r.shots, c.knobs, c.knobs.max_jobs_per_run);
         !why.empty())
       return why;
   } else if (auto why = inbound::check_size(r.width, r.height, r.seconds); !why.empty())
@@ -656,8 +599,8 @@ caf::behavior coordinator_actor(caf::event_based_actor* self, context ctx,
   auto sh = std::make_shared<shell>();
   sh->ctx = std::move(ctx);
   sh->jnl = std::move(jnl);
-  sh->st = initial_state(*sh->ctx.cluster, sh->ctx.time_scale);
-  configure_dispatch(sh->st, *sh->ctx.cluster);
+  sh->st = dispatching::initial_state(*sh->ctx.cluster, sh->ctx.time_scale);
+  dispatching::configure_dispatch(sh->st, *sh->ctx.cluster);
   sh->jnl->load(sh->st.runs, sh->st.next_attempt);
   adopt_in_flight(sh->st, sh->ctx.run_now(), sh->ctx.mono_now());
   bool simulated = true;

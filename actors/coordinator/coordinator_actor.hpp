@@ -13,14 +13,6 @@
 
 namespace vidline::actors {
 
-/// The scheduler's initial state for a cluster: pools with their GPU conflicts, modes,
-/// decoders, and params converted from the knobs to run-clock seconds.
-sched::state initial_state(const config::cluster& c, double time_scale);
-
-/// Sets `s` (from initial_state) up to dispatch as `vidline plan` plans: pool capacity
-/// limits and auto's estimates from the profile the config's sim backends name (else the
-/// embedded reference), the mode "auto", each mode's configured policy (planner::configure).
-void configure_dispatch(sched::state& s, const config::cluster& c);
 
 /// Rebuilds the pool/decoder bookkeeping of jobs that were in flight when the journal was
 /// written (after a coordinator restart); their orders are resent if the pools do not

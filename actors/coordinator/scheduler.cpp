@@ -351,6 +351,11 @@ struct stepper {
   void on(const ev_submit& e) {
     if (s.find_run(e.r.id) != nullptr)
       return;  // already known: submits are idempotent
+    if (auto* before = run_of_request(s, e.r.request_id)) {
+      fx.push_back(fx_accepted{before->id, 0, static_cast<uint32_t>(before->jobs.size()), true});
+      return;  // a retried submit: that run
+    }
+    fx.push_back(fx_accepted{e.r.id, 0, static_cast<uint32_t>(e.r.jobs.size()), false});
     s.runs.push_back(e.r);
     auto& r = s.runs.back();
     r.submitted_at = now;
@@ -1050,9 +1055,20 @@ struct stepper {
 
   void on(const ev_add_jobs& e) {
     auto* r = s.find_run(e.run_id);
-    if (r == nullptr || r->done || r->cancelled || e.jobs.empty())
+    if (r == nullptr)
+      return;
+    const auto count = static_cast<uint32_t>(e.jobs.size());
+    if (!e.request_id.empty())
+      if (auto it = r->added_requests.find(e.request_id); it != r->added_requests.end()) {
+        fx.push_back(fx_accepted{r->id, it->second, count, true});  // added before
+        return;
+      }
+    if (r->done || r->cancelled || e.jobs.empty())
       return;
     const uint32_t first = static_cast<uint32_t>(r->jobs.size());
+    if (!e.request_id.empty())
+      r->added_requests[e.request_id] = first;  // journaled with the run
+    fx.push_back(fx_accepted{r->id, first, count, false});
     for (auto j : e.jobs) {
       j.spec.run_id = r->id;
       j.spec.index = static_cast<uint32_t>(r->jobs.size());
@@ -1375,6 +1391,15 @@ std::vector<effect> step(state& s, const event& e, double now, double mono) {
     set_flags(s, id);
   st.close_finished_runs();
   return std::move(st.fx);
+}
+
+const run* run_of_request(const state& s, const std::string& request_id) {
+  if (request_id.empty())
+    return nullptr;
+  for (auto& r : s.runs)
+    if (r.request_id == request_id)
+      return &r;
+  return nullptr;
 }
 
 std::optional<double> next_retry(const state& s) {

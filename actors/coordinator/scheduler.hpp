@@ -169,7 +169,7 @@ struct pool_view {
   bool warm = false;
   double ordered_at = -1;          ///< when the current order first went out (-1 idle)
   /// Decoders on one of its GPUs: it does not sample while one of them has a latent, and a
-  /// decode there unloads its model (planner::configure fills it from the config).
+  /// decode there unloads its model (dispatching::configure fills it from the config).
   std::set<std::string> decoders_sharing;
   /// How much slower than its estimate it samples, as observed this epoch: an exponentially
   /// weighted mean of (sampling seconds its ok results' stamps show) / (the policy's
@@ -429,7 +429,7 @@ bool pool_may_take(const pool_view& p, const job& j);
 
 // -- events --------------------------------------------------------------------------------
 
-struct ev_submit { run r; };                       ///< a new run (ids and jobs filled in)
+struct ev_submit { run r; };                       ///< a new run (ids and jobs filled in); a request id seen before adds nothing (fx_accepted names that run)
 struct ev_pool_status { msg::pool_status s; };
 struct ev_decoder_status { msg::decoder_status s; };
 struct ev_sample_result { msg::sample_result r; };
@@ -452,7 +452,9 @@ struct ev_latent_holdings { msg::latent_holdings h; };
 struct ev_cancel { std::string run_id; std::optional<uint32_t> job; };
 /// The user adds jobs to an open run (`vidline submit RUN ...`): indexes from the run's
 /// size on (filled in here; run_id set), queued behind the run's others.
-struct ev_add_jobs { std::string run_id; std::vector<job> jobs; };
+/// Jobs added to an open run (`vidline submit RUN`); a request id seen before for this run
+/// adds nothing again (a retried submit).
+struct ev_add_jobs { std::string run_id; std::vector<job> jobs; std::string request_id; };
 
 using event = std::variant<ev_submit, ev_pool_status, ev_decoder_status, ev_sample_result,
                            ev_decode_result, ev_peer, ev_tick, ev_resume, ev_latent_holdings,
@@ -477,9 +479,18 @@ struct fx_release { std::string host; std::vector<std::string> sha256s; };
 /// they finished journal_keep_finished_s ago and the state forgot them before.
 struct fx_drop_runs { std::vector<std::string> run_ids; };
 
+/// The answer to ev_submit or ev_add_jobs: the run (the new one, or the one a retried
+/// request id names: `duplicate`) and where the jobs added start.
+struct fx_accepted { std::string run_id; uint32_t first_index = 0; uint32_t count = 0;
+                     bool duplicate = false; };
 using effect = std::variant<fx_persist_job, fx_persist_run, fx_send_sample, fx_send_decode,
                             fx_ack, fx_job_final, fx_run_done, fx_log, fx_release, fx_grant,
-                            fx_drop_runs>;
+                            fx_drop_runs, fx_accepted>;
+
+/// The run of the state a submit's request id made, if any: submits are idempotent by
+/// request id (ev_submit answers a retry with that run). A forgotten run's request id is
+/// the journal's to answer (the shell asks it).
+const run* run_of_request(const state& s, const std::string& request_id);
 
 /// Applies one event at run-clock time `now` and monotonic time `mono` (seconds; leases);
 /// returns the effects to execute, in order.

@@ -94,7 +94,7 @@ struct result {
 };
 
 /// Runs `r` (jobs filled in, mode set) on a line whose coordinator state is `s` (from
-/// actors::initial_state), pools and decoders placed on the hosts `s` names.
+/// dispatching::initial_state), pools and decoders placed on the hosts `s` names.
 /// `max_time` bounds the virtual clock (a run that cannot finish ends there).
 result simulate(sched::state s, sched::run r, const timing& t, const faults& f = {},
                 double max_time = 1e9, const sim_options& o = {});

@@ -13,32 +13,10 @@
 #include "backends/exec/stage_util.hpp"
 #include "backends/process/socket_paths.hpp"
 #include "common/files.hpp"
+#include "backends/process/supervision.hpp"
 #include "common/restart_budget.hpp"
 
 namespace vidline::backends::process {
-namespace {
-
-using steady = std::chrono::steady_clock;
-
-/// Steady seconds, the restart budget's clock.
-double since_epoch_s() {
-  return std::chrono::duration<double>(steady::now().time_since_epoch()).count();
-}
-
-steady::duration seconds(double s) {
-  return std::chrono::duration_cast<steady::duration>(std::chrono::duration<double>(s));
-}
-
-std::string describe_status(int status) {
-  if (WIFEXITED(status))
-    return "exit " + std::to_string(WEXITSTATUS(status));
-  if (WIFSIGNALED(status))
-    return "killed by signal " + std::to_string(WTERMSIG(status));
-  return "ended";
-}
-
-} // namespace
-
 backend_process::backend_process(process_spec spec) : spec_(std::move(spec)) {
   thread_ = std::thread([this] { supervise(); });
 }
@@ -96,17 +74,13 @@ void backend_process::supervise() {
       auto start = steady::now();
       bool ready = false, stopping = false;
       int status = 0;
-      auto last_cap = steady::now();
+      log_cap cap(spec_.name, spec_.log_path, spec_.log_max_bytes, spec_.log_files);
       for (;;) {
         if (exec::reap_child(pid, status)) {
           ended = describe_status(status);
           break;
         }
-        if (steady::now() - last_cap > seconds(2)) {
-          last_cap = steady::now();
-          if (files::cap_appended_log(spec_.log_path, spec_.log_max_bytes, spec_.log_files))
-            spdlog::info("{}: log {} rotated at {} bytes", spec_.name, spec_.log_path, spec_.log_max_bytes);
-        }
+        cap.check();
         if (!ready && spec_.answers && spec_.answers()) {
           ready = true;
           backoff = 0;
@@ -137,12 +111,8 @@ void backend_process::supervise() {
       std::lock_guard<std::mutex> l(m_);
       pid_ = 0;
     }
-    std::string tail = exec::printable(exec::file_tail(spec_.log_path, 600), 300);
-    spdlog::warn("{}: {} ({}); log {}: {}", spec_.name, pid < 0 ? "cannot start" : "ended", ended,
-                 spec_.log_path, tail);
-    if (!budget.try_restart(since_epoch_s())) {
-      spdlog::error("{}: gave up: more than {} restarts within {} s", spec_.name,
-                    spec_.max_restarts, spec_.restart_period_s);
+    const auto next = on_exit(spec_.name, spec_.log_path, pid >= 0, ended, budget, backoff);
+    if (next.give_up) {
       {
         std::lock_guard<std::mutex> l(m_);
         state_ = state::gave_up;
@@ -158,8 +128,7 @@ void backend_process::supervise() {
       last_exit_ = ended;
       ++restarts_;
     }
-    // Backoff 0.5, 1, 2, 4, 8, 10 s: a crash loop must not spin.
-    double wait_s = std::min(10.0, 0.5 * (1 << std::min(backoff++, 5)));
+    const double wait_s = next.wait_s;
     if (!nap(seconds(wait_s)))
       break;
   }

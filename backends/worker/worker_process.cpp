@@ -15,36 +15,24 @@
 #include "backends/exec/child.hpp"
 #include "backends/exec/stage_util.hpp"
 #include "common/files.hpp"
+#include "backends/process/supervision.hpp"
 #include "common/restart_budget.hpp"
 
 namespace vidline::backends::worker {
 namespace {
 
-using steady = std::chrono::steady_clock;
-
-/// Steady seconds, the restart budget's clock.
-double since_epoch_s() {
-  return std::chrono::duration<double>(steady::now().time_since_epoch()).count();
-}
+using process::steady;
+using process::seconds;
+using process::describe_status;
 
 /// How long one wait on the socket may block before stop, kill and cancel are looked at.
 constexpr auto slice = std::chrono::milliseconds(50);
 /// How long a message to the worker may wait for room in its socket.
 constexpr auto send_timeout = std::chrono::seconds(5);
 
-steady::duration seconds(double s) {
-  return std::chrono::duration_cast<steady::duration>(std::chrono::duration<double>(s));
-}
 
 double since(steady::time_point t) { return std::chrono::duration<double>(steady::now() - t).count(); }
 
-std::string describe_status(int status) {
-  if (WIFEXITED(status))
-    return "exit " + std::to_string(WEXITSTATUS(status));
-  if (WIFSIGNALED(status))
-    return "killed by signal " + std::to_string(WTERMSIG(status));
-  return "ended";
-}
 
 } // namespace
 
@@ -197,14 +185,8 @@ void worker_process::supervise() {
         ended = why + " (" + describe_status(status) + ")";
         exited = true;
       };
-      auto last_cap = steady::now();
-      auto cap_log = [&] {
-        if (steady::now() - last_cap < seconds(2))
-          return;
-        last_cap = steady::now();
-        if (files::cap_appended_log(spec_.log_path, spec_.log_max_bytes, spec_.log_files))
-          spdlog::info("{}: log {} rotated at {} bytes", spec_.name, spec_.log_path, spec_.log_max_bytes);
-      };
+      process::log_cap cap(spec_.name, spec_.log_path, spec_.log_max_bytes, spec_.log_files);
+      auto cap_log = [&] { cap.check(); };
       // starting: its hello.
       while (!ready) {
         cap_log();
@@ -349,12 +331,8 @@ void worker_process::supervise() {
         break;
       }
     }
-    std::string tail = exec::printable(exec::file_tail(spec_.log_path, 600), 300);
-    spdlog::warn("{}: {} ({}); log {}: {}", spec_.name, pid < 0 ? "cannot start" : "ended", ended,
-                 spec_.log_path, tail);
-    if (!budget.try_restart(since_epoch_s())) {
-      spdlog::error("{}: gave up: more than {} restarts within {} s", spec_.name,
-                    spec_.max_restarts, spec_.restart_period_s);
+    const auto next = process::on_exit(spec_.name, spec_.log_path, pid >= 0, ended, budget, backoff);
+    if (next.give_up) {
       {
         std::lock_guard<std::mutex> l(m_);
         state_ = state::gave_up;
@@ -370,8 +348,7 @@ void worker_process::supervise() {
       last_exit_ = ended;
       ++restarts_;
     }
-    // Backoff 0.5, 1, 2, 4, 8, 10 s: a crash loop must not spin.
-    double wait_s = std::min(10.0, 0.5 * (1 << std::min(backoff++, 5)));
+    const double wait_s = next.wait_s;
     {
       std::unique_lock<std::mutex> l(m_);
       if (cv_.wait_for(l, seconds(wait_s), [&] { return stop_; }))

@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include "actors/coordinator/coordinator_actor.hpp"
+#include "actors/coordinator/dispatch_setup.hpp"
 #include "common/files.hpp"
 #include "common/sha256.hpp"
 #include "config/config.hpp"
@@ -134,8 +135,8 @@ int do_run(const run_args& a) {
     if (why.empty()) {
       // Capacity as the coordinator will judge it, named by line (the coordinator checks
       // again, by shot number: its word is final).
-      auto s = actors::initial_state(cluster, 1.0);
-      actors::configure_dispatch(s, cluster);
+      auto s = dispatching::initial_state(cluster, 1.0);
+      dispatching::configure_dispatch(s, cluster);
       if (s.modes.count(a.mode))
         why = shot_file_capacity(a.jobs, list, s, a.mode);
     }

@@ -365,12 +365,12 @@ std::vector<double> planned_finishes(const config::cluster& c, const json& st) {
   if (jobs.empty() || jobs.size() > wait_plan_max_jobs)
     return {};
   try {
-    auto est = planner::estimates_for(c);
-    auto s = actors::initial_state(c, 1.0);
+    auto est = dispatching::estimates_for(c);
+    auto s = dispatching::initial_state(c, 1.0);
     std::map<std::string, std::string> policies;
     for (auto& m : c.modes)
       policies[m.name] = m.policy;
-    planner::configure(s, c, est, policies);
+    dispatching::configure(s, c, est, policies);
     planner::request req;
     req.mode = st["mode"].get<std::string>();
     req.width = jobs[0]["width"].get<uint32_t>();

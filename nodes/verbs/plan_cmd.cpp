@@ -8,6 +8,7 @@
 #include <vidline/embedded_config.hpp>
 
 #include "actors/coordinator/coordinator_actor.hpp"
+#include "actors/coordinator/dispatch_setup.hpp"
 #include "actors/planner/gantt.hpp"
 #include "actors/planner/reference_rows.hpp"
 #include "common/files.hpp"
@@ -25,17 +26,17 @@ plan_setup load_plan_setup(const std::string& config_file, const std::string& pr
   plan_setup out;
   out.cluster = config_file.empty() ? config::parse(embedded::reference_config, "")
                                     : config::load(config_file);
-  auto est = planner::estimates_for(out.cluster, profile_file, &out.profile_source);
+  auto est = dispatching::estimates_for(out.cluster, profile_file, &out.profile_source);
   out.est = est;
-  out.state = actors::initial_state(out.cluster, 1.0);
+  out.state = dispatching::initial_state(out.cluster, 1.0);
   std::map<std::string, std::string> policies;
   for (auto& m : out.cluster.modes)
     policies[m.name] = m.policy;
   if (!policy.empty())
     for (auto& m : out.cluster.modes)
-      if (m.name != planner::auto_mode)
+      if (m.name != dispatching::auto_mode)
         policies[m.name] = policy;
-  planner::configure(out.state, out.cluster, est, policies);
+  dispatching::configure(out.state, out.cluster, est, policies);
   return out;
 }
 

@@ -17,7 +17,7 @@ namespace vidline::nodes {
 /// A cluster ready to plan on: its config, the profile, and the coordinator's state.
 struct plan_setup {
   config::cluster cluster;
-  std::shared_ptr<const planner::profile_estimates> est;
+  std::shared_ptr<const dispatching::profile_estimates> est;
   sched::state state;
   std::string profile_source;  ///< "embedded reference" or the file
 };

@@ -638,9 +638,9 @@ std::vector<check_line> run_preflight(const preflight_options& o) {
     return r.lines;
   }
   // As run and plan resolve it: "auto" is every pool and decoder.
-  const std::optional<config::mode> m = planner::resolve_mode(c, o.mode);
+  const std::optional<config::mode> m = dispatching::resolve_mode(c, o.mode);
   if (!m) {
-    r.fail("mode", "no mode '" + o.mode + "' in the config", "use one of: " + planner::known_modes(c));
+    r.fail("mode", "no mode '" + o.mode + "' in the config", "use one of: " + dispatching::known_modes(c));
     return r.lines;
   }
   r.ok("mode", m->name + ": pools " + join(m->pools) + "; decoders " + join(m->decoders) +

@@ -290,10 +290,10 @@ int start_nodes(const service_options& o) {
   remember_config(o.config);
   std::optional<config::mode> mode;
   if (!o.mode.empty()) {
-    mode = planner::resolve_mode(c, o.mode);
+    mode = dispatching::resolve_mode(c, o.mode);
     if (!mode)
       throw config::config_error("/modes", "no mode '" + o.mode + "' (known: " +
-                                             planner::known_modes(c) + ")");
+                                             dispatching::known_modes(c) + ")");
   }
   auto hosts = hosts_here(c, o.hosts);
   if (hosts.empty()) {

@@ -32,7 +32,7 @@ namespace vidline::nodes {
 
 struct service_options {
   std::string config;
-  std::string mode;                 ///< start: checked to exist (planner::resolve_mode); "" = any
+  std::string mode;                 ///< start: checked to exist (dispatching::resolve_mode); "" = any
   std::vector<std::string> hosts;   ///< empty = the config's hosts on this machine
   double ready_timeout_s = 30;      ///< start: until the node answers
   double grace_s = 60;              ///< stop: SIGTERM -> SIGKILL

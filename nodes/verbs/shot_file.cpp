@@ -201,7 +201,7 @@ std::string shot_of(const json& j, const std::filesystem::path& folder, const co
   struct num { const char* field; uint64_t lo, hi; bool required; };
   for (const num& f : {num{"width", 8, 8192, true}, num{"height", 8, 8192, true},
                        num{"seconds", 1, 3600, true}, num{"seed", 0, UINT64_MAX, true},
-                       num{"takes", 1, planner::max_takes, false}}) {
+                       num{"takes", 1, dispatching::max_takes, false}}) {
     if (!j.contains(f.field)) {
       if (f.required)
         return std::string(f.field) + ": missing";
@@ -233,7 +233,7 @@ std::string shot_of(const json& j, const std::filesystem::path& folder, const co
              + std::to_string(INT32_MAX) + ", got " + p.dump();
     s.priority = static_cast<int32_t>(p.get<int64_t>());
   }
-  if (auto why = planner::shot_problem(s, k); !why.empty())
+  if (auto why = dispatching::shot_problem(s, k); !why.empty())
     return why;
   // Last: the only field that reads a large file.
   if (j.contains("reference")) {
@@ -317,8 +317,8 @@ std::string read_shot_file(const std::string& path, const config::knobs& k, uint
       if (auto [it, fresh] = name_line.emplace(s.name, n); !fresh)
         return at + "name: '" + s.name + "' is also the name on line " + std::to_string(it->second);
       for (uint32_t t = 0; t < s.takes; ++t)
-        if (auto [it, fresh] = stem_line.emplace(planner::shot_stem(s, t), n); !fresh)
-          return at + "name: its output '" + planner::shot_stem(s, t)
+        if (auto [it, fresh] = stem_line.emplace(dispatching::shot_stem(s, t), n); !fresh)
+          return at + "name: its output '" + dispatching::shot_stem(s, t)
                  + "' is also an output of line " + std::to_string(it->second);
     }
     got.jobs += s.takes;
@@ -340,7 +340,7 @@ std::string shot_file_capacity(const std::string& path, const shot_list& list,
                                const sched::state& s, const std::string& mode) {
   for (std::size_t i = 0; i < list.shots.size(); ++i) {
     const auto& sh = list.shots[i];
-    if (auto why = planner::capacity_refusal(s, mode, sh.width, sh.height, sh.seconds);
+    if (auto why = dispatching::capacity_refusal(s, mode, sh.width, sh.height, sh.seconds);
         !why.empty())
       return path + ":" + std::to_string(list.lines[i]) + ": size: " + why;
   }

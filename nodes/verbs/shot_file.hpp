@@ -37,7 +37,7 @@ struct shot_list {
 /// of prompt and prompt_file (relative to the file's folder), width, height, seconds and
 /// seed given, `reference` (relative to the file's folder) an existing regular file of at
 /// most max_reference_image_bytes (its SHA-256 is recorded), each shot acceptable
-/// (planner::shot_problem), names and output stems unique, takes summed at most `max_jobs`.
+/// (dispatching::shot_problem), names and output stems unique, takes summed at most `max_jobs`.
 /// Returns "" and fills `out`, or the error "FILE:LINE: FIELD: what is wrong" (nothing else
 /// of the file is kept).
 std::string read_shot_file(const std::string& path, const config::knobs& k, uint64_t max_jobs,
@@ -52,7 +52,7 @@ std::string read_prompt_file(const std::string& path, const config::knobs& k, st
 std::string read_reference(const std::string& path, std::string& abs_path, std::string& sha256);
 
 /// The first shot of `list` (read from `path`) no pool of `mode` can hold, as
-/// "FILE:LINE: size: <planner::capacity_refusal>", else "".
+/// "FILE:LINE: size: <dispatching::capacity_refusal>", else "".
 std::string shot_file_capacity(const std::string& path, const shot_list& list,
                                const sched::state& s, const std::string& mode);
 

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <map>
 
+#include "actors/coordinator/dispatch_setup.hpp"
 #include "config/profile/profile.hpp"
 #include "nodes/verbs/plan_cmd.hpp"
 #include "tests/support/cluster.hpp"
@@ -161,7 +162,7 @@ TEST_CASE("a finished run: its Gantt chart, and a profile learned from it plans 
   vidline::planner::request pr{req.mode, req.width, req.height, req.seconds, req.count, req.seed};
   auto with_learned = vidline::nodes::load_plan_setup(config, learned);
   auto plan = vidline::planner::plan(with_learned.state, *with_learned.est, pr);
-  vidline::planner::profile_estimates reference(with_learned.cluster,
+  vidline::dispatching::profile_estimates reference(with_learned.cluster,
                                                  vidline::profiles::profile::reference());
   auto old = vidline::planner::plan(with_learned.state, reference, pr);
   REQUIRE(plan.refused.empty());

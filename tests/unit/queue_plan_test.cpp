@@ -77,7 +77,7 @@ TEST_CASE("six 1-shot runs submitted together finish as the same six shots in on
     auto s = nodes::load_plan_setup("", "", policy);
     const std::string mode = "four_four_xtx_plus_one";
     const double batch = one_run_makespan(s, mode, 6);
-    auto res = planner::simulate_runs(s.state, runs_of(mode, 6, 1), s.est->line_timing(),
+    auto res = planner::simulate_runs(s.state, runs_of(mode, 6, 1), planner::line_timing(*s.est),
                                       planner::faults{}, 1e9, planner::sim_options{true});
     INFO("policy " << (policy.empty() ? "in_turn (default)" : policy) << ": six runs end at "
                    << last_finish(res) << " s, one run of six at " << batch << " s");
@@ -97,7 +97,7 @@ TEST_CASE("runs side by side: the higher priority goes first, then submission or
   // Three runs of 6; the last one submitted has the highest priority: it takes the free
   // pools first and finishes before the two earlier ones.
   auto res = planner::simulate_runs(s.state, runs_of(mode, 3, 6, {0, 0, 5}),
-                                    s.est->line_timing(), planner::faults{}, 1e9,
+                                    planner::line_timing(*s.est), planner::faults{}, 1e9,
                                     planner::sim_options{true});
   REQUIRE(res.finished);
   CHECK(res.violations.empty());

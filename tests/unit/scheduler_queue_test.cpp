@@ -340,3 +340,48 @@ TEST_CASE("a pool told an attempt was cancelled while conditioning drops it at o
   pooling::step(p, pooling::ev_order{o}, 3);
   CHECK(p.at == pooling::phase::conditioning);
 }
+
+TEST_CASE("submits and adds are idempotent by request id, in the machine") {
+  auto s = sched_fixtures::line_of(1);
+  auto r = sched_fixtures::run_of("r", 2);
+  r.request_id = "req-1";
+  auto accepted = [](const std::vector<sched::effect>& fx) {
+    for (auto& e : fx)
+      if (auto* a = std::get_if<sched::fx_accepted>(&e))
+        return std::optional<sched::fx_accepted>(*a);
+    return std::optional<sched::fx_accepted>();
+  };
+  auto a = accepted(sched::step(s, sched::ev_submit{r}, 0));
+  REQUIRE(a);
+  CHECK(a->run_id == "r");
+  CHECK_FALSE(a->duplicate);
+  // The same request retried under a new run id: nothing new, the first run answers.
+  auto again = sched_fixtures::run_of("r2", 2);
+  again.request_id = "req-1";
+  a = accepted(sched::step(s, sched::ev_submit{again}, 1));
+  REQUIRE(a);
+  CHECK(a->run_id == "r");
+  CHECK(a->duplicate);
+  CHECK(s.runs.size() == 1);
+  CHECK(sched::run_of_request(s, "req-1")->id == "r");
+  CHECK(sched::run_of_request(s, "other") == nullptr);
+
+  sched::ev_add_jobs add;
+  add.run_id = "r";
+  add.request_id = "add-1";
+  add.jobs.resize(3);
+  for (auto& j : add.jobs)
+    j.spec = s.runs[0].jobs[0].spec;
+  a = accepted(sched::step(s, add, 2));
+  REQUIRE(a);
+  CHECK(a->first_index == 2);
+  CHECK(a->count == 3);
+  CHECK_FALSE(a->duplicate);
+  CHECK(s.find_run("r")->jobs.size() == 5);
+  a = accepted(sched::step(s, add, 3));  // retried
+  REQUIRE(a);
+  CHECK(a->duplicate);
+  CHECK(a->first_index == 2);
+  CHECK(s.find_run("r")->jobs.size() == 5);
+  CHECK(sched::check_index(s).empty());
+}

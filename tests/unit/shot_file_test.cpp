@@ -7,6 +7,7 @@
 #include <fstream>
 #include <set>
 
+#include "actors/coordinator/dispatch_setup.hpp"
 #include "actors/decoder/output_index.hpp"
 #include "common/files.hpp"
 #include "common/sha256.hpp"
@@ -58,7 +59,7 @@ TEST_CASE("a shot file: fields, takes, names, references and comments are read")
   CHECK(l.shots[1].prompt == "a prompt from a file");
   CHECK(l.shots[1].reference.empty());
   // Priority first, list order among equals; takes named name-take-N with seeds from seed.
-  auto jobs = planner::shot_jobs(l.shots, "run-1", "", "");
+  auto jobs = dispatching::shot_jobs(l.shots, "run-1", "", "");
   REQUIRE(jobs.size() == 4);
   CHECK(jobs[0].name == "hero-take-1");
   CHECK(jobs[2].name == "hero-take-3");
@@ -71,8 +72,8 @@ TEST_CASE("a shot file: fields, takes, names, references and comments are read")
   auto by_digest = l.shots;
   by_digest[0].reference.clear();
   by_digest[0].reference_sha256 = std::string(64, 'c');
-  CHECK(planner::shot_problem(by_digest[0], config::knobs{}).empty());
-  jobs = planner::shot_jobs(by_digest, "run-1", "/run/ref.png", std::string(64, 'd'));
+  CHECK(dispatching::shot_problem(by_digest[0], config::knobs{}).empty());
+  jobs = dispatching::shot_jobs(by_digest, "run-1", "/run/ref.png", std::string(64, 'd'));
   CHECK(jobs[0].reference_sha256 == std::string(64, 'c'));
   CHECK(jobs[0].reference.empty());
   CHECK(jobs[3].reference_sha256 == std::string(64, 'd'));
@@ -243,7 +244,7 @@ TEST_CASE("auto on a mixed list led by shots 4 x T10 cannot hold is not behind t
   req.mode = "four_four_xtx_plus_one";
   req.shots = shots;
   auto fixed = planner::plan(s.state, *s.est, req);
-  req.mode = planner::auto_mode;
+  req.mode = dispatching::auto_mode;
   auto a = planner::plan(s.state, *s.est, req);
   REQUIRE(a.finished);
   REQUIRE(a.summary.succeeded == 12);
@@ -296,7 +297,7 @@ TEST_CASE("plan --jobs: plans the list on every mode, a bad list or extra option
   o.jobs = d.path() + "/shots.jsonl";
   o.mode = "all";
   CHECK(nodes::run_plan(o) == 0);
-  o.mode = planner::auto_mode;
+  o.mode = dispatching::auto_mode;
   o.json = true;
   CHECK(nodes::run_plan(o) == 0);
   o.mode = "four_four_plus_one";  // cannot hold line 2

@@ -1,0 +1,51 @@
+#pragma once
+/// What the two supervisors of long-lived backend processes share (backend_process.hpp: an
+/// owned ComfyUI; backends/worker/worker_process.hpp: a worker): how an exit is told, the
+/// cap of the process's log, and what follows an exit (logged with the log's tail, counted
+/// against the restart budget, then a backoff or giving up).
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "common/restart_budget.hpp"
+
+namespace vidline::backends::process {
+
+using steady = std::chrono::steady_clock;
+
+inline steady::duration seconds(double s) {
+  return std::chrono::duration_cast<steady::duration>(std::chrono::duration<double>(s));
+}
+
+/// "exit N", "killed by signal N" or "ended", for a waitpid status.
+std::string describe_status(int status);
+
+/// A supervised process's log, capped (files::cap_appended_log) at most every 2 s.
+class log_cap {
+public:
+  log_cap(std::string name, std::string path, uint64_t max_bytes, int keep)
+      : name_(std::move(name)), path_(std::move(path)), max_(max_bytes), keep_(keep) {}
+  /// Called from the supervisor's loop.
+  void check();
+
+private:
+  std::string name_, path_;
+  uint64_t max_;
+  int keep_;
+  steady::time_point last_ = steady::now();
+};
+
+/// What follows an exit of a supervised process.
+struct after_exit {
+  bool give_up = false;  ///< more than its budget's restarts within the period
+  double wait_s = 0;     ///< else: the backoff before the next start
+};
+
+/// Logs the exit (`how`, and the tail of `log_path`), counts it against `budget`, and gives
+/// the backoff: 0.5, 1, 2, 4, 8, 10 s (`backoff` counts the exits since the last start that
+/// came up; the caller sets it to 0 then), so a crash loop does not spin.
+after_exit on_exit(const std::string& name, const std::string& log_path, bool started,
+                   const std::string& how, restart_budget& budget, int& backoff);
+
+} // namespace vidline::backends::process
