@@ -179,9 +179,14 @@ struct decode_result {
   double fetched_unix_s = 0;       ///< the latent arrived and verified (pending from here)
   double decode_start_unix_s = 0;  ///< decoding began (the one decode of this decoder)
   double end_unix_s = 0;           ///< the attempt ended (video made, or the failure)
+  /// The latent it decoded (its order's): a late video adopted after the job was queued
+  /// again keeps the job's record of the latent it came from ("" / 0 from older senders).
+  std::string latent_sha256;
+  uint64_t latent_bytes = 0;
+  std::string latent_host;
   MSGPACK_DEFINE_MAP(decoder, host, attempt, run_id, index, outcome, error, output,
                      output_sha256, handoff_s, decode_s, stage, start_unix_s, fetched_unix_s,
-                     decode_start_unix_s, end_unix_s)
+                     decode_start_unix_s, end_unix_s, latent_sha256, latent_bytes, latent_host)
 };
 
 /// decoder -> coordinator, every status interval and on every change (level-triggered).

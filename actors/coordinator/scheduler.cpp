@@ -731,6 +731,12 @@ struct stepper {
     log(2, "job " + job_name(*j) + " adopted the video of attempt " + std::to_string(r.attempt)
              + " from decoder " + r.decoder + ", which finished after the stage moved");
     j->order_sent_at = -1;
+    if (!r.latent_sha256.empty()) {
+      // Queued again meanwhile (its latent's host went down): the video is of this latent.
+      j->latent_sha256 = r.latent_sha256;
+      j->latent_bytes = r.latent_bytes;
+      j->latent_host = r.latent_host;
+    }
     j->output = r.output;
     j->output_sha256 = r.output_sha256;
     j->handoff_s = r.handoff_s;

@@ -46,6 +46,9 @@ msg::decode_result result_of(const state& s, const held& h, double now) {
   r.fetched_unix_s = unix_of(s, h.fetched_at);
   r.decode_start_unix_s = unix_of(s, h.decode_started_at);
   r.end_unix_s = unix_of(s, now);
+  r.latent_sha256 = h.order.latent_sha256;
+  r.latent_bytes = h.order.latent_bytes;
+  r.latent_host = h.order.source_host;
   return r;
 }
 

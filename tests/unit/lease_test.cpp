@@ -400,3 +400,33 @@ TEST_CASE("coordinator lease: a late video is the job's while it waits, else cou
     CHECK(sched::summarize(s.runs.front()).done_twice == 1);
   }
 }
+
+TEST_CASE("coordinator lease: a late video adopted after its job was queued again keeps its latent") {
+  // Found by the 72-hour soak: the latent's host and the decoder's went down, the job was
+  // queued again (its latent forgotten), then the video came: it succeeded with no latent.
+  auto s = line();
+  const uint64_t a = decoding_on_b(s);
+  auto* j = s.find_job("r1", 0);
+  sched::step(s, sched::ev_peer{"b", false}, 12, 12);
+  sched::step(s, sched::ev_peer{"a", false}, 12, 12);
+  for (double t = 13; t < 40 && j->state != sched::job_state::queued; t += 1)
+    sched::step(s, sched::ev_tick{}, t, t);
+  REQUIRE(j->state == sched::job_state::queued);
+  REQUIRE(j->latent_sha256.empty());
+  auto late = decode_ok("db", "b", a);
+  late.latent_sha256 = std::string(64, 'a');
+  late.latent_bytes = 10;
+  late.latent_host = "a";
+  // Its pool's host back: sampled again under a new attempt, and then the video comes.
+  sched::step(s, sched::ev_peer{"a", true}, 41, 41);
+  sched::step(s, sched::ev_pool_status{pool_status(50, 0)}, 41, 41);
+  REQUIRE(j->state == sched::job_state::sampling);
+  REQUIRE(j->attempt != a);
+  sched::step(s, sched::ev_peer{"b", true}, 42, 42);
+  sched::step(s, sched::ev_decode_result{late}, 42, 42);
+  CHECK(j->state == sched::job_state::succeeded);
+  CHECK(j->latent_sha256 == std::string(64, 'a'));
+  CHECK(j->latent_bytes == 10);
+  CHECK(j->latent_host == "a");
+  CHECK(sched::check_index(s).empty());
+}
