@@ -405,6 +405,11 @@ private:
     // helper truncates, so each start has its own, removed when the next starts).
     const std::string out = dir_ + "/" + host + ".out";
     std::error_code ec;
+    // What a node wrote to stderr before it ended (an abort's message, a sanitizer's
+    // report) is kept for the post-mortem: nodes log to their log file, so it is rare.
+    if (std::filesystem::file_size(out + ".err", ec) > 0 && !ec)
+      std::filesystem::rename(out + ".err",
+                              dir_ + "/" + host + ".start-" + std::to_string(++kept_errs_) + ".err", ec);
     std::filesystem::remove(out, ec);
     std::filesystem::remove(out + ".err", ec);
     procs_[host] = std::make_unique<process>(
@@ -627,6 +632,7 @@ private:
   std::vector<soak_run> runs_;
   std::vector<fault> faults_;
   std::map<std::string, std::unique_ptr<process>> procs_;
+  int kept_errs_ = 0;  ///< stderr files kept from ended starts (start())
   /// Per host: rows of {sim hour, then the resources in soak_resources() order}.
   std::map<std::string, std::vector<std::array<double, 8>>> samples_;
 };
