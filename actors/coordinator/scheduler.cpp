@@ -694,8 +694,13 @@ struct stepper {
     const std::string target = "decoder:" + r.decoder;
     if (j == nullptr)
       ++s.unknown_job_results;
-    if (j == nullptr || r.attempt == j->attempt || j->state == job_state::cancelled)
-      return ack(r.host, target, r.attempt);  // a resent result, handled before; or cancelled
+    // The job's own attempt, resent after it was handled; or cancelled. (Its own attempt's
+    // video while the job waits again, its decoder's lease having run out, is adopted below.)
+    const bool waiting = j != nullptr && (j->state == job_state::queued
+                                          || j->state == job_state::sampled
+                                          || j->state == job_state::sampling);
+    if (j == nullptr || (r.attempt == j->attempt && !waiting) || j->state == job_state::cancelled)
+      return ack(r.host, target, r.attempt);
     if (r.outcome == msg::outcome::fenced) {
       if (j->counted_attempts.insert(r.attempt).second) {
         ++j->fenced;

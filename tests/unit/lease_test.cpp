@@ -430,3 +430,29 @@ TEST_CASE("coordinator lease: a late video adopted after its job was queued agai
   CHECK(j->latent_host == "a");
   CHECK(sched::check_index(s).empty());
 }
+
+TEST_CASE("coordinator lease: the job's own attempt's video, late while the job waits again, is adopted") {
+  // Its decoder's host went down, the lease ran out, the job waits for a decoder again
+  // (same attempt number until it is ordered again); then the decoder's result comes.
+  auto s = line();
+  const uint64_t a = decoding_on_b(s);
+  auto* j = s.find_job("r1", 0);
+  sched::step(s, sched::ev_peer{"b", false}, 12, 12);
+  sched::step(s, sched::ev_peer{"c", false}, 12, 12);  // no other decoder to move to
+  for (double t = 13; t < 40 && j->state == sched::job_state::decoding; t += 1)
+    sched::step(s, sched::ev_tick{}, t, t);
+  REQUIRE(j->state != sched::job_state::decoding);
+  REQUIRE(j->attempt == a);
+  auto late = decode_ok("db", "b", a);
+  late.latent_sha256 = std::string(64, 'a');
+  late.latent_bytes = 10;
+  late.latent_host = "a";
+  sched::step(s, sched::ev_peer{"b", true}, 41, 41);
+  auto fx = sched::step(s, sched::ev_decode_result{late}, 41, 41);
+  CHECK(j->state == sched::job_state::succeeded);
+  CHECK(j->output == "/out/b/job-0.mp4");
+  auto* ack = first<sched::fx_ack>(fx);
+  REQUIRE(ack != nullptr);
+  CHECK_FALSE(ack->discard);
+  CHECK(sched::check_index(s).empty());
+}
