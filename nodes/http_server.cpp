@@ -94,6 +94,21 @@ bool read_text(const json& o, const char* key, std::string& out, api_error& err,
   return true;
 }
 
+/// An input's digest (`reference_sha256`): absent or null leaves `out` empty.
+bool read_digest(const json& o, const char* key, std::string& out, api_error& err,
+                 const std::string& where = "") {
+  if (!o.contains(key) || o.at(key).is_null())
+    return true;
+  if (!read_text(o, key, out, err, where))
+    return false;
+  if (!is_sha256_hex(out)) {
+    err = {400, "field '" + where + key + "' must be 64 lowercase hex digits (an input "
+                "uploaded with PUT /v1/inputs/{sha256})"};
+    return false;
+  }
+  return true;
+}
+
 } // namespace
 
 namespace {
@@ -182,14 +197,8 @@ bool read_shot(const json& j, const std::string& where, msg::shot& s, api_error&
       (j.contains("takes") && !read_uint(j, "takes", 1, 1000, takes, err, where)) ||
       (j.contains("name") && !read_text(j, "name", s.name, err, where)) ||
       (j.contains("reference") && !read_text(j, "reference", s.reference, err, where)) ||
-      (j.contains("reference_sha256") &&
-       !read_text(j, "reference_sha256", s.reference_sha256, err, where)))
+      !read_digest(j, "reference_sha256", s.reference_sha256, err, where))
     return false;
-  if (!s.reference_sha256.empty() && !is_sha256_hex(s.reference_sha256)) {
-    err = {400, "field '" + where + "reference_sha256' must be 64 lowercase hex digits (an "
-                "input uploaded with PUT /v1/inputs/{sha256})"};
-    return false;
-  }
   s.width = static_cast<uint32_t>(w);
   s.height = static_cast<uint32_t>(h);
   s.seconds = static_cast<uint32_t>(sec);
@@ -275,15 +284,8 @@ std::optional<msg::submit_run> parse_submit(const std::string& body, api_error& 
         !read_batch(*doc, r, err))
       return std::nullopt;
   }
-  if (doc->contains("reference_sha256") && !(*doc)["reference_sha256"].is_null()) {
-    if (!read_text(*doc, "reference_sha256", r.reference_sha256, err))
-      return std::nullopt;
-    if (!is_sha256_hex(r.reference_sha256)) {
-      err = {400, "field 'reference_sha256' must be 64 lowercase hex digits (an input uploaded "
-                  "with PUT /v1/inputs/{sha256})"};
-      return std::nullopt;
-    }
-  }
+  if (!read_digest(*doc, "reference_sha256", r.reference_sha256, err))
+    return std::nullopt;
   if (doc->contains("priority")) {
     int64_t p = 0;
     if (!read_int(*doc, "priority", -api_max_priority, api_max_priority, p, err))
@@ -303,15 +305,8 @@ std::optional<msg::submit_jobs> parse_add_jobs(const std::string& run_id, const 
   r.run_id = run_id;
   if (!read_batch(*doc, r, err))
     return std::nullopt;
-  if (doc->contains("reference_sha256") && !(*doc)["reference_sha256"].is_null()) {
-    if (!read_text(*doc, "reference_sha256", r.reference_sha256, err))
-      return std::nullopt;
-    if (!is_sha256_hex(r.reference_sha256)) {
-      err = {400, "field 'reference_sha256' must be 64 lowercase hex digits (an input uploaded "
-                  "with PUT /v1/inputs/{sha256})"};
-      return std::nullopt;
-    }
-  }
+  if (!read_digest(*doc, "reference_sha256", r.reference_sha256, err))
+    return std::nullopt;
   return r;
 }
 

@@ -112,24 +112,7 @@ void backend_process::supervise() {
       pid_ = 0;
     }
     const auto next = on_exit(spec_.name, spec_.log_path, pid >= 0, ended, budget, backoff);
-    if (next.give_up) {
-      {
-        std::lock_guard<std::mutex> l(m_);
-        state_ = state::gave_up;
-        last_exit_ = ended;
-      }
-      cv_.notify_all();
-      std::unique_lock<std::mutex> l(m_);
-      cv_.wait(l, [&] { return stop_; });
-      break;
-    }
-    {
-      std::lock_guard<std::mutex> l(m_);
-      last_exit_ = ended;
-      ++restarts_;
-    }
-    const double wait_s = next.wait_s;
-    if (!nap(seconds(wait_s)))
+    if (!settle_exit(m_, cv_, stop_, state_, last_exit_, restarts_, next, ended))
       break;
   }
   std::lock_guard<std::mutex> l(m_);

@@ -5,7 +5,9 @@
 /// against the restart budget, then a backoff or giving up).
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <mutex>
 #include <string>
 
 #include "common/restart_budget.hpp"
@@ -47,5 +49,30 @@ struct after_exit {
 /// came up; the caller sets it to 0 then), so a crash loop does not spin.
 after_exit on_exit(const std::string& name, const std::string& log_path, bool started,
                    const std::string& how, restart_budget& budget, int& backoff);
+
+/// The supervisor's bookkeeping after an exit (`ended`, `next` from on_exit), under its
+/// lock `m`: it keeps the exit as `last_exit`, then either gives up (`state` gave_up, told on
+/// `cv`, and waits until `stop`) or counts a restart and waits the backoff. False when the
+/// supervisor's loop ends: it gave up, or `stop` came during the backoff.
+template <class State>
+bool settle_exit(std::mutex& m, std::condition_variable& cv, const bool& stop, State& state,
+                 std::string& last_exit, int& restarts, const after_exit& next,
+                 const std::string& ended) {
+  {
+    std::lock_guard<std::mutex> l(m);
+    last_exit = ended;
+    if (next.give_up)
+      state = State::gave_up;
+    else
+      ++restarts;
+  }
+  cv.notify_all();
+  std::unique_lock<std::mutex> l(m);
+  if (next.give_up) {
+    cv.wait(l, [&] { return stop; });
+    return false;
+  }
+  return !cv.wait_for(l, seconds(next.wait_s), [&] { return stop; });
+}
 
 } // namespace vidline::backends::process

@@ -332,28 +332,8 @@ void worker_process::supervise() {
       }
     }
     const auto next = process::on_exit(spec_.name, spec_.log_path, pid >= 0, ended, budget, backoff);
-    if (next.give_up) {
-      {
-        std::lock_guard<std::mutex> l(m_);
-        state_ = state::gave_up;
-        last_exit_ = ended;
-      }
-      cv_.notify_all();
-      std::unique_lock<std::mutex> l(m_);
-      cv_.wait(l, [&] { return stop_; });
+    if (!process::settle_exit(m_, cv_, stop_, state_, last_exit_, restarts_, next, ended))
       break;
-    }
-    {
-      std::lock_guard<std::mutex> l(m_);
-      last_exit_ = ended;
-      ++restarts_;
-    }
-    const double wait_s = next.wait_s;
-    {
-      std::unique_lock<std::mutex> l(m_);
-      if (cv_.wait_for(l, seconds(wait_s), [&] { return stop_; }))
-        break;
-    }
   }
   std::lock_guard<std::mutex> l(m_);
   if (state_ != state::gave_up)

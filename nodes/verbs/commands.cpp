@@ -413,8 +413,6 @@ std::vector<double> planned_finish_times(const config::cluster& c, const json& s
   return planned_finishes(c, st);
 }
 
-namespace {
-
 std::string duration_text(double s) {
   char buf[48];
   if (s < 0)
@@ -427,8 +425,6 @@ std::string duration_text(double s) {
     std::snprintf(buf, sizeof(buf), "%.1f h", s / 3600);
   return buf;
 }
-
-} // namespace
 
 std::string progress_line(const json& st, const std::vector<double>& planned) {
   std::map<std::string, std::size_t> n;

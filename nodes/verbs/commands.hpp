@@ -113,6 +113,9 @@ struct wait_options {
 int wait_for_run(coordinator_client& client, const std::string& run_id,
                  const wait_options& opts);
 
+/// A duration for people: "42 s", "17 min", "3.5 h" (negative as 0).
+std::string duration_text(double seconds);
+
 /// The progress line of `wait`: "run ID: D/T done (S succeeded, F failed); per-state counts;
 /// ETA by the plan" (`planned`: when each job would finish, ascending; empty = no ETA).
 std::string progress_line(const nlohmann::json& status, const std::vector<double>& planned);

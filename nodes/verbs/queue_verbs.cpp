@@ -59,19 +59,7 @@ struct queue_options {
   double timeout_s = 10;
 };
 
-std::string eta_text(const json& e) {
-  if (!e.is_number())
-    return "-";
-  char buf[32];
-  double s = e.get<double>();
-  if (s < 90)
-    std::snprintf(buf, sizeof(buf), "%.0f s", s);
-  else if (s < 5400)
-    std::snprintf(buf, sizeof(buf), "%.0f min", s / 60);
-  else
-    std::snprintf(buf, sizeof(buf), "%.1f h", s / 3600);
-  return buf;
-}
+std::string eta_text(const json& e) { return e.is_number() ? duration_text(e.get<double>()) : "-"; }
 
 int do_runs(const queue_options& o) {
   auto cluster = cluster_for(o.config);

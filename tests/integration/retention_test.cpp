@@ -13,6 +13,7 @@
 #include <httplib.h>
 
 #include "tests/support/cluster.hpp"
+#include "tests/support/journal_query.hpp"
 
 using namespace testing_support;
 using vidline::nodes::coordinator_client;
@@ -64,33 +65,13 @@ uint64_t journal_bytes(const std::string& dir) {
   return n;
 }
 
-/// One integer a pragma (or query) answers on the journal, opened read-only.
+/// One integer a pragma (or query) answers on host_a's journal, opened read-only.
 int64_t journal_value(const std::string& dir, const char* sql) {
-  sqlite3* db = nullptr;
-  const std::string path = dir + "/host_a/journal/journal.db";
-  REQUIRE(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
-  sqlite3_stmt* st = nullptr;
-  REQUIRE(sqlite3_prepare_v2(db, sql, -1, &st, nullptr) == SQLITE_OK);
-  int64_t v = -1;
-  if (sqlite3_step(st) == SQLITE_ROW)
-    v = sqlite3_column_int64(st, 0);
-  sqlite3_finalize(st);
-  sqlite3_close(db);
-  return v;
+  return journal_query::integer(dir + "/host_a/journal/journal.db", sql);
 }
 
 std::string journal_text(const std::string& dir, const char* sql) {
-  sqlite3* db = nullptr;
-  const std::string path = dir + "/host_a/journal/journal.db";
-  REQUIRE(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
-  sqlite3_stmt* st = nullptr;
-  REQUIRE(sqlite3_prepare_v2(db, sql, -1, &st, nullptr) == SQLITE_OK);
-  std::string v;
-  if (sqlite3_step(st) == SQLITE_ROW)
-    v = reinterpret_cast<const char*>(sqlite3_column_text(st, 0));
-  sqlite3_finalize(st);
-  sqlite3_close(db);
-  return v;
+  return journal_query::text(dir + "/host_a/journal/journal.db", sql);
 }
 
 json knobs(int memory_s, int keep_s) {

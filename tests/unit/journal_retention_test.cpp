@@ -11,6 +11,7 @@
 #include "actors/coordinator/records.hpp"
 #include "common/sha256.hpp"
 #include "nodes/journal_sqlite.hpp"
+#include "tests/support/journal_query.hpp"
 #include "tests/support/processes.hpp"
 #include "tests/support/sched_fixtures.hpp"
 
@@ -48,18 +49,7 @@ uint64_t file_bytes(const std::string& path) {
   return n;
 }
 
-int64_t value(const std::string& path, const char* sql) {
-  sqlite3* db = nullptr;
-  REQUIRE(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
-  sqlite3_stmt* st = nullptr;
-  REQUIRE(sqlite3_prepare_v2(db, sql, -1, &st, nullptr) == SQLITE_OK);
-  int64_t v = -1;
-  if (sqlite3_step(st) == SQLITE_ROW)
-    v = sqlite3_column_int64(st, 0);
-  sqlite3_finalize(st);
-  sqlite3_close(db);
-  return v;
-}
+int64_t value(const std::string& path, const char* sql) { return journal_query::integer(path, sql); }
 
 void raw(sqlite3* db, const std::string& sql) {
   char* err = nullptr;
