@@ -71,6 +71,12 @@ sqlite_journal::sqlite_journal(const std::string& path) : path_(path) {
   exec("PRAGMA auto_vacuum=INCREMENTAL");
   exec("PRAGMA journal_mode=WAL");
   exec("PRAGMA synchronous=FULL");
+  // The WAL stays small: checkpointed into the database every 256 pages (1 MiB at the
+  // default page size, not SQLite's 1000), and cut back to 1 MiB after each checkpoint
+  // (SQLite keeps a WAL file at its largest size otherwise, so a burst of work would leave
+  // the journal several MB larger for good).
+  exec("PRAGMA wal_autocheckpoint=256");
+  exec("PRAGMA journal_size_limit=1048576");
   exec("CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL)");
   exec("CREATE TABLE IF NOT EXISTS runs(seq INTEGER PRIMARY KEY AUTOINCREMENT,"
        " id TEXT UNIQUE NOT NULL, record TEXT NOT NULL, checksum TEXT NOT NULL)");
