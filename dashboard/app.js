@@ -16,6 +16,7 @@ const view = {
   summary: null,     // the latest `run` event
   failures: [],      // failure events, newest last
   receivedAt: 0,     // Date.now() when now_s was last set
+  finished: '',      // the run whose `end` came; shown (data-run-finished) once drawn
   pendingMax: {},    // decoder -> most pending seen
 };
 
@@ -64,7 +65,7 @@ const on = {
     view.plan = null;
     view.receivedAt = Date.now();
     document.body.dataset.runId = d.run_id;
-    document.body.dataset.runFinished = '';
+    view.finished = '';
   },
   job(d) {
     const old = view.jobs.get(d.index) || {};
@@ -92,7 +93,7 @@ const on = {
       view.run.state = d.state;
       view.run.summary = d.summary;
     }
-    document.body.dataset.runFinished = d.run_id;
+    view.finished = d.run_id;
   },
   error(d) { console.warn('vidline:', d.error); },
 };
@@ -153,6 +154,8 @@ function render() {
   renderJobs();
   renderGantt();
   renderFailures();
+  // Last, so that a run marked finished is one whose final state is already on the page.
+  document.body.dataset.runFinished = view.finished;
 }
 
 function renderHeader() {
