@@ -37,6 +37,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "nodes/exit_codes.hpp"
 #include "tests/chaos/harness.hpp"
 
 namespace chaos {
@@ -106,13 +107,16 @@ inline soak_trend soak_rule(const std::vector<double>& at, const std::vector<dou
 struct soak_verdict {
   double sim_hours = 0, real_s = 0;
   int runs = 0, jobs = 0, verified = 0, failed = 0, lost = 0, corrupt = 0, duplicated = 0,
-      unfinished_runs = 0, done_twice = 0, kills = 0, stops = 0, link_cuts = 0,
-      full_disks = 0, samples = 0;
+      unfinished_runs = 0, unread_runs = 0, done_twice = 0, kills = 0, stops = 0,
+      link_cuts = 0, full_disks = 0, samples = 0;
+  /// The harness's own longest turn (real seconds): a machine that stalls the soak for
+  /// longer than the journal keeps a finished run makes that run unreadable.
+  double longest_turn_s = 0;
   std::vector<soak_trend> trends;
   std::vector<std::string> notes;
   bool jobs_ok() const {
     return jobs > 0 && verified == jobs && failed == 0 && lost == 0 && corrupt == 0 &&
-           duplicated == 0 && unfinished_runs == 0;
+           duplicated == 0 && unfinished_runs == 0 && unread_runs == 0;
   }
   std::vector<std::string> growing() const {
     std::vector<std::string> out;
@@ -213,7 +217,10 @@ public:
     // After the last simulated hour: faults end, the line drains (a bounded real time).
     const double drain_real_s = 120 + 0.5 * p_.hours * 3600 * p_.time_scale;
     double ended_at_real = -1;
+    double turn_began = real();
     while (true) {
+      v.longest_turn_s = std::max(v.longest_turn_s, real() - turn_began);
+      turn_began = real();
       const double now_h = sim_h();
       const bool faulting = now_h < p_.hours;
       // Faults due now (the chaos harness's kinds, with its real-time lengths).
@@ -324,11 +331,16 @@ private:
                     {"sample_timeout_s", 1200},     {"decode_timeout_s", 240},
                     // Retention in real seconds, scaled as the sim clock is: at time_scale
                     // 0.01 a finished run leaves the coordinator's memory after ~17
-                    // simulated minutes and the journal after ~50, so the journal levels
-                    // off within the first third of even the short soak. The soak's follow
-                    // verifies a run from its status within seconds of its end, from the
-                    // journal once it was forgotten.
-                    {"finished_run_memory_s", 10},  {"journal_keep_finished_s", 30},
+                    // simulated minutes and the journal after a sixth of the soak's real
+                    // length, kept within 30-120 s (~50 simulated minutes to ~3.3 hours),
+                    // so the journal levels off within the first third of even the short
+                    // soak. The soak's follow verifies a run from its status within seconds
+                    // of its end, from the journal once it was forgotten; the journal's
+                    // window is what a stalled machine may hold the soak up for (a loaded
+                    // 2-core machine held one 72-hour soak up for 78 s).
+                    {"finished_run_memory_s", 10},
+                    {"journal_keep_finished_s",
+                     static_cast<int>(std::clamp(p_.hours * 3600 * p_.time_scale / 6, 30.0, 120.0))},
                     // What every host sheds (actors/latents/sweep.hpp), as scaled: part
                     // files and video links (the consumer takes the videos away) after ~50
                     // simulated minutes, conditioning and receipts after ~100.
@@ -464,20 +476,32 @@ private:
       }
   }
 
-  /// Asks after up to 3 submitted runs not yet checked; a run that has ended is verified
-  /// and its videos collected.
+  /// Asks after up to 3 submitted runs not yet checked (in turn, the checked ones
+  /// skipped); a run that has ended is verified and its videos collected. A run the
+  /// coordinator no longer knows ended and left the journal before the soak read it: it
+  /// cannot be verified, and says so.
   void follow(vidline::nodes::coordinator_client& cl, soak_verdict& v, std::size_t submitted,
               std::size_t& cursor) {
-    for (int asked = 0; asked < 3 && submitted > 0; ++asked) {
-      std::size_t i = cursor++ % submitted;
-      auto& r = runs_[i];
+    int asked = 0;
+    for (std::size_t looked = 0; looked < submitted && asked < 3; ++looked) {
+      auto& r = runs_[cursor++ % submitted];
       if (r.checked)
         continue;
+      ++asked;
       try {
         auto st = cl.status(r.run_id, 500);
         if (!st || (*st)["state"] == "running")
           continue;
         verify(r, *st, v);
+      } catch (const vidline::nodes::coordinator_error& e) {
+        if (e.exit_code() != vidline::nodes::exit_code::no_such_run)
+          return;  // no coordinator right now
+        r.checked = true;
+        ++v.unread_runs;
+        if (v.notes.size() < 50)
+          v.notes.push_back("run " + r.run_id + " left the journal before the soak read it ("
+                            + e.what() + "); the soak's longest turn so far "
+                            + std::to_string(v.longest_turn_s) + " s");
       } catch (const std::exception&) {
         return;  // no coordinator right now
       }
@@ -607,10 +631,12 @@ private:
                  {"verified", v.verified}, {"failed", v.failed},
                  {"lost", v.lost},         {"corrupt", v.corrupt},
                  {"duplicated", v.duplicated}, {"unfinished_runs", v.unfinished_runs},
+                 {"unread_runs", v.unread_runs},
                  {"done_twice_per_status", v.done_twice}};
     j["faults"] = {{"kill9", v.kills}, {"sigstop", v.stops}, {"link_cuts", v.link_cuts},
                    {"full_disks", v.full_disks}};
     j["samples"] = v.samples;
+    j["longest_turn_s"] = v.longest_turn_s;
     for (auto& t : v.trends) {
       double slack = 0;
       for (auto& r : soak_resources())

@@ -35,11 +35,12 @@ void report(const chaos::soak_verdict& v, const chaos::soak_params& p) {
               v.sim_hours, v.real_s, p.time_scale, static_cast<unsigned long long>(p.seed),
               p.record_dir.c_str());
   std::printf("soak: %d runs, %d jobs: %d verified, %d failed, %d lost, %d corrupt, %d decoded "
-              "twice, %d runs unfinished, %d stages done twice per status\n",
+              "twice, %d runs unfinished, %d runs unread, %d stages done twice per status\n",
               v.runs, v.jobs, v.verified, v.failed, v.lost, v.corrupt, v.duplicated,
-              v.unfinished_runs, v.done_twice);
-  std::printf("soak: faults: %d kill -9, %d SIGSTOP, %d link cuts, %d full disks; %d samples\n",
-              v.kills, v.stops, v.link_cuts, v.full_disks, v.samples);
+              v.unfinished_runs, v.unread_runs, v.done_twice);
+  std::printf("soak: faults: %d kill -9, %d SIGSTOP, %d link cuts, %d full disks; %d samples; "
+              "longest harness turn %.1f s\n",
+              v.kills, v.stops, v.link_cuts, v.full_disks, v.samples, v.longest_turn_s);
   for (auto& t : v.trends)
     std::printf("soak: %-4s %-8s %-17s first 2/3 max %14.0f  last 1/3 max %14.0f  bound %14.0f\n",
                 t.ok ? "ok" : "GROW", t.host.c_str(), t.resource.c_str(), t.early_max,
@@ -74,6 +75,7 @@ void check(const chaos::soak_verdict& v) {
   CHECK(v.corrupt == 0);
   CHECK(v.duplicated == 0);
   CHECK(v.unfinished_runs == 0);
+  CHECK(v.unread_runs == 0);
   CHECK(v.samples > 0);
   CHECK(unexpected.empty());
 }
