@@ -57,7 +57,7 @@ http_endpoint read_http(const json& j, const std::string& path, const std::strin
 
 host read_host(const json& j, const std::string& path, const std::string& base_dir) {
   const object_reader r(j, path, {"name", "address", "port", "bulk_port", "data_dir", "gpus",
-                                  "public_key", "secret_key_file", "http"});
+                                  "public_key", "secret_key_file", "http", "collect_dir"});
   host h;
   h.name = r.string("name");
   h.address = r.string("address");
@@ -73,6 +73,11 @@ host read_host(const json& j, const std::string& path, const std::string& base_d
     h.secret_key_file = h.data_dir + "/keys/" + h.name + ".key";
   if (r.has("http"))
     h.http = read_http(r.required("http"), r.path_of("http"), base_dir);
+  if (r.has("collect_dir")) {
+    h.collect_dir = resolve_path(r.string("collect_dir"), base_dir, r.path_of("collect_dir"));
+    if (h.collect_dir.empty())
+      throw config_error(r.path_of("collect_dir"), "must name a folder, got an empty string");
+  }
   if (r.has("gpus")) {
     const json& gpus = r.required("gpus");
     expect_array(gpus, r.path_of("gpus"));

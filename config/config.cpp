@@ -87,6 +87,8 @@ json host_to_json(const host& h) {
     j["public_key"] = h.public_key;
   if (h.bulk_port != 0)
     j["bulk_port"] = h.bulk_port;
+  if (!h.collect_dir.empty())
+    j["collect_dir"] = h.collect_dir;
   // Only when set, so configs without one keep their digest.
   const http_endpoint off;
   if (h.http.port != 0 || h.http.address != off.address || !h.http.token_file.empty() ||

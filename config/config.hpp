@@ -54,6 +54,10 @@ struct host {
   /// Read by that host's node, and by the CLI on a host that can read it.
   std::string secret_key_file;
   http_endpoint http;      ///< its HTTP endpoint ("http"; off by default)
+  /// Where this host's node collects every run's finished videos, one folder per run
+  /// (`<collect_dir>/<run id>/`, with its index.jsonl), with no client following the run
+  /// (docs/shots.md, "A host that collects"); absolute after loading; "" = none.
+  std::string collect_dir;
 
   /// The GPU with this id, or nullptr.
   const gpu* find_gpu(const std::string& id) const;

@@ -57,6 +57,7 @@ void visit_knobs(K& k, V&& v) {
   v("chunk_bytes", k.chunk_bytes, int_range{4 * kib, 16 * mib});
   v("chunk_window", k.chunk_window, int_range{1, 1024});
   v("transfer_timeout_ms", k.transfer_timeout_ms, interval_ms);
+  v("collect_interval_ms", k.collect_interval_ms, interval_ms);
   v("part_sync_bytes", k.part_sync_bytes, int_range{0, 1024 * gib});
   v("latent_retention_s", k.latent_retention_s, int_range{0, 30 * 86'400});
   v("latent_budget_bytes", k.latent_budget_bytes, int_range{0, 1024 * 1024 * gib});

@@ -49,6 +49,10 @@ struct knobs {
   uint32_t chunk_bytes = 1u << 20;    ///< bytes per latent chunk; 256 KiB-4 MiB
   int chunk_window = 4;               ///< chunks in flight per transfer; memory = window x chunk
   int transfer_timeout_ms = 5000;     ///< no chunk for this long: the fetch is retried
+  /// How often a host with a collect_dir asks the coordinator for videos to collect (real
+  /// time); a finished run whose videos could not all be fetched is tried again after 10 x
+  /// this. 1000-30000 is reasonable.
+  int collect_interval_ms = 5000;
   /// Bytes a receiver writes between two fsyncs of its part file (each one records how far
   /// the part is durable, so a retry resumes there); 0 = only when a transfer fails. Small
   /// values cost an fsync per few chunks; 4-64 MiB is reasonable.

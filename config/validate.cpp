@@ -202,6 +202,16 @@ void check_host(const host& h, const std::string& path) {
   if (!h.public_key.empty() && !is_z85_key_text(h.public_key))
     fail(child(path, "public_key"), "must be a Z85 CURVE public key (40 characters, as "
                                     "`vidline keygen` prints), got '" + h.public_key + "'");
+  if (!h.collect_dir.empty()) {
+    if (h.collect_dir.front() != '/')
+      fail(child(path, "collect_dir"), "must be an absolute path after loading, got '" +
+                                           h.collect_dir + "'");
+    // The node's own files (latents, outputs, journal) are swept by its retention rules.
+    const std::string inside = h.data_dir + "/";
+    if (h.collect_dir == h.data_dir || h.collect_dir.compare(0, inside.size(), inside) == 0)
+      fail(child(path, "collect_dir"), "must be outside the host's data_dir (" + h.data_dir +
+                                           "), got '" + h.collect_dir + "'");
+  }
   check_gpus_of_host(h, path);
   check_http(h, path);
 }

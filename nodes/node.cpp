@@ -31,6 +31,7 @@
 #include "common/metrics.hpp"
 #include "nodes/bus.hpp"
 #include "nodes/http_server.hpp"
+#include "nodes/run_collection.hpp"
 #include "nodes/exit_codes.hpp"
 #include "nodes/journal_sqlite.hpp"
 #include "nodes/keygen.hpp"
@@ -337,8 +338,15 @@ int run_node(const config::cluster& c, const std::string& host_name) {
       return exit_code::fatal;
     }
   }
+  // A host with a collect_dir collects every run's videos (docs/shots.md), over sockets of
+  // its own as a client does; stopped first, so no fetch outlives the node's stop.
+  std::unique_ptr<run_collection> collecting;
+  if (!h->collect_dir.empty())
+    collecting = std::make_unique<run_collection>(cluster, h->name);
+
   // The collectors read the bus: gone before it is.
   auto end_web = [&] {
+    collecting.reset();
     if (web)
       web->stop();
     for (int id : collectors)

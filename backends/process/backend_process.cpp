@@ -18,23 +18,10 @@
 
 namespace vidline::backends::process {
 backend_process::backend_process(process_spec spec) : spec_(std::move(spec)) {
-  thread_ = std::thread([this] { supervise(); });
+  start_supervising([this] { supervise(); });
 }
 
-backend_process::~backend_process() {
-  {
-    std::lock_guard<std::mutex> l(m_);
-    stop_ = true;
-  }
-  cv_.notify_all();
-  thread_.join();
-}
-
-bool backend_process::nap(steady::duration d) {
-  std::unique_lock<std::mutex> l(m_);
-  cv_.wait_for(l, d, [&] { return stop_; });
-  return !stop_;
-}
+backend_process::~backend_process() { stop_supervising(); }
 
 void backend_process::supervise() {
   restart_budget budget(spec_.max_restarts, spec_.restart_period_s);
@@ -55,13 +42,7 @@ void backend_process::supervise() {
     } catch (const std::exception& e) {
       error = e.what();
     }
-    exec::child_spec cs;
-    cs.argv = spec_.argv;
-    cs.env = spec_.env;
-    cs.cwd = spec_.cwd;
-    cs.stdout_path = cs.stderr_path = spec_.log_path;
-    cs.append = true;
-    pid_t pid = error.empty() ? exec::spawn_child(cs, error) : -1;
+    pid_t pid = error.empty() ? spawn_supervised(spec_, error) : -1;
     std::string ended;
     if (pid < 0) {
       ended = error;

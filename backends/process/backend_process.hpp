@@ -11,39 +11,25 @@
 ///      \--exits or start_timeout_s--> the same as an exit from ready
 ///   any --stop (destructor)--> SIGTERM to its group, stop_grace_s, SIGKILL --> stopped
 
-#include <chrono>
-#include <condition_variable>
 #include <functional>
-#include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <sys/types.h>
 
 #include "backends/comfyui/client.hpp"
 #include "backends/comfyui/comfyui_options.hpp"
+#include "backends/process/supervision.hpp"
 
 namespace vidline::backends::process {
 
 /// What to run and how to tell it is up.
-struct process_spec {
-  std::string name;                   ///< for logs: "comfyui of pool four_a"
-  std::vector<std::string> argv;
-  std::vector<std::string> env;       ///< the whole environment
-  std::string cwd;
-  std::string log_path;               ///< stdout and stderr, appended
-  uint64_t log_max_bytes = 10u << 20;  ///< the log rotates past this (knob log_file_bytes)
-  int log_files = 5;                  ///< rotated logs kept beside it (knob log_files)
+struct process_spec : supervised_spec {
   std::vector<std::string> dirs;      ///< created before each start
   std::function<bool()> answers;      ///< a probe: it is up
-  double start_timeout_s = 300;
-  int max_restarts = 5;
-  double restart_period_s = 30;
-  double stop_grace_s = 10;
 };
 
-class backend_process {
+class backend_process : private supervisor_thread {
 public:
   enum class state { starting, ready, gave_up, stopped };
 
@@ -65,18 +51,12 @@ public:
 
 private:
   void supervise();
-  /// Sleeps up to `d` unless stopped; false when stopped.
-  bool nap(std::chrono::steady_clock::duration d);
 
   process_spec spec_;
-  mutable std::mutex m_;
-  std::condition_variable cv_;
   state state_ = state::starting;
-  bool stop_ = false;
   int restarts_ = 0;
   pid_t pid_ = 0;
   std::string last_exit_;
-  std::thread thread_;
 };
 
 /// Where a ComfyUI instance of an owner keeps its files, and the placeholders of its argv.

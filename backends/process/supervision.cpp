@@ -11,6 +11,39 @@
 
 namespace vidline::backends::process {
 
+pid_t spawn_supervised(const supervised_spec& s, std::string& error, std::vector<int> pass_fds) {
+  exec::child_spec cs;
+  cs.argv = s.argv;
+  cs.env = s.env;
+  cs.cwd = s.cwd;
+  cs.stdout_path = cs.stderr_path = s.log_path;
+  cs.append = true;
+  cs.pass_fds = std::move(pass_fds);
+  return exec::spawn_child(cs, error);
+}
+
+supervisor_thread::~supervisor_thread() { stop_supervising(); }
+
+void supervisor_thread::start_supervising(std::function<void()> loop) {
+  thread_ = std::thread(std::move(loop));
+}
+
+void supervisor_thread::stop_supervising() {
+  {
+    std::lock_guard<std::mutex> l(m_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable())
+    thread_.join();
+}
+
+bool supervisor_thread::nap(steady::duration d, const std::function<bool()>& wake) {
+  std::unique_lock<std::mutex> l(m_);
+  cv_.wait_for(l, d, [&] { return stop_ || (wake && wake()); });
+  return !stop_;
+}
+
 std::string describe_status(int status) {
   if (WIFEXITED(status))
     return "exit " + std::to_string(WEXITSTATUS(status));

@@ -113,23 +113,10 @@ struct worker_process::instance {
 
 worker_process::worker_process(worker_spec spec) : spec_(std::move(spec)) {
   last_used_ = steady::now();
-  thread_ = std::thread([this] { supervise(); });
+  start_supervising([this] { supervise(); });
 }
 
-worker_process::~worker_process() {
-  {
-    std::lock_guard<std::mutex> l(m_);
-    stop_ = true;
-  }
-  cv_.notify_all();
-  thread_.join();
-}
-
-bool worker_process::nap(steady::duration d) {
-  std::unique_lock<std::mutex> l(m_);
-  cv_.wait_for(l, d, [&] { return stop_ || kill_; });
-  return !stop_;
-}
+worker_process::~worker_process() { stop_supervising(); }
 
 void worker_process::supervise() {
   restart_budget budget(spec_.max_restarts, spec_.restart_period_s);
@@ -157,14 +144,7 @@ void worker_process::supervise() {
     }
     pid_t pid = -1;
     if (error.empty()) {
-      exec::child_spec cs;
-      cs.argv = spec_.argv;
-      cs.env = spec_.env;
-      cs.cwd = spec_.cwd;
-      cs.stdout_path = cs.stderr_path = spec_.log_path;
-      cs.append = true;
-      cs.pass_fds = {sv[1]};
-      pid = exec::spawn_child(cs, error);
+      pid = process::spawn_supervised(spec_, error, {sv[1]});
       ::close(sv[1]);
       if (pid < 0)
         ::close(sv[0]);
@@ -302,7 +282,7 @@ void worker_process::supervise() {
               break;
             }
           }
-          if (!nap(std::chrono::milliseconds(100))) {
+          if (!nap(std::chrono::milliseconds(100), [&] { return kill_; })) {
             stopping = true;
             break;
           }

@@ -38,26 +38,20 @@
 
 #include <sys/types.h>
 
+#include "backends/process/supervision.hpp"
 #include "backends/worker/protocol.hpp"
 
 namespace vidline::backends::worker {
 
 /// What to run and how to supervise it (worker_options.hpp documents the values).
-struct worker_spec {
-  std::string name;                   ///< for logs: "worker of pool left"
-  std::vector<std::string> argv;
-  std::vector<std::string> env;       ///< the whole environment
-  std::string cwd;
-  std::string log_path;               ///< stdout and stderr, appended
-  uint64_t log_max_bytes = 10u << 20;  ///< the log rotates past this (knob log_file_bytes)
-  int log_files = 5;                  ///< rotated logs kept beside it (knob log_files)
-  double start_timeout_s = 600;
-  double stop_grace_s = 10;
+struct worker_spec : process::supervised_spec {
+  worker_spec() {
+    start_timeout_s = 600;            // a model load takes minutes
+    restart_period_s = 300;
+  }
   double cancel_grace_s = 5;
   double health_interval_s = 30;
   double health_timeout_s = 10;
-  int max_restarts = 5;
-  double restart_period_s = 300;
 };
 
 /// How one call ended.
@@ -69,7 +63,7 @@ struct call_end {
   double elapsed_s = 0;
 };
 
-class worker_process {
+class worker_process : private process::supervisor_thread {
 public:
   enum class state { starting, ready, gave_up, stopped };
 
@@ -93,13 +87,9 @@ public:
 private:
   struct instance;
   void supervise();
-  bool nap(std::chrono::steady_clock::duration d);
 
   worker_spec spec_;
-  mutable std::mutex m_;
-  std::condition_variable cv_;
   state state_ = state::starting;
-  bool stop_ = false;
   bool busy_ = false;                 ///< a call (or a health check) owns the socket
   bool kill_ = false;                 ///< a call asks the supervisor to end this instance
   std::string kill_why_;
@@ -107,7 +97,6 @@ private:
   std::string last_exit_;
   std::shared_ptr<instance> current_;
   std::chrono::steady_clock::time_point last_used_;
-  std::thread thread_;
 };
 
 } // namespace vidline::backends::worker

@@ -1,8 +1,11 @@
-// Outputs collected between two real hosts (docs/shots.md, "Collecting the outputs"): node
-// processes in two network namespaces joined by a veth pair (tests/support/netns.hpp),
-// CURVE on the link. The run's videos are decoded on host_b; `vidline wait --collect`
-// runs in host_a's namespace and pulls them over the bus: each collected file reads as the
-// sim contract says and as the index says. Tagged [netns]; root only, skipped otherwise.
+// Inputs and outputs between two real hosts (docs/shots.md): node processes in two network
+// namespaces joined by a veth pair (tests/support/netns.hpp), CURVE on the link. In host_a's
+// namespace `vidline run --jobs --collect` uploads each shot's reference image to the
+// coordinator's node (host_a); the shots only the xtx pool holds are sampled on host_b,
+// which pulls their references across the link by SHA-256 and verifies them before use.
+// Every video is decoded on host_b (the mode's one decoder) and collected back on host_a
+// over the link: each collected file reads as the sim contract says and as the index says.
+// Tagged [netns]; root only, skipped otherwise.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -13,9 +16,8 @@
 #include "tests/support/netns.hpp"
 
 using namespace testing_support;
-using vidline::nodes::coordinator_client;
 
-TEST_CASE("videos decoded on one host are collected on the other over the bus", "[netns]") {
+TEST_CASE("a shot list's references cross to the sampling host and its videos come back", "[netns]") {
   if (!netns_available()) {
     WARN("skipped: needs root, ip netns and nft");
     return;
@@ -32,6 +34,24 @@ TEST_CASE("videos decoded on one host are collected on the other over the bus", 
   const std::string config = dir.path() + "/cluster.json";
   std::ofstream(config) << cfg.dump(2);
 
+  // Four shots, each its own prompt and reference; 736x1280x10 fits only xtx (host_b).
+  struct shot { std::string name; uint32_t w, h, s; };
+  const std::vector<shot> shots = {{"far", 736, 1280, 10}, {"near", 416, 736, 5},
+                                   {"long", 736, 1280, 10}, {"end", 416, 736, 5}};
+  std::filesystem::create_directories(dir.path() + "/refs");
+  std::map<std::string, std::string> ref_sha;
+  std::string list;
+  for (auto& s : shots) {
+    const std::string bytes = "reference image of " + s.name + std::string(3000, 'x');
+    std::ofstream(dir.path() + "/refs/" + s.name + ".png") << bytes;
+    ref_sha[s.name] = vidline::to_hex(vidline::sha256_of(bytes));
+    list += json{{"prompt", "shot " + s.name}, {"width", s.w}, {"height", s.h},
+                 {"seconds", s.s}, {"seed", 70 + s.s}, {"name", s.name},
+                 {"reference", dir.path() + "/refs/" + s.name + ".png"}}
+              .dump() + "\n";
+  }
+  std::ofstream(dir.path() + "/list.jsonl") << list;
+
   auto start = [&](const std::string& ns, const std::string& host) {
     return std::make_unique<process>(
       netns_pair::exec_in(ns, {VIDLINE_BINARY, "node", "--config", config, "--host", host}),
@@ -39,31 +59,22 @@ TEST_CASE("videos decoded on one host are collected on the other over the bus", 
   };
   auto a = start(net.a(), "host_a");
   auto b = start(net.b(), "host_b");
-  std::string run_id;
   {
     netns_pair::entered in_a(net.a());
-    coordinator_client cl(vidline::config::load(config));
+    vidline::nodes::coordinator_client cl(vidline::config::load(config));
     REQUIRE(coordinator_answers(cl, 30));
-    vidline::msg::submit_run r;
-    r.mode = "four_four_plus_one";  // its one decoder, rtx3080ti, is on host_b
-    r.prompt = "collect over the link";
-    r.width = 416;
-    r.height = 736;
-    r.seconds = 5;
-    r.count = 3;
-    r.seed = 77;
-    r.request_id = "netns-collect";
-    run_id = cl.submit(r);
   }
   const std::string out = dir.path() + "/collected";
-  process wait(netns_pair::exec_in(net.a(), {VIDLINE_BINARY, "wait", run_id, "--config", config,
-                                             "--json", "--collect", out}),
-               dir.path() + "/wait.out");
-  REQUIRE(wait.wait(120) == 0);
-  INFO(wait.err());
-  CHECK(wait.err().find("collected 3 video(s) into " + out) != std::string::npos);
-  auto st = json::parse(wait.out());
-  REQUIRE(st["jobs"].size() == 3);
+  process run(netns_pair::exec_in(net.a(), {VIDLINE_BINARY, "run", "--config", config, "--mode",
+                                            "four_four_xtx_plus_one", "--jobs",
+                                            dir.path() + "/list.jsonl", "--json", "--collect", out}),
+              dir.path() + "/run.out");
+  REQUIRE(run.wait(180) == 0);
+  INFO(run.err());
+  CHECK(run.err().find("collected 4 video(s) into " + out) != std::string::npos);
+  auto st = json::parse(run.out());
+  REQUIRE(st["state"] == "succeeded");
+  REQUIRE(st["jobs"].size() == 4);
   std::map<std::string, json> index;
   {
     std::ifstream in(out + "/index.jsonl");
@@ -74,21 +85,33 @@ TEST_CASE("videos decoded on one host are collected on the other over the bus", 
       index[l["name"].get<std::string>()] = l;
     }
   }
-  CHECK(index.size() == 3);
+  CHECK(index.size() == 4);
+  int on_b = 0;
   for (auto& j : st["jobs"]) {
     INFO(j.dump());
+    const std::string name = j["name"];
     CHECK(j["decoder"] == "rtx3080ti");
     CHECK(contract_problem(j) == "");  // the file on host_b
+    CHECK(j["reference_sha256"] == ref_sha[name]);
+    // The sampling host's own verified copy of the reference: host_b's came over the link.
+    const std::string host = j["pool"] == "xtx" ? "host_b" : "host_a";
+    on_b += host == "host_b" ? 1 : 0;
+    if (j["seconds"] == 10)
+      CHECK(j["pool"] == "xtx");
+    CHECK(vidline::sha256_file_hex(dir.path() + "/" + host + "/inputs/" + ref_sha[name])
+          == ref_sha[name]);
     const std::string file = std::filesystem::path(j["output"].get<std::string>()).filename();
+    CHECK(file == name + ".simvideo");
     const std::string got = read_file(out + "/" + file);
     CHECK(got == contract::video_file(j["latent_sha256"].get<std::string>(), j["seed"],
                                       j["width"], j["height"], j["seconds"]));
-    const std::string name = file.substr(0, file.rfind('.'));
     REQUIRE(index.count(name) == 1);
     CHECK(index[name]["output_sha256"] == vidline::to_hex(vidline::sha256_of(got)));
     CHECK(index[name]["output_sha256"] == j["output_sha256"]);
+    CHECK(index[name]["reference_sha256"] == ref_sha[name]);
     CHECK(index[name]["decoder"] == "rtx3080ti");
   }
+  CHECK(on_b >= 2);  // both 10 s shots crossed
   a->signal(SIGTERM);
   b->signal(SIGTERM);
   CHECK(a->wait(20) == 0);

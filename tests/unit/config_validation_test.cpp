@@ -130,6 +130,12 @@ const std::vector<broken_case>& broken_cases() {
        "/hosts/1/port", "same address:port 127.0.0.1:7602 as host 'host_a'"},
       {"same data_dir on one address", [](json& j) { set(j, "/hosts/1/data_dir", "data/host_a/"); },
        "/hosts/1/data_dir", "same data_dir"},
+      {"collect_dir empty", [](json& j) { set(j, "/hosts/0/collect_dir", ""); },
+       "/hosts/0/collect_dir", "must name a folder"},
+      {"collect_dir not text", [](json& j) { set(j, "/hosts/0/collect_dir", 3); },
+       "/hosts/0/collect_dir", "string"},
+      {"collect_dir inside data_dir", [](json& j) { set(j, "/hosts/0/collect_dir", "data/host_a/videos"); },
+       "/hosts/0/collect_dir", "must be outside the host's data_dir"},
       {"address with scheme", [](json& j) { set(j, "/hosts/0/address", "tcp://127.0.0.1"); },
        "/hosts/0/address", "without scheme"},
       {"address with a port (issue 10: probed as 127.0.0.1:46011:46011)",
@@ -415,6 +421,17 @@ TEST_CASE("a host's bulk_port is read and written, absent means none", "[config]
   CHECK(cfg::to_json(c)["hosts"][0]["bulk_port"] == 7701);
 }
 
+TEST_CASE("a host's collect_dir resolves against the config's folder, absent means none", "[config]") {
+  json j = example_json("reference.json");
+  CHECK(cfg::parse(j.dump(), examples_dir).hosts[0].collect_dir.empty());
+  CHECK_FALSE(cfg::to_json(cfg::parse(j.dump(), examples_dir))["hosts"][0].contains("collect_dir"));
+  j["hosts"][1]["collect_dir"] = "videos/episode";
+  const cfg::cluster c = cfg::parse(j.dump(), examples_dir);
+  CHECK(c.hosts[1].collect_dir == std::string(examples_dir) + "/videos/episode");
+  CHECK(c.hosts[0].collect_dir.empty());
+  CHECK(cfg::parse(cfg::to_json(c).dump(), examples_dir).hosts[1].collect_dir == c.hosts[1].collect_dir);
+}
+
 TEST_CASE("a mode's dispatch policy is read and written", "[config]") {
   json j = example_json("reference.json");
   set(j, "/modes/four_four_plus_one/policy", "first_free");
@@ -452,7 +469,7 @@ TEST_CASE("knobs read, write and validate by name", "[config]") {
   const cfg::knobs defaults;
   REQUIRE_NOTHROW(cfg::validate(defaults));
   const json written = cfg::to_json(defaults);
-  CHECK(written.size() == 37);  // every knob, the latent, run and leftover retentions, budget and lease included
+  CHECK(written.size() == 38);  // every knob, the latent, run and leftover retentions, budget and lease included
   CHECK(written["pool_restarts"] == json{{"max_restarts", 5}, {"period_s", 30.0}});
   CHECK(cfg::to_json(cfg::knobs_from_json(json::object())) == written);
 
