@@ -24,20 +24,6 @@ using testing_support::temp_dir;
 
 namespace {
 
-/// The index lines of a folder, by name; fails on a name indexed twice.
-std::map<std::string, json> read_index(const std::string& path) {
-  std::map<std::string, json> out;
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line)) {
-    auto j = json::parse(line);
-    INFO(line);
-    CHECK(out.count(j["name"]) == 0);
-    out[j["name"].get<std::string>()] = j;
-  }
-  return out;
-}
-
 /// Waits until `done()` holds or `seconds` pass; whether it held.
 template <class Pred>
 bool eventually(double seconds, Pred done) {
@@ -99,7 +85,9 @@ TEST_CASE("a host with a collect_dir collects every run's videos with no client 
   };
   REQUIRE(eventually(60, [&] { return index_lines() == 4; }));
   auto check_all = [&] {
-    auto index = read_index(index_file);
+    std::vector<std::string> twice;
+    auto index = testing_support::read_index(index_file, twice);
+    CHECK(twice.empty());
     CHECK(index.size() == 4);
     for (auto& j : st["jobs"]) {
       INFO(j.dump());

@@ -49,15 +49,9 @@ std::string write_list(const std::string& dir, int rounds) {
 
 /// The index lines of a collect directory, by name; fails on a name indexed twice.
 std::map<std::string, json> read_index(const std::string& path) {
-  std::map<std::string, json> out;
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line)) {
-    auto j = json::parse(line);
-    INFO(line);
-    CHECK(out.count(j["name"]) == 0);  // each video indexed once
-    out[j["name"].get<std::string>()] = j;
-  }
+  std::vector<std::string> twice;
+  auto out = testing_support::read_index(path, twice);
+  CHECK(twice.empty());
   return out;
 }
 

@@ -10,6 +10,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -124,6 +125,23 @@ json wait_status(vidline::nodes::coordinator_client& cl, const std::string& run_
     std::this_thread::sleep_for(std::chrono::milliseconds(50));  // status polling pace
   }
   return last;
+}
+
+/// The lines of an index.jsonl (a decoder's or a collect folder's) by name; `repeated`
+/// gets each name indexed more than once.
+inline std::map<std::string, json> read_index(const std::string& path,
+                                              std::vector<std::string>& repeated) {
+  std::map<std::string, json> out;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    auto j = json::parse(line);
+    const std::string name = j["name"].get<std::string>();
+    if (out.count(name))
+      repeated.push_back(name);
+    out[name] = j;
+  }
+  return out;
 }
 
 /// Checks one job of a status JSON against the sim contract; "" when it holds.
