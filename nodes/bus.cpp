@@ -177,6 +177,7 @@ void bus::impl::run() {
   for (auto& [host, s] : bulk_dealers)
     items.push_back({s.handle(), 0, ZMQ_POLLIN, 0});
   next_beat_ms.assign(dealers.size(), now_ms());  // beat at once
+  next_redial_ms.assign(dealers.size(), 0);
 
   while (!stopping.load()) {
     loop_turns.fetch_add(1, std::memory_order_relaxed);
@@ -238,11 +239,41 @@ void bus::impl::beat_due(int64_t now) {
   // of us as soon as its connection is up rather than an interval later.
   const int64_t retry = std::min<int64_t>(interval, opt.knobs.reconnect_min_ms);
   for (std::size_t i = 0; i < dealers.size(); ++i) {
+    if (next_redial_ms[i] != 0 && now >= next_redial_ms[i]) {
+      const peer_liveness* p = live.peer(dealers[i].first);
+      if (p != nullptr && p->up) {
+        next_redial_ms[i] = 0;
+      } else {
+        redial(i);
+        next_redial_ms[i] = now + live.silence_limit_ms();
+      }
+    }
     if (now < next_beat_ms[i])
       continue;
     // Paced from now, not from the missed slot: a late loop skips beats, never bursts.
     next_beat_ms[i] = now + (send_heartbeat(dealers[i].first) ? interval : retry);
   }
+}
+
+void bus::impl::redial(std::size_t i) {
+  auto& [host, s] = dealers[i];
+  auto again = [this, &host](zmq::socket_t& sock, const std::string& ep) {
+    try {
+      sock.disconnect(ep);
+    } catch (const zmq::error_t&) {
+      // not connected (ENOENT): the connect below is all there is to do
+    }
+    try {
+      sock.connect(ep);
+    } catch (const zmq::error_t& e) {
+      spdlog::warn("bus {}: cannot dial {} at {} again: {}", opt.self, host, ep, e.what());
+    }
+  };
+  again(s, opt.peers.at(host));
+  if (auto b = bulk_dealer_of.find(host); b != bulk_dealer_of.end())
+    again(bulk_dealers[b->second].second, opt.bulk_peers.at(host));
+  count(&bus_stats::redials);
+  spdlog::debug("bus {}: dialled {} afresh (down)", opt.self, host);
 }
 
 void bus::impl::drain_queue() {
@@ -561,6 +592,10 @@ void bus::impl::apply(const std::vector<liveness_effect>& effects) {
     case liveness_effect::kind::peer_down:
       ev.up = false;
       fetcher.fail_host(e.host, "peer down");
+      if (auto d = dealer_of.find(e.host); d != dealer_of.end()) {
+        redial(d->second);
+        next_redial_ms[d->second] = now_ms() + live.silence_limit_ms();
+      }
       break;
     case liveness_effect::kind::peer_restarted:
       ev.up = true;
@@ -619,7 +654,8 @@ void bus::impl::shutdown_io() {
                  opt.self, totals.keys_admitted, totals.keys_refused, totals.handshakes_failed,
                  totals.impersonations, totals.decode_errors_total(), totals.duplicates);
   spdlog::info("bus {}: liveness totals: {} local stalls (this node not running for more "
-               "than {} ms)", opt.self, totals.local_stalls, live.stall_gap_ms());
+               "than {} ms), {} redials of down peers", opt.self, totals.local_stalls,
+               live.stall_gap_ms(), totals.redials);
   if (bulk_router)
     spdlog::info("bus {}: bulk channel totals: {} connections admitted, {} refused, {} frames "
                  "refused, {} chunks served on it; {} of the refused without their host's "

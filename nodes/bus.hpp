@@ -137,6 +137,7 @@ struct bus_stats {
   uint64_t chunks_received = 0;      ///< latent chunks taken by a running fetch
   uint64_t stale_chunks = 0;         ///< latent chunks no running fetch expected
   uint64_t handler_errors = 0;       ///< exceptions thrown by on_message / on_peer
+  uint64_t redials = 0;               ///< a down peer's connections closed and dialled again
   uint64_t local_stalls = 0;         ///< gaps in this node's own loop past the stall limit
                                      ///< (the node was paused): peers got a fresh grace
   // -- authentication (CURVE) --

@@ -111,10 +111,10 @@ std::string describe(const ingress& in);
 /// Throws std::invalid_argument naming the first bus option that is wrong.
 void validate(const bus_options& o);
 /// The silence after which a peer is declared down: also how long ZeroMQ waits for a
-/// TCP connect or a ZMTP pong before it gives up on a connection and reconnects.
+/// TCP connect, and TCP for an acknowledgement, before a connection is given up.
 int liveness_window_ms(const config::knobs& k);
 /// The options every socket of the bus gets (linger, high-water marks, frame limit,
-/// reconnects, ZMTP heartbeats).
+/// reconnects, TCP user timeout and keepalive).
 void set_common_options(zmq::socket_t& s, const bus_options& o);
 
 } // namespace bus_detail
@@ -189,6 +189,9 @@ struct bus::impl {
   input_store inputs;  ///< uploads (input_put) land here: opt.input_dir
   std::deque<zmq::message_t> local;  ///< frames to this host, waiting their turn
   std::vector<int64_t> next_beat_ms;  ///< per dealer
+  /// Per dealer: when its connections are dialled afresh next while its peer is down
+  /// (0: not down). See redial().
+  std::vector<int64_t> next_redial_ms;
   uint64_t beat_seq = 0;
   struct log_gate {
     int64_t last_ms = 0;
@@ -250,6 +253,11 @@ struct bus::impl {
                    uint64_t corr);
   bool send_heartbeat(const std::string& host);
   void beat_due(int64_t now);
+  /// Closes this dealer's connections to its peer (and the bulk one) and dials again. Done
+  /// when the peer is declared down and every liveness window while it stays down: a
+  /// connection that libzmq keeps but no longer reads or writes (seen after a link cut
+  /// under load) cannot then keep the peer deaf to us for good.
+  void redial(std::size_t dealer);
   void handle(std::shared_ptr<zmq::message_t> m, const ingress& in);
   void on_heartbeat(const msg::frame& f, const ingress& in);
   void refuse_peer(const std::string& host, const std::string& why);

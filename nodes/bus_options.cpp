@@ -112,11 +112,20 @@ void set_common_options(zmq::socket_t& s, const bus_options& o) {
   s.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(k.max_frame_bytes));
   s.set(zmq::sockopt::reconnect_ivl, k.reconnect_min_ms);
   s.set(zmq::sockopt::reconnect_ivl_max, k.reconnect_max_ms);
-  // ZMTP heartbeats drop a connection whose other end vanished without a FIN (power
-  // loss, cable pulled), so the DEALER reconnects instead of queueing into a dead socket.
-  s.set(zmq::sockopt::heartbeat_ivl, k.heartbeat_interval_ms);
-  s.set(zmq::sockopt::heartbeat_timeout, liveness_window_ms(k));
-  s.set(zmq::sockopt::heartbeat_ttl, liveness_window_ms(k));
+  // A connection whose other end vanished without a FIN (power loss, cable pulled) is
+  // dropped by TCP itself, so the DEALER reconnects instead of queueing into a dead socket:
+  // data unacknowledged for the liveness window (TCP_USER_TIMEOUT; the app heartbeats keep
+  // data moving on every DEALER), and keepalive probes on a connection with nothing to
+  // send. Not ZMTP heartbeats: libzmq 4.3.4 aborts the process (`!_io_error`,
+  // stream_engine_base.cpp:331) when its ping timer fires on a connection whose input had
+  // stopped, which a reconnect under load produces (libzmq issues 4364 and 4841).
+  const int window_ms = liveness_window_ms(k);
+  const int window_s = std::max(1, (window_ms + 999) / 1000);
+  s.set(zmq::sockopt::tcp_maxrt, window_ms);
+  s.set(zmq::sockopt::tcp_keepalive, 1);
+  s.set(zmq::sockopt::tcp_keepalive_idle, window_s);
+  s.set(zmq::sockopt::tcp_keepalive_intvl, 1);
+  s.set(zmq::sockopt::tcp_keepalive_cnt, window_s);
 }
 
 } // namespace bus_detail

@@ -186,6 +186,7 @@ std::vector<int> add_node_collectors(const bus& b, const config::host& h) {
     put("vidline_bus_dropped_frames_total", {{"reason", "bulk_misuse"}}, s.bulk_misuse);
     put("vidline_bus_dropped_frames_total", {{"reason", "stale_chunk"}}, s.stale_chunks);
     put("vidline_bus_handler_errors_total", {}, s.handler_errors);
+    put("vidline_bus_redials_total", {}, s.redials);
     put("vidline_refused_connections_total", {{"channel", "bus"}},
         s.keys_refused + s.handshakes_failed);
     put("vidline_refused_connections_total", {{"channel", "bulk"}}, s.bulk_refused);

@@ -98,7 +98,7 @@ void run_collection::turn() {
       std::optional<json> page;
       try {
         page = cl.status_page(id, offset, limit, 5000);
-      } catch (const coordinator_error& e) {
+      } catch (const coordinator_error&) {
         page.reset();  // forgotten meanwhile, or refused: as if not answered
       }
       if (!page || !page->contains("page")) {

@@ -362,6 +362,39 @@ TEST_CASE("a peer that stops is declared down, and restarted when it comes back"
     CHECK((e.boot_id == first_boot || e.boot_id == second_boot));
 }
 
+TEST_CASE("a down peer is dialled afresh at once and every window while down and no more once up",
+          "[bus]") {
+  pair_fixture p;
+  CHECK(p.a->b->stats().redials == 0);
+  p.b->b->stop();
+  REQUIRE(p.a->rec.wait([&] { return p.a->rec.has_event("B", false); }));
+  // The redial comes with the down, before the peer handler hears of it.
+  CHECK(p.a->b->stats().redials >= 1);
+  // Every liveness window (3 x 50 ms) again while B stays down.
+  REQUIRE(eventually([&] { return p.a->b->stats().redials >= 4; }));
+
+  p.b.reset();
+  p.start_b(p.a->b->boot_id() + 7);
+  REQUIRE(p.a->rec.wait([&] {
+    const auto& ev = p.a->rec.events;
+    return std::any_of(ev.begin(), ev.end(), [&](const msg::peer_event& e) {
+      return e.host == "B" && e.up && !e.restarted;
+    });
+  }));
+  // Up again: the redials stop. Twenty beats from B (seven windows) and no new redial,
+  // unless the machine stalled so long that A declared B down again meanwhile.
+  const uint64_t redials = p.a->b->stats().redials;
+  const uint64_t beats = p.a->b->stats().heartbeats_received;
+  const std::size_t events = [&] {
+    std::lock_guard<std::mutex> lock(p.a->rec.m);
+    return p.a->rec.events.size();
+  }();
+  REQUIRE(eventually([&] { return p.a->b->stats().heartbeats_received >= beats + 20; }));
+  std::lock_guard<std::mutex> lock(p.a->rec.m);
+  if (p.a->rec.events.size() == events)
+    CHECK(p.a->b->stats().redials == redials);
+}
+
 TEST_CASE("garbage from a raw socket is counted and dropped, the bus keeps delivering",
           "[bus]") {
   const int port = free_port();
