@@ -344,7 +344,7 @@ bool unpack_body(std::string_view body, const decode_limits& limits,
 }
 
 std::string pack_latent_chunk_head(const latent_chunk& chunk, std::size_t data_size) {
-  // Field names and order as MSGPACK_DEFINE_MAP in messages.hpp packs them; the codec
+  // Field names and order as VIDLINE_MSGPACK_MAP in messages.hpp packs them; the codec
   // test checks the bytes against pack_body.
   msgpack::sbuffer buf(128 + chunk.sha256.size() + chunk.error.size());
   msgpack::packer<msgpack::sbuffer> pk(buf);

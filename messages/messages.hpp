@@ -8,9 +8,32 @@
 
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <msgpack.hpp>
+
+/// msgpack's MSGPACK_DEFINE_MAP with the unpacking a member template like the packing, so
+/// a struct's decoder is compiled only where frames are decoded (messages/codec.cpp),
+/// not parsed and instantiated again in each of the ~150 files that include this header
+/// (about a second of build time each). The object type is not deduced: msgpack's
+/// convert passes an `implicit_type`, which converts to msgpack::object as before.
+#define VIDLINE_MSGPACK_MAP(...)                                                         \
+  template <typename Packer>                                                              \
+  void msgpack_pack(Packer& msgpack_pk) const {                                           \
+    msgpack::type::make_define_map MSGPACK_DEFINE_MAP_IMPL(__VA_ARGS__)                   \
+        .msgpack_pack(msgpack_pk);                                                        \
+  }                                                                                       \
+  template <typename Object = msgpack::object>                                            \
+  void msgpack_unpack(typename std::enable_if<true, Object>::type const& msgpack_o) {     \
+    msgpack::type::make_define_map MSGPACK_DEFINE_MAP_IMPL(__VA_ARGS__)                   \
+        .msgpack_unpack(msgpack_o);                                                       \
+  }                                                                                       \
+  template <typename MSGPACK_OBJECT>                                                      \
+  void msgpack_object(MSGPACK_OBJECT* msgpack_o, msgpack::zone& msgpack_z) const {        \
+    msgpack::type::make_define_map MSGPACK_DEFINE_MAP_IMPL(__VA_ARGS__)                   \
+        .msgpack_object(msgpack_o, msgpack_z);                                            \
+  }
 
 namespace vidline::msg {
 
@@ -49,7 +72,7 @@ struct job_spec {
   /// <data_dir>/inputs/<reference_sha256> (0 = no reference_sha256): the sampling host
   /// pulls that copy (latent_fetch kind "input") before it samples.
   uint64_t reference_bytes = 0;
-  MSGPACK_DEFINE_MAP(run_id, index, seed, width, height, seconds, prompt, prompt_sha256,
+  VIDLINE_MSGPACK_MAP(run_id, index, seed, width, height, seconds, prompt, prompt_sha256,
                      reference, name, reference_sha256, reference_bytes)
 };
 
@@ -61,7 +84,7 @@ struct sample_order {
   std::string pool;
   uint64_t attempt = 0;  ///< unique per (job, try); fences late results
   job_spec job;
-  MSGPACK_DEFINE_MAP(pool, attempt, job)
+  VIDLINE_MSGPACK_MAP(pool, attempt, job)
 };
 
 /// pool -> coordinator: how one sampling attempt ended.
@@ -84,7 +107,7 @@ struct sample_result {
   double start_unix_s = 0;         ///< the pool took the order: conditioning began
   double sampling_start_unix_s = 0;  ///< conditioning done: the sampler began
   double end_unix_s = 0;           ///< the attempt ended (latent made, or the failure)
-  MSGPACK_DEFINE_MAP(pool, host, attempt, run_id, index, outcome, error, latent_sha256,
+  VIDLINE_MSGPACK_MAP(pool, host, attempt, run_id, index, outcome, error, latent_sha256,
                      latent_bytes, conditioning_s, sampling_s, cold, start_unix_s,
                      sampling_start_unix_s, end_unix_s)
 };
@@ -103,7 +126,7 @@ struct pool_status {
   uint32_t step = 0;           ///< busy_attempt's progress: step `step` of `steps`, as its
   uint32_t steps = 0;          ///< backend reports it (a worker's sampler); 0 = unknown
   uint64_t fenced = 0;         ///< products of this epoch removed because their lease ended
-  MSGPACK_DEFINE_MAP(pool, host, epoch, busy_attempt, unacked, accepting, seq, step, steps,
+  VIDLINE_MSGPACK_MAP(pool, host, epoch, busy_attempt, unacked, accepting, seq, step, steps,
                      fenced)
 };
 
@@ -115,7 +138,7 @@ struct result_ack {
   /// The result's product lost the race (another attempt's was published first): remove
   /// it and count it. Only for a result that arrived after the stage was given away.
   bool discard = false;
-  MSGPACK_DEFINE_MAP(target, attempt, discard)
+  VIDLINE_MSGPACK_MAP(target, attempt, discard)
 };
 
 /// coordinator -> pool or decoder, answering every status report: the stage orders it
@@ -134,7 +157,7 @@ struct lease_grant {
   /// Those of `ended` whose job the user cancelled (`vidline cancel`): stop the stage now
   /// (the backend call is cancelled, its GPU freed), do not let it run to its end.
   std::vector<uint64_t> cancelled;
-  MSGPACK_DEFINE_MAP(target, epoch, seq, current, ended, lease_ms, cancelled)
+  VIDLINE_MSGPACK_MAP(target, epoch, seq, current, ended, lease_ms, cancelled)
 };
 
 // -- coordinator <-> decoder -------------------------------------------------------------
@@ -154,7 +177,7 @@ struct decode_order {
   std::string pool;
   double conditioning_s = 0;
   double sampling_s = 0;
-  MSGPACK_DEFINE_MAP(decoder, attempt, job, latent_sha256, latent_bytes, source_host, pool,
+  VIDLINE_MSGPACK_MAP(decoder, attempt, job, latent_sha256, latent_bytes, source_host, pool,
                      conditioning_s, sampling_s)
 };
 
@@ -184,7 +207,7 @@ struct decode_result {
   std::string latent_sha256;
   uint64_t latent_bytes = 0;
   std::string latent_host;
-  MSGPACK_DEFINE_MAP(decoder, host, attempt, run_id, index, outcome, error, output,
+  VIDLINE_MSGPACK_MAP(decoder, host, attempt, run_id, index, outcome, error, output,
                      output_sha256, handoff_s, decode_s, stage, start_unix_s, fetched_unix_s,
                      decode_start_unix_s, end_unix_s, latent_sha256, latent_bytes, latent_host)
 };
@@ -203,7 +226,7 @@ struct decoder_status {
   uint64_t seq = 0;                   ///< increases with every report of one epoch
   uint32_t pending = 0;               ///< held latents waiting behind the one decoding
   uint64_t fenced = 0;                ///< products of this epoch removed: lease ended
-  MSGPACK_DEFINE_MAP(decoder, host, epoch, capacity, holding, credits, unacked, seq, pending,
+  VIDLINE_MSGPACK_MAP(decoder, host, epoch, capacity, holding, credits, unacked, seq, pending,
                      fenced)
 };
 
@@ -216,7 +239,7 @@ struct latent_held {
   uint64_t bytes = 0;
   std::string run_id;
   uint32_t index = 0;
-  MSGPACK_DEFINE_MAP(sha256, bytes, run_id, index)
+  VIDLINE_MSGPACK_MAP(sha256, bytes, run_id, index)
 };
 
 /// latents -> coordinator, every status interval (level-triggered): the latents on this
@@ -230,7 +253,7 @@ struct latent_holdings {
   std::vector<latent_held> latents;
   uint64_t bytes = 0;        ///< every latent byte on the host, retained ones included
   bool accepting = true;     ///< bytes < latent_budget_bytes
-  MSGPACK_DEFINE_MAP(host, epoch, seq, latents, bytes, accepting)
+  VIDLINE_MSGPACK_MAP(host, epoch, seq, latents, bytes, accepting)
 };
 
 /// coordinator -> latents: these latents' jobs were decoded; remove them after
@@ -239,7 +262,7 @@ struct latent_release {
   static constexpr const char* wire_name = "latent_release";
   std::string host;
   std::vector<std::string> sha256s;
-  MSGPACK_DEFINE_MAP(host, sha256s)
+  VIDLINE_MSGPACK_MAP(host, sha256s)
 };
 
 // -- encoder (conditioning), local to a sampling host ------------------------------------
@@ -249,7 +272,7 @@ struct encode_request {
   static constexpr const char* wire_name = "encode_request";
   std::string prompt_sha256;
   std::string prompt;
-  MSGPACK_DEFINE_MAP(prompt_sha256, prompt)
+  VIDLINE_MSGPACK_MAP(prompt_sha256, prompt)
 };
 
 /// encoder -> pool.
@@ -260,7 +283,7 @@ struct encode_reply {
   bool cached = false;
   double encode_s = 0;            ///< run-clock seconds spent (0 when cached)
   std::string error;
-  MSGPACK_DEFINE_MAP(prompt_sha256, conditioning_path, cached, encode_s, error)
+  VIDLINE_MSGPACK_MAP(prompt_sha256, conditioning_path, cached, encode_s, error)
 };
 
 // -- bus level ---------------------------------------------------------------------------
@@ -280,7 +303,7 @@ struct heartbeat {
   /// (random per boot and receiver; docs/security.md, "Bulk transfers"). Empty when either
   /// host has no bulk channel.
   std::string bulk_secret;
-  MSGPACK_DEFINE_MAP(host, boot_id, seq, sent_unix_s, version, config_digest, bulk_secret)
+  VIDLINE_MSGPACK_MAP(host, boot_id, seq, sent_unix_s, version, config_digest, bulk_secret)
 };
 
 /// bus -> local coordinator: a peer host went up or down.
@@ -290,7 +313,7 @@ struct peer_event {
   bool up = false;
   uint64_t boot_id = 0;
   bool restarted = false;  ///< the peer came back with a new boot_id: its in-flight work is lost
-  MSGPACK_DEFINE_MAP(host, up, boot_id, restarted)
+  VIDLINE_MSGPACK_MAP(host, up, boot_id, restarted)
 };
 
 // -- data plane: latents move as chunks, pulled by the receiver ---------------------------
@@ -304,7 +327,7 @@ struct latent_fetch {
   uint32_t length = 0;
   std::string kind;  ///< "" = a latent; "output" = a finished video (outputs collected);
                      ///< "input" = a reference image uploaded to the host (input_put)
-  MSGPACK_DEFINE_MAP(transfer_id, sha256, offset, length, kind)
+  VIDLINE_MSGPACK_MAP(transfer_id, sha256, offset, length, kind)
 };
 
 /// sender -> receiver: one chunk (or an error such as "not found").
@@ -316,7 +339,7 @@ struct latent_chunk {
   uint64_t total = 0;
   std::string error;
   msgpack::type::raw_ref data;  ///< zero-copy view; valid while the frame lives
-  MSGPACK_DEFINE_MAP(transfer_id, sha256, offset, total, error, data)
+  VIDLINE_MSGPACK_MAP(transfer_id, sha256, offset, total, error, data)
 };
 
 /// client (CLI) -> a node's bus (target "bus"): part of an input (a reference image) of
@@ -330,7 +353,7 @@ struct input_put {
   uint64_t offset = 0;
   uint64_t total = 0;
   msgpack::type::raw_ref data;  ///< zero-copy view; valid while the frame lives
-  MSGPACK_DEFINE_MAP(sha256, offset, total, data)
+  VIDLINE_MSGPACK_MAP(sha256, offset, total, data)
 };
 
 /// node -> client: the answer to an input_put. `done`: the node holds the input, verified
@@ -342,7 +365,7 @@ struct input_put_reply {
   bool done = false;
   uint64_t next = 0;
   std::string error;
-  MSGPACK_DEFINE_MAP(sha256, done, next, error)
+  VIDLINE_MSGPACK_MAP(sha256, done, next, error)
 };
 
 // -- client (CLI) <-> coordinator --------------------------------------------------------
@@ -362,7 +385,7 @@ struct shot {
                                  ///< (informational; "" = none, or given by digest only)
   std::string reference_sha256;  ///< its contents' SHA-256 (hex): an input the coordinator
                                  ///< holds (uploaded first: input_put, PUT /v1/inputs)
-  MSGPACK_DEFINE_MAP(prompt, width, height, seconds, seed, takes, name, priority, reference,
+  VIDLINE_MSGPACK_MAP(prompt, width, height, seconds, seed, takes, name, priority, reference,
                      reference_sha256)
 };
 
@@ -384,7 +407,7 @@ struct submit_run {
   std::vector<shot> shots;  ///< a shot list (see above); empty = the uniform form
   std::string reference_sha256;  ///< the uniform form's reference contents' SHA-256 ("" = none)
   int32_t priority = 0;    ///< the run's place in the queue: higher goes first (default 0)
-  MSGPACK_DEFINE_MAP(mode, prompt, reference, width, height, seconds, count, seed,
+  VIDLINE_MSGPACK_MAP(mode, prompt, reference, width, height, seconds, count, seed,
                      request_id, shots, reference_sha256, priority)
 };
 
@@ -393,7 +416,7 @@ struct submit_reply {
   static constexpr const char* wire_name = "submit_reply";
   std::string run_id;
   std::string error;
-  MSGPACK_DEFINE_MAP(run_id, error)
+  VIDLINE_MSGPACK_MAP(run_id, error)
 };
 
 /// The `code` of an error reply to a client: why, in a word a program can test.
@@ -409,7 +432,7 @@ struct status_query {
   std::string run_id;
   uint32_t offset = 0;
   uint32_t limit = 0;
-  MSGPACK_DEFINE_MAP(run_id, offset, limit)
+  VIDLINE_MSGPACK_MAP(run_id, offset, limit)
 };
 
 /// coordinator -> CLI: the status contract's JSON, as text.
@@ -418,14 +441,14 @@ struct status_reply {
   std::string json;
   std::string error;
   std::string code;  ///< with an error, what kind for a program (reply_code; "" = other)
-  MSGPACK_DEFINE_MAP(json, error, code)
+  VIDLINE_MSGPACK_MAP(json, error, code)
 };
 
 /// CLI -> coordinator: finish a run's failed jobs, redoing only the missing stages.
 struct resume_run {
   static constexpr const char* wire_name = "resume_run";
   std::string run_id;
-  MSGPACK_DEFINE_MAP(run_id)
+  VIDLINE_MSGPACK_MAP(run_id)
 };
 
 /// coordinator -> CLI.
@@ -436,14 +459,14 @@ struct resume_reply {
   std::string state;         ///< the run's state afterwards
   std::string error;
   std::string code;          ///< with an error, what kind for a program (reply_code)
-  MSGPACK_DEFINE_MAP(run_id, reopened, state, error, code)
+  VIDLINE_MSGPACK_MAP(run_id, reopened, state, error, code)
 };
 
 /// CLI -> any node: stop cleanly (used by `vidline demo` and `vidline stop`).
 struct shutdown_request {
   static constexpr const char* wire_name = "shutdown";
   std::string reason;
-  MSGPACK_DEFINE_MAP(reason)
+  VIDLINE_MSGPACK_MAP(reason)
 };
 
 // -- client (CLI) <-> coordinator: the queue (runs, cancel, submit) ----------------------
@@ -452,7 +475,7 @@ struct shutdown_request {
 struct runs_query {
   static constexpr const char* wire_name = "runs_query";
   bool all = false;        ///< finished runs too (else only the open ones and the newest 20)
-  MSGPACK_DEFINE_MAP(all)
+  VIDLINE_MSGPACK_MAP(all)
 };
 
 /// coordinator -> CLI: a JSON array, one object per run (docs/cli.md, `vidline runs`).
@@ -461,7 +484,7 @@ struct runs_reply {
   std::string json;
   std::string error;
   std::string code;        ///< with an error, what kind (reply_code)
-  MSGPACK_DEFINE_MAP(json, error, code)
+  VIDLINE_MSGPACK_MAP(json, error, code)
 };
 
 /// CLI -> coordinator: stop a run, or one of its jobs (`vidline cancel RUN [--job I]`).
@@ -470,7 +493,7 @@ struct cancel_run {
   std::string run_id;
   bool one_job = false;    ///< only job `index`
   uint32_t index = 0;
-  MSGPACK_DEFINE_MAP(run_id, one_job, index)
+  VIDLINE_MSGPACK_MAP(run_id, one_job, index)
 };
 
 /// coordinator -> CLI.
@@ -482,7 +505,7 @@ struct cancel_reply {
   std::string state;       ///< the run's state afterwards
   std::string error;
   std::string code;        ///< with an error, what kind (reply_code)
-  MSGPACK_DEFINE_MAP(run_id, cancelled, in_flight, state, error, code)
+  VIDLINE_MSGPACK_MAP(run_id, cancelled, in_flight, state, error, code)
 };
 
 /// CLI -> coordinator: add jobs to an open run (`vidline submit RUN ...`): `count` jobs of
@@ -500,7 +523,7 @@ struct submit_jobs {
   std::string request_id;  ///< idempotency key: a retried submit adds nothing twice
   std::string reference_sha256;  ///< added with inputs: an input the coordinator holds
                                  ///< (uploaded first), "" = none or `reference` only
-  MSGPACK_DEFINE_MAP(run_id, prompt, reference, width, height, seconds, count, seed,
+  VIDLINE_MSGPACK_MAP(run_id, prompt, reference, width, height, seconds, count, seed,
                      request_id, reference_sha256)
 };
 
@@ -512,7 +535,7 @@ struct submit_jobs_reply {
   uint32_t count = 0;        ///< jobs added
   std::string error;
   std::string code;          ///< with an error, what kind (reply_code)
-  MSGPACK_DEFINE_MAP(run_id, first_index, count, error, code)
+  VIDLINE_MSGPACK_MAP(run_id, first_index, count, error, code)
 };
 
 } // namespace vidline::msg
