@@ -33,13 +33,18 @@ TEST_CASE("two nodes run the reference batch, outputs match the contract, garbag
     zmq::context_t ctx;
     zmq::socket_t s(ctx, zmq::socket_type::dealer);
     s.set(zmq::sockopt::linger, 5000);  // closing waits until the frames are out
+    // A send never blocks for good: this socket has no key, so host_b's CURVE handshake
+    // fails and libzmq drops the connection's pipe; a send that comes after that (the
+    // test thread descheduled on a loaded machine) would wait for a pipe that never
+    // comes (seen once: the test hung until CTest's 900 s timeout).
+    s.set(zmq::sockopt::sndtimeo, 2000);
     s.connect("tcp://127.0.0.1:" + std::to_string(cluster.find_host("host_b")->port));
     const std::string frames[] = {std::string("\x00\x01garbage\xff", 11),
                                   std::string("\x98\xa7VIDLINE", 9),
                                   std::string("\xdd\xff\xff\xff\xff", 5),
                                   std::string(100000, '\xc1')};
     for (auto& f : frames)
-      s.send(zmq::buffer(f), zmq::send_flags::none);
+      (void)s.send(zmq::buffer(f), zmq::send_flags::none);  // refused after the failure
   }
 
   msg::submit_run req;
