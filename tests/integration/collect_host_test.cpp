@@ -64,13 +64,8 @@ TEST_CASE("a host with a collect_dir collects every run's videos with no client 
               .dump() + "\n";
   }
   std::ofstream(dir.path() + "/list.jsonl") << list;
-  process submit({VIDLINE_BINARY, "run", "--config", config, "--mode", "four_four_xtx_plus_one",
-                  "--jobs", dir.path() + "/list.jsonl", "--background"},
-                 dir.path() + "/submit.out");
-  REQUIRE(submit.wait(60) == 0);
-  std::string run_id = submit.out();
-  run_id.erase(run_id.find_last_not_of(" \n") + 1);
-  REQUIRE_FALSE(run_id.empty());
+  const std::string run_id = testing_support::submit_shot_list(
+      dir.path(), config, "four_four_xtx_plus_one", dir.path() + "/list.jsonl");
   auto st = testing_support::wait_status(cl, run_id, 180, [](const json& s) {
     return s.value("state", "") == "succeeded";
   });

@@ -92,13 +92,8 @@ TEST_CASE("a mixed shot list with references runs to the end, a bad list is refu
   // References travel: `vidline run` uploads each image to the coordinator's node before it
   // submits; once it has, the images are moved away where no node can read them, and every
   // job still samples from the copies the nodes hold by digest (host_b pulls its own).
-  process submit({VIDLINE_BINARY, "run", "--config", config, "--mode", "four_four_xtx_plus_one",
-                  "--jobs", dir.path() + "/good.jsonl", "--background"},
-                 dir.path() + "/submit.out");
-  REQUIRE(submit.wait(60) == 0);
-  std::string run_id = submit.out();
-  run_id.erase(run_id.find_last_not_of(" \n") + 1);
-  REQUIRE_FALSE(run_id.empty());
+  const std::string run_id = testing_support::submit_shot_list(
+      dir.path(), config, "four_four_xtx_plus_one", dir.path() + "/good.jsonl");
   std::filesystem::rename(dir.path() + "/refs", dir.path() + "/moved-away");
   for (auto& [name, sha] : ref_sha)
     CHECK(sha256_file_hex(dir.path() + "/host_a/inputs/" + sha) == sha);

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
 #include "config/config.hpp"
@@ -69,6 +70,20 @@ inline std::unique_ptr<process> start_node(const std::string& dir, const std::st
   return std::make_unique<process>(
     std::vector<std::string>{VIDLINE_BINARY, "node", "--config", config, "--host", host},
     dir + "/" + host + "." + std::to_string(n) + ".out");
+}
+
+/// `vidline run --jobs LIST --background` in `mode`, as a user submits a shot list; the
+/// run id it prints (the test fails when it exits non-zero or prints none).
+inline std::string submit_shot_list(const std::string& dir, const std::string& config,
+                                    const std::string& mode, const std::string& list) {
+  process submit({VIDLINE_BINARY, "run", "--config", config, "--mode", mode, "--jobs", list,
+                  "--background"},
+                 dir + "/submit.out");
+  REQUIRE(submit.wait(60) == 0);
+  std::string run_id = submit.out();
+  run_id.erase(run_id.find_last_not_of(" \n") + 1);
+  REQUIRE_FALSE(run_id.empty());
+  return run_id;
 }
 
 /// Waits until the coordinator answers (an error reply is an answer).
