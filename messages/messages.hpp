@@ -51,6 +51,35 @@ inline constexpr const char* corrupt = "corrupt";
 inline constexpr const char* fenced = "fenced";
 } // namespace outcome
 
+/// One named value of a shot's workflow parameters. `text` is the value's canonical text,
+/// the same everywhere it is written (the sim contract's ident, the job key, `exec`
+/// placeholders): a string as it is; `true` / `false`; an integer in decimal; any other
+/// number as JSON writes it in shortest round-trip form (0.1, 2.5, 1e-07). `type` says how
+/// to read it back: "string" | "integer" | "number" | "boolean".
+struct param_value {
+  std::string name;
+  std::string type;
+  std::string text;
+  VIDLINE_MSGPACK_MAP(name, type, text)
+};
+
+/// One named input file of a job or shot, as its workflow declares it ("reference",
+/// "first_frame", "last_frame", "audio", ...). Either a file (`sha256`, uploaded to the
+/// coordinator's node before the submit: input_put, PUT /v1/inputs) or taken from another
+/// shot of the same run (`from`): that shot's video's frame `frame`, or with `latent` its
+/// latent itself. Such an input's `sha256` stays "" until the parent's output exists.
+struct job_input {
+  std::string name;
+  std::string sha256;        ///< the file's contents (hex); "" = not made yet (from another shot)
+  uint64_t bytes = 0;        ///< its size in bytes (set by the coordinator from its copy)
+  std::string path;          ///< where the submitting host read it (informational; "" = none)
+  std::string from;          ///< in a shot: the name of the shot it is taken from ("" = a file)
+  int64_t from_index = -1;   ///< in a job: the index of that shot's job in the run (-1 = none)
+  std::string frame;         ///< with `from`: "first", "last" or a frame number
+  bool latent = false;       ///< with `from`: the parent's latent instead of a frame
+  VIDLINE_MSGPACK_MAP(name, sha256, bytes, path, from, from_index, frame, latent)
+};
+
 /// One job of a run: what to make. Keyed by (run_id, index).
 struct job_spec {
   std::string run_id;
@@ -72,8 +101,23 @@ struct job_spec {
   /// <data_dir>/inputs/<reference_sha256> (0 = no reference_sha256): the sampling host
   /// pulls that copy (latent_fetch kind "input") before it samples.
   uint64_t reference_bytes = 0;
+  // -- the shot model: what a production says of each shot (docs/shots.md) -------------
+  std::string negative_prompt;   ///< "" = the backend's default negative prompt
+  std::string workflow;          ///< the workflow's name, after defaults (never "" once admitted)
+  std::string model;             ///< the workflow's model key (e.g. "h3-fl2v-int8")
+  std::vector<param_value> params;  ///< after defaults, ascending by name
+  /// Named inputs, ascending by name. `reference` is also here as `inputs.reference`
+  /// (reference_sha256 / reference_bytes mirror it for older readers).
+  std::vector<job_input> inputs;
+  std::string shot;              ///< the shot's own name ("" = unnamed); `name` adds the take
+  uint32_t take = 0;             ///< which take of its shot (0-based)
+  /// SHA-256 (hex) of everything that determines the output (docs/shots.md, "Job keys");
+  /// "" until every input's digest is known.
+  std::string key;
+  std::string sequence;          ///< the sequence this job is a part of ("" = none)
   VIDLINE_MSGPACK_MAP(run_id, index, seed, width, height, seconds, prompt, prompt_sha256,
-                     reference, name, reference_sha256, reference_bytes)
+                     reference, name, reference_sha256, reference_bytes, negative_prompt,
+                     workflow, model, params, inputs, shot, take, key, sequence)
 };
 
 // -- coordinator <-> pool ----------------------------------------------------------------
@@ -385,8 +429,13 @@ struct shot {
                                  ///< (informational; "" = none, or given by digest only)
   std::string reference_sha256;  ///< its contents' SHA-256 (hex): an input the coordinator
                                  ///< holds (uploaded first: input_put, PUT /v1/inputs)
+  std::string negative_prompt;   ///< "" = the backend's default
+  std::string workflow;          ///< "" = the backend's default workflow
+  std::vector<param_value> params;  ///< as given (checked and defaulted by the coordinator)
+  std::vector<job_input> inputs;    ///< named inputs; `reference` above is inputs.reference
+  std::string sequence;          ///< a sequence this shot is the next part of ("" = none)
   VIDLINE_MSGPACK_MAP(prompt, width, height, seconds, seed, takes, name, priority, reference,
-                     reference_sha256)
+                     reference_sha256, negative_prompt, workflow, params, inputs, sequence)
 };
 
 /// CLI -> coordinator: start a run. Either uniform (prompt, size, count seeds from seed) or
@@ -407,8 +456,9 @@ struct submit_run {
   std::vector<shot> shots;  ///< a shot list (see above); empty = the uniform form
   std::string reference_sha256;  ///< the uniform form's reference contents' SHA-256 ("" = none)
   int32_t priority = 0;    ///< the run's place in the queue: higher goes first (default 0)
+  bool rerender = false;   ///< render every job even where an output with its key exists
   VIDLINE_MSGPACK_MAP(mode, prompt, reference, width, height, seconds, count, seed,
-                     request_id, shots, reference_sha256, priority)
+                     request_id, shots, reference_sha256, priority, rerender)
 };
 
 /// coordinator -> CLI.
@@ -523,8 +573,9 @@ struct submit_jobs {
   std::string request_id;  ///< idempotency key: a retried submit adds nothing twice
   std::string reference_sha256;  ///< added with inputs: an input the coordinator holds
                                  ///< (uploaded first), "" = none or `reference` only
+  std::vector<shot> shots;       ///< the shot form (as in submit_run); empty = the fields above
   VIDLINE_MSGPACK_MAP(run_id, prompt, reference, width, height, seconds, count, seed,
-                     request_id, reference_sha256)
+                     request_id, reference_sha256, shots)
 };
 
 /// coordinator -> CLI.
