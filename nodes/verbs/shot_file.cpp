@@ -1,4 +1,6 @@
 #include "nodes/verbs/shot_file.hpp"
+#include "config/shot_graph.hpp"
+#include "nodes/verbs/shot_graph_fields.hpp"
 
 #include <cctype>
 #include <filesystem>
@@ -173,7 +175,7 @@ std::string shot_of(const json& j, const std::filesystem::path& folder, const co
                     msg::shot& s) {
   static const std::set<std::string> known = {"prompt", "prompt_file", "reference", "width",
                                               "height", "seconds", "seed", "takes", "name",
-                                              "priority"};
+                                              "priority", "inputs", "sequence"};
   if (!j.is_object())
     return "line: must be a JSON object ({...}), got " + std::string(j.type_name());
   for (auto& [key, v] : j.items())
@@ -233,6 +235,12 @@ std::string shot_of(const json& j, const std::filesystem::path& folder, const co
              + std::to_string(INT32_MAX) + ", got " + p.dump();
     s.priority = static_cast<int32_t>(p.get<int64_t>());
   }
+  if (auto why = read_graph_fields(j, s); !why.empty())
+    return why;
+  if (j.contains("inputs"))
+    for (auto& [name, v] : j["inputs"].items())
+      if (!is_from_input(v))
+        return "inputs." + name + ": must be {\"from\": SHOT, \"frame\": \"last\"}";
   if (auto why = dispatching::shot_problem(s, k); !why.empty())
     return why;
   // Last: the only field that reads a large file.
@@ -332,6 +340,10 @@ std::string read_shot_file(const std::string& path, const config::knobs& k, uint
     return path + ": read error";
   if (got.shots.empty())
     return path + ": holds no shots (every line blank or a # comment)";
+  if (auto why = config::graph::graph_problem(
+        got.shots, [&](std::size_t i) { return path + ":" + std::to_string(got.lines[i]); });
+      !why.empty())
+    return why;
   out = std::move(got);
   return "";
 }

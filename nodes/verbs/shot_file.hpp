@@ -20,7 +20,8 @@ inline constexpr uint32_t run_max_jobs = 1000000;
 
 /// The fields a shot line may have.
 inline constexpr const char* shot_fields =
-  "prompt, prompt_file, reference, width, height, seconds, seed, takes, name, priority";
+  "prompt, prompt_file, reference, width, height, seconds, seed, takes, name, priority, "
+  "inputs, sequence";
 
 /// The largest reference image a shot may name (bytes).
 inline constexpr uint64_t max_reference_image_bytes = 64ull << 20;
