@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <map>
 
+#include "common/sha256.hpp"
+
 namespace vidline::config::graph {
 
 std::optional<uint32_t> frame_index(const std::string& frame, uint32_t frames) {
@@ -209,6 +211,32 @@ void link_jobs(std::vector<msg::job_spec>& jobs, const std::vector<msg::shot>& s
       in.bytes = 0;
     }
   }
+}
+
+std::string sim_frame(const std::string& video_sha256, uint32_t k) {
+  if (video_sha256.size() != 64)
+    return "";
+  std::string msg = "vidline-sim-frame";
+  for (std::size_t i = 0; i < 64; i += 2) {
+    auto nib = [](char c) -> int {
+      return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    };
+    const int hi = nib(video_sha256[i]), lo = nib(video_sha256[i + 1]);
+    if (hi < 0 || lo < 0)
+      return "";
+    msg.push_back(static_cast<char>(hi * 16 + lo));
+  }
+  for (int b = 0; b < 4; ++b)
+    msg.push_back(static_cast<char>((k >> (8 * b)) & 0xff));
+  const auto d = sha256_of(msg);
+  return std::string(reinterpret_cast<const char*>(d.data()), d.size());
+}
+
+std::string sim_sequence(const std::vector<std::string>& part_sha256s) {
+  std::string out = "vidline-sim-sequence 1\n";
+  for (auto& p : part_sha256s)
+    out += "part " + p + "\n";
+  return out;
 }
 
 } // namespace vidline::config::graph

@@ -63,4 +63,12 @@ uint32_t source_job(const std::vector<msg::shot>& shots, const std::vector<uint3
 void link_jobs(std::vector<msg::job_spec>& jobs, const std::vector<msg::shot>& shots,
                const std::vector<std::size_t>& shot_of, const std::vector<uint32_t>& takes);
 
+/// The sim contract's frame k of a sim video whose file hashes to `video_sha256` (hex):
+/// the 32-byte file SHA-256("vidline-sim-frame" || V || u32le(k)); "" for a malformed digest.
+std::string sim_frame(const std::string& video_sha256, uint32_t k);
+
+/// The sim contract's joined sequence: "vidline-sim-sequence 1\n" then "part <hex>\n" for
+/// each part's video file digest, in order.
+std::string sim_sequence(const std::vector<std::string>& part_sha256s);
+
 } // namespace vidline::config::graph

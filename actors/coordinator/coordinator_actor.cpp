@@ -15,6 +15,7 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/coordinator/records.hpp"
+#include "actors/coordinator/input_maker.hpp"
 #include "actors/inbound.hpp"
 #include "actors/coordinator/dispatch_setup.hpp"
 #include "common/metrics.hpp"
@@ -31,7 +32,7 @@ struct shell {
   sched::state st;
   clock_note clock;
   /// The state's counters as last put in the registry (its counters take the growth).
-  uint64_t forgotten_seen = 0, unknown_seen = 0;
+  uint64_t forgotten_seen = 0, unknown_seen = 0, reused_seen = 0;
   /// The forgotten run read last from the journal: a client reading a big one page by page
   /// reads the journal once. A forgotten run does not change; the copy goes when its
   /// records are dropped or it is resumed (back in the state).
@@ -86,7 +87,8 @@ void execute(shell& sh, const std::vector<sched::effect>& fx) {
 void observe(const shell& sh) {
   std::map<std::string, double> jobs, runs;
   for (auto s : {sched::job_state::queued, sched::job_state::sampling, sched::job_state::sampled,
-                 sched::job_state::decoding, sched::job_state::succeeded, sched::job_state::failed})
+                 sched::job_state::decoding, sched::job_state::succeeded, sched::job_state::failed,
+                 sched::job_state::waiting, sched::job_state::reused})
     jobs[sched::to_string(s)] = 0;
   for (auto s : {"running", "succeeded", "failed"})
     runs[s] = 0;
@@ -111,6 +113,8 @@ void count(shell& sh) {
           static_cast<double>(sh.st.runs_forgotten - sh.forgotten_seen));
   reg.add("vidline_unknown_job_results_total", {},
           static_cast<double>(sh.st.unknown_job_results - sh.unknown_seen));
+  reg.add("vidline_jobs_reused_total", {}, static_cast<double>(sh.st.jobs_reused - sh.reused_seen));
+  sh.reused_seen = sh.st.jobs_reused;
   sh.forgotten_seen = sh.st.runs_forgotten;
   sh.unknown_seen = sh.st.unknown_job_results;
 }
@@ -136,10 +140,16 @@ std::optional<sched::run> from_journal(shell& sh, const std::string& run_id, std
 std::optional<sched::fx_accepted> handle(shell& sh, const sched::event& e) {
   auto fx = sched::step(sh.st, e, sh.ctx.run_now(), sh.ctx.mono_now());
   std::optional<sched::fx_accepted> accepted;
+  std::vector<sched::fx_make_input> inputs;
   for (auto& x : fx)
     if (auto* a = std::get_if<sched::fx_accepted>(&x))
       accepted = *a;
+    else if (auto* m = std::get_if<sched::fx_make_input>(&x))
+      inputs.push_back(*m);
   execute(sh, std::move(fx));
+  // Inputs of shots that follow shots, made once the state that asked for them is durable.
+  for (auto& m : inputs)
+    handle(sh, make_input(sh.ctx, m));
   return accepted;
 }
 
@@ -219,6 +229,7 @@ msg::submit_reply submit(shell& sh, const msg::submit_run& req) {
   r.mode = req.mode;
   r.request_id = req.request_id;
   r.priority = req.priority;
+  r.rerender = req.rerender;
   if (!req.shots.empty()) {
     std::map<std::string, std::string> sha_of;  // prompt -> its SHA-256 (the cache key)
     for (auto& spec : dispatching::shot_jobs(req.shots, r.id, req.reference, req.reference_sha256)) {

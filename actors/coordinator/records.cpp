@@ -1,4 +1,5 @@
 #include "actors/coordinator/records.hpp"
+#include "actors/coordinator/graph_records.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -19,6 +20,7 @@ json spec_record(const msg::job_spec& s) {
           {"reference_sha256", s.reference_sha256}};
   if (s.reference_bytes != 0)  // an input the sampling host pulls (nodes/inputs.hpp)
     j["reference_bytes"] = s.reference_bytes;
+  put_graph_fields(j, s);
   return j;
 }
 
@@ -36,6 +38,7 @@ msg::job_spec spec_from(const json& r) {
   s.name = r.value("name", "");  // a journal older than shot lists: unnamed
   s.reference_sha256 = r.value("reference_sha256", "");
   s.reference_bytes = r.value("reference_bytes", uint64_t{0});
+  get_graph_fields(r, s);
   return s;
 }
 
@@ -169,7 +172,7 @@ json run_record(const sched::run& r) {
   return {{"id", r.id}, {"mode", r.mode}, {"request_id", r.request_id},
           {"submitted_at", r.submitted_at}, {"finished_at", r.finished_at}, {"done", r.done},
           {"priority", r.priority}, {"cancelled", r.cancelled},
-          {"added_requests", r.added_requests}};
+          {"added_requests", r.added_requests}, {"rerender", r.rerender}};
 }
 
 sched::run run_from_record(const json& j) {
@@ -183,6 +186,7 @@ sched::run run_from_record(const json& j) {
   r.priority = j.value("priority", 0);
   r.cancelled = j.value("cancelled", false);
   r.added_requests = j.value("added_requests", std::map<std::string, uint32_t>{});
+  r.rerender = j.value("rerender", false);
   return r;
 }
 
@@ -213,7 +217,7 @@ std::string run_state(const sched::run& r) {
   for (auto& j : r.jobs) {
     if (j.state == sched::job_state::failed)
       return "failed";
-    any_succeeded = any_succeeded || j.state == sched::job_state::succeeded;
+    any_succeeded = any_succeeded || sched::has_output(j.state);
     any_cancelled = any_cancelled || j.state == sched::job_state::cancelled;
   }
   // Some jobs cancelled one by one: the run succeeded when the rest did; every job
@@ -245,12 +249,15 @@ nlohmann::json runs_json(const sched::state& s, double now, bool all,
       continue;
     finished_shown += r.done ? 1 : 0;
     uint32_t done = 0, succeeded = 0, failed = 0, cancelled = 0, queued = 0, running = 0;
+    uint32_t reused = 0;  // counted in succeeded too: their videos are there
     for (auto& j : r.jobs) {
       switch (j.state) {
         case sched::job_state::succeeded: ++succeeded; break;
         case sched::job_state::failed: ++failed; break;
         case sched::job_state::cancelled: ++cancelled; break;
-        case sched::job_state::queued: ++queued; break;
+        case sched::job_state::queued:
+        case sched::job_state::waiting: ++queued; break;
+        case sched::job_state::reused: ++succeeded; ++reused; break;
         default: ++running; break;
       }
     }
@@ -273,6 +280,7 @@ nlohmann::json runs_json(const sched::state& s, double now, bool all,
                    {"succeeded", succeeded},
                    {"failed", failed},
                    {"cancelled", cancelled},
+                   {"reused", reused},
                    {"queued", queued},
                    {"in_flight", running},
                    {"eta_s", eta},
@@ -435,6 +443,9 @@ json status_json(const sched::state& s, const sched::run& r, const clock_note& c
     // some were left out.
     if (j.failures_total > j.failures.size())
       jobs.back()["failed_attempts_total"] = j.failures_total;
+    put_graph_status(jobs.back(), j.spec);
+    if (j.state == sched::job_state::waiting && !j.error.empty())
+      jobs.back()["error"] = j.error;
   }
   // Hosts down while the run ran (or still down).
   const double until = r.done && r.finished_at >= 0 ? r.finished_at : now;
@@ -468,6 +479,7 @@ json status_json(const sched::state& s, const sched::run& r, const clock_note& c
           {"summary", {{"succeeded", sum.succeeded},
                        {"failed", sum.failed},
                        {"cancelled", sum.cancelled},
+                       {"reused", sum.reused},
                        {"done_twice", sum.done_twice},
                        {"fenced", sum.fenced},
                        {"first_finish_s", sum.first_finish_s},

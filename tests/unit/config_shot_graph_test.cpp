@@ -2,6 +2,7 @@
 // sequences, refused naming the lines; ranks and the links of the jobs made of it.
 #include <catch2/catch.hpp>
 
+#include "common/sha256.hpp"
 #include "config/shot_graph.hpp"
 
 using namespace vidline;
@@ -128,4 +129,16 @@ TEST_CASE("link_jobs: inputs point at the source's job of the same take, else ta
   CHECK(jobs[2].shot == "b");
   CHECK(jobs[2].take == 2);
   CHECK(jobs[3].inputs.empty());
+}
+
+TEST_CASE("sim_frame and sim_sequence follow the sim contract", "[graph]") {
+  const std::string v(64, 'a');
+  std::string msg = "vidline-sim-frame" + std::string(32, '\xaa') + std::string("\x78\0\0\0", 4);
+  CHECK(g::sim_frame(v, 120) == [&] {
+    auto d = vidline::sha256_of(msg);
+    return std::string(reinterpret_cast<const char*>(d.data()), d.size());
+  }());
+  CHECK(g::sim_frame(v, 120).size() == 32);
+  CHECK(g::sim_frame("zz", 0).empty());
+  CHECK(g::sim_sequence({"ab", "cd"}) == "vidline-sim-sequence 1\npart ab\npart cd\n");
 }
