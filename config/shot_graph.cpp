@@ -213,6 +213,20 @@ void link_jobs(std::vector<msg::job_spec>& jobs, const std::vector<msg::shot>& s
   }
 }
 
+std::map<std::string, std::vector<uint32_t>> sequence_parts(const std::vector<msg::shot>& shots,
+                                                            const std::vector<msg::job_spec>& jobs) {
+  std::map<std::string, std::vector<uint32_t>> out;
+  std::map<std::string, uint32_t> job_of;  // shot name -> its first take's job
+  for (auto& j : jobs)
+    if (j.take == 0 && !j.shot.empty())
+      job_of.emplace(j.shot, j.index);
+  for (auto& s : shots)
+    if (!s.sequence.empty())
+      if (auto it = job_of.find(s.name); it != job_of.end())
+        out[s.sequence].push_back(it->second);
+  return out;
+}
+
 std::string sim_frame(const std::string& video_sha256, uint32_t k) {
   if (video_sha256.size() != 64)
     return "";

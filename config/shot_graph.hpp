@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -62,6 +63,11 @@ uint32_t source_job(const std::vector<msg::shot>& shots, const std::vector<uint3
 /// taken from another shot. The shot names must be resolved (graph_problem found nothing).
 void link_jobs(std::vector<msg::job_spec>& jobs, const std::vector<msg::shot>& shots,
                const std::vector<std::size_t>& shot_of, const std::vector<uint32_t>& takes);
+
+/// The sequences of the jobs of a shot list: name -> the job index of each part (take 0),
+/// in the list's order (jobs go by priority and rank, parts by where they are in the list).
+std::map<std::string, std::vector<uint32_t>> sequence_parts(const std::vector<msg::shot>& shots,
+                                                            const std::vector<msg::job_spec>& jobs);
 
 /// The sim contract's frame k of a sim video whose file hashes to `video_sha256` (hex):
 /// the 32-byte file SHA-256("vidline-sim-frame" || V || u32le(k)); "" for a malformed digest.

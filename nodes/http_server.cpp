@@ -1,4 +1,5 @@
 #include "nodes/http_server.hpp"
+#include "nodes/verbs/shot_graph_fields.hpp"
 
 #include <sys/statvfs.h>
 
@@ -186,8 +187,22 @@ bool read_shot(const json& j, const std::string& where, msg::shot& s, api_error&
     return false;
   }
   if (!check_fields(j, {"prompt", "width", "height", "seconds", "seed"},
-                    {"takes", "name", "priority", "reference", "reference_sha256"}, err, where))
+                    {"takes", "name", "priority", "reference", "reference_sha256", "inputs",
+                     "sequence"},
+                    err, where))
     return false;
+  // Shots that follow shots: `sequence` and the inputs taken from other shots.
+  if (auto why = nodes::read_graph_fields(j, s); !why.empty()) {
+    err = {400, "field '" + where + why.substr(0, why.find(':')) + "'" + why.substr(why.find(':'))};
+    return false;
+  }
+  if (j.contains("inputs"))
+    for (auto& [name, v] : j["inputs"].items())
+      if (!nodes::is_from_input(v)) {
+        err = {400, "field '" + where + "inputs." + name + "' must be {\"from\": SHOT, \"frame\": "
+                    "\"first\" | \"last\" | N}"};
+        return false;
+      }
   uint64_t w = 0, h = 0, sec = 0, takes = 1;
   if (!read_text(j, "prompt", s.prompt, err, where) ||
       !read_uint(j, "width", 8, 8192, w, err, where) ||
@@ -246,7 +261,7 @@ std::optional<msg::submit_run> parse_submit(const std::string& body, api_error& 
                                                 "count", "seed"};
   auto doc = read_body(body, {"mode"},
                        {"prompt", "width", "height", "seconds", "count", "seed", "shots",
-                        "reference", "reference_sha256", "request_id", "priority"},
+                        "reference", "reference_sha256", "request_id", "priority", "rerender"},
                        err);
   if (!doc)
     return std::nullopt;
@@ -280,7 +295,8 @@ std::optional<msg::submit_run> parse_submit(const std::string& body, api_error& 
       return std::nullopt;
   } else {
     if (!check_fields(*doc, uniform,
-                      {"mode", "reference", "reference_sha256", "request_id", "priority"}, err) ||
+                      {"mode", "reference", "reference_sha256", "request_id", "priority", "rerender"},
+                      err) ||
         !read_batch(*doc, r, err))
       return std::nullopt;
   }
@@ -291,6 +307,13 @@ std::optional<msg::submit_run> parse_submit(const std::string& body, api_error& 
     if (!read_int(*doc, "priority", -api_max_priority, api_max_priority, p, err))
       return std::nullopt;
     r.priority = static_cast<int32_t>(p);
+  }
+  if (doc->contains("rerender")) {
+    if (!(*doc)["rerender"].is_boolean()) {
+      err = {400, "field 'rerender' must be true or false, got " + type_of((*doc)["rerender"])};
+      return std::nullopt;
+    }
+    r.rerender = (*doc)["rerender"].get<bool>();
   }
   return r;
 }

@@ -16,6 +16,7 @@
 
 #include "actors/coordinator/records.hpp"
 #include "actors/coordinator/input_maker.hpp"
+#include "config/shot_graph.hpp"
 #include "actors/inbound.hpp"
 #include "actors/coordinator/dispatch_setup.hpp"
 #include "common/metrics.hpp"
@@ -241,6 +242,10 @@ msg::submit_reply submit(shell& sh, const msg::submit_run& req) {
       j.spec.prompt_sha256 = it->second;
       r.jobs.push_back(std::move(j));
     }
+    std::vector<msg::job_spec> specs;
+    for (auto& j : r.jobs)
+      specs.push_back(j.spec);
+    r.sequences = config::graph::sequence_parts(req.shots, specs);
   }
   auto prompt_sha = req.shots.empty() ? to_hex(sha256_of(req.prompt)) : std::string();
   for (uint32_t i = 0; req.shots.empty() && i < req.count; ++i) {

@@ -146,6 +146,22 @@ void index_run_graph(state& s, std::size_t rp) {
   refresh_due(s, rp);
 }
 
+void remember_outputs(state& s, const run& r) {
+  for (auto& j : r.jobs)
+    if (j.state == job_state::succeeded && !j.spec.key.empty() && !j.output.empty()) {
+      const held_output h{j.output, j.output_sha256, j.decoder, r.id, j.spec.index};
+      auto [it, fresh] = s.held_outputs.emplace(j.spec.key, h);
+      if (fresh)
+        s.held_order.push_back(j.spec.key);
+      else
+        it->second = h;
+    }
+  while (s.held_order.size() > max_held_outputs) {
+    s.held_outputs.erase(s.held_order.front());
+    s.held_order.pop_front();
+  }
+}
+
 void refresh_due(state& s, std::size_t rp) {
   const auto& r = s.runs[rp];
   for (uint32_t i = 0; i < r.jobs.size(); ++i)

@@ -59,6 +59,13 @@ std::pair<job*, std::string> on_input_made(state& s, const ev_input_made& e,
 /// After `vidline resume`: run `rp`'s waiting jobs whose sources have their video are due.
 void refresh_due(state& s, std::size_t rp);
 
+/// The most outputs kept by key from runs the state forgot (state::held_outputs).
+inline constexpr std::size_t max_held_outputs = 200000;
+
+/// Run `r` leaves the state (retention): its outputs stay findable by key
+/// (state::held_outputs, at most max_held_outputs: the oldest keys go first).
+void remember_outputs(state& s, const run& r);
+
 /// The source job of `j`'s input `in` ("shot NAME (job I)") for messages.
 std::string source_label(const run& r, const msg::job_input& in);
 

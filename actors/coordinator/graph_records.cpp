@@ -70,3 +70,32 @@ void put_graph_status(json& out, const msg::job_spec& s) {
 }
 
 } // namespace vidline::actors
+
+#include "actors/coordinator/scheduler.hpp"
+
+namespace vidline::actors {
+
+void put_sequences_status(json& out, const sched::run& r) {
+  if (r.sequences.empty())
+    return;
+  json list = json::array();
+  for (auto& [name, parts] : r.sequences) {
+    json ps = json::array();
+    bool done = true;
+    for (uint32_t i : parts) {
+      if (i >= r.jobs.size()) {
+        done = false;
+        continue;
+      }
+      const auto& j = r.jobs[i];
+      done = done && sched::has_output(j.state);
+      ps.push_back({{"index", i}, {"name", j.spec.name}, {"state", sched::to_string(j.state)},
+                    {"output", j.output}, {"output_sha256", j.output_sha256},
+                    {"decoder", j.decoder}});
+    }
+    list.push_back({{"name", name}, {"done", done}, {"parts", std::move(ps)}});
+  }
+  out["sequences"] = std::move(list);
+}
+
+} // namespace vidline::actors

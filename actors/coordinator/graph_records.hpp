@@ -21,3 +21,14 @@ namespace vidline::actors {
 void put_graph_status(nlohmann::json& job, const msg::job_spec& s);
 
 } // namespace vidline::actors
+
+namespace vidline::sched { struct run; }
+
+namespace vidline::actors {
+
+/// The run's sequences in the status: [{name, done, parts: [{index, name, output,
+/// output_sha256, decoder}]}] in part order; `done` once every part has its video (only
+/// sequences of a run that has some).
+void put_sequences_status(nlohmann::json& status, const sched::run& r);
+
+} // namespace vidline::actors

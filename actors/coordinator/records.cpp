@@ -172,7 +172,8 @@ json run_record(const sched::run& r) {
   return {{"id", r.id}, {"mode", r.mode}, {"request_id", r.request_id},
           {"submitted_at", r.submitted_at}, {"finished_at", r.finished_at}, {"done", r.done},
           {"priority", r.priority}, {"cancelled", r.cancelled},
-          {"added_requests", r.added_requests}, {"rerender", r.rerender}};
+          {"added_requests", r.added_requests}, {"rerender", r.rerender},
+          {"sequences", r.sequences}};
 }
 
 sched::run run_from_record(const json& j) {
@@ -187,6 +188,7 @@ sched::run run_from_record(const json& j) {
   r.cancelled = j.value("cancelled", false);
   r.added_requests = j.value("added_requests", std::map<std::string, uint32_t>{});
   r.rerender = j.value("rerender", false);
+  r.sequences = j.value("sequences", std::map<std::string, std::vector<uint32_t>>{});
   return r;
 }
 
@@ -460,7 +462,7 @@ json status_json(const sched::state& s, const sched::run& r, const clock_note& c
                        {"to_unix", o.to < 0 ? json(nullptr) : json(unix_of(o.to))}});
   }
   auto sum = sched::summarize(r);
-  return {{"run_id", r.id},
+  json out = {{"run_id", r.id},
           {"state", run_state(r)},
           {"mode", r.mode},
           {"priority", r.priority},
@@ -485,6 +487,8 @@ json status_json(const sched::state& s, const sched::run& r, const clock_note& c
                        {"first_finish_s", sum.first_finish_s},
                        {"makespan_s", sum.makespan_s},
                        {"clips_per_hour", sum.clips_per_hour}}}};
+  put_sequences_status(out, r);
+  return out;
 }
 
 } // namespace vidline::actors

@@ -418,11 +418,6 @@ struct stepper {
       finish(*j, job_state::failed, why);
   }
 
-  void on(const ev_held_outputs& e) {
-    for (auto& [key, h] : e.outputs)
-      s.held_outputs[key] = h;
-  }
-
   /// A job no pool of its mode can hold fails at once instead of waiting forever.
   void refuse_impossible(run& r) {
     // Jobs of a run mostly share a size and have run out of memory nowhere: ask once.
@@ -1034,6 +1029,7 @@ struct stepper {
           p.ordered_at = -1;
         }
       s.forgotten_jobs[r.mode] += r.jobs.size();
+      graph::remember_outputs(s, r);
       if (s.p.journal_keep_finished_s >= 0)
         s.journaled.emplace(r.finished_at >= 0 ? r.finished_at : r.submitted_at, r.id);
       ++s.runs_forgotten;

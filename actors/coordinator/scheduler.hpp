@@ -157,6 +157,9 @@ struct run {
   std::map<std::string, uint32_t> added_requests;
   /// `vidline run --rerender`: every job renders, even one whose key names an output held.
   bool rerender = false;
+  /// Sequences of the run: name -> its parts' job indexes in the shot list's order (a
+  /// sequence is joined from them once all have their video: docs/shots.md, "Sequences").
+  std::map<std::string, std::vector<uint32_t>> sequences;
 };
 
 /// The coordinator's view of one pool, rebuilt from its status reports.
@@ -430,9 +433,10 @@ struct state {
   /// Results naming a job the state does not hold (a forgotten run's, or an unknown one):
   /// acknowledged and otherwise ignored; counted since start (a metric).
   uint64_t unknown_job_results = 0;
-  /// Outputs the cluster holds by job key beyond the state's runs (the journal's finished
-  /// runs, the collection's index), as the shell found them (ev_held_outputs).
+  /// Outputs by job key of runs the state forgot (graph::remember_outputs; not journaled:
+  /// a restarted coordinator finds those of the runs it loads again).
   std::map<std::string, held_output> held_outputs;
+  std::deque<std::string> held_order;                     ///< their keys, oldest first
   uint64_t jobs_reused = 0;                               ///< since start (a metric)
   state_index idx;
 
@@ -493,12 +497,10 @@ struct ev_add_jobs { std::string run_id; std::vector<job> jobs; std::string requ
 /// source's video (fx_make_input): stored as an input by its SHA-256.
 struct ev_input_made { std::string run_id; uint32_t index = 0; std::string name;
                        std::string sha256; uint64_t bytes = 0; std::string error; };
-/// Outputs the cluster holds beyond the state's runs, by job key (added to state::held_outputs).
-struct ev_held_outputs { std::map<std::string, held_output> outputs; };
 
 using event = std::variant<ev_submit, ev_pool_status, ev_decoder_status, ev_sample_result,
                            ev_decode_result, ev_peer, ev_tick, ev_resume, ev_latent_holdings,
-                           ev_cancel, ev_add_jobs, ev_input_made, ev_held_outputs>;
+                           ev_cancel, ev_add_jobs, ev_input_made>;
 
 // -- effects -------------------------------------------------------------------------------
 

@@ -59,6 +59,8 @@ std::string line(const entry& e) {
                          {"decode_s", e.decode_s}}},
             {"output_sha256", e.output_sha256},
             {"bytes", e.bytes}};
+  if (!j.key.empty())
+    l["key"] = j.key;  // what determines the video (docs/shots.md, "Job keys")
   return l.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
