@@ -116,6 +116,15 @@ std::string choices_text(const workflow_param& d) {
   return out;
 }
 
+bool is_hex64(const std::string& s) { return is_sha256_hex(s); }
+
+/// A bound as a person writes it: 1, not 1.0.
+std::string bound_text(double x) {
+  if (std::floor(x) == x && std::fabs(x) < 1e15)
+    return std::to_string(static_cast<long long>(x));
+  return json(x).dump();
+}
+
 /// A value given for `d` (already typed, or as text to read as d's type): "" and `out`
 /// canonical, or why not.
 std::string check_param(const workflow_param& d, const msg::param_value& given, bool as_text,
@@ -141,8 +150,8 @@ std::string check_param(const workflow_param& d, const msg::param_value& given, 
     if (!std::isfinite(x))
       return "must be a finite number";
     if ((d.min && x < *d.min) || (d.max && x > *d.max))
-      return "must be from " + (d.min ? json(*d.min).dump() : std::string("-inf")) + " to "
-             + (d.max ? json(*d.max).dump() : std::string("+inf")) + ", got " + typed->text;
+      return "must be from " + (d.min ? bound_text(*d.min) : std::string("-inf")) + " to "
+             + (d.max ? bound_text(*d.max) : std::string("+inf")) + ", got " + typed->text;
   }
   if (!d.choices.empty()
       && std::none_of(d.choices.begin(), d.choices.end(), [&](const json& c) { return c == v; }))
@@ -150,8 +159,6 @@ std::string check_param(const workflow_param& d, const msg::param_value& given, 
   out = *typed;
   return "";
 }
-
-bool is_hex64(const std::string& s) { return is_sha256_hex(s); }
 
 } // namespace
 
