@@ -18,11 +18,13 @@ json base_config() {
     "cluster": "wf", "coordinator": "a", "plaintext": true,
     "hosts": [{"name": "a", "address": "127.0.0.1", "port": 7000, "data_dir": "/tmp/wf-a",
                "gpus": [{"id": "g0", "model": "Tesla T10", "vendor": "nvidia", "memory_gib": 16,
-                         "index": 0}]}],
+                         "index": 0},
+                        {"id": "g1", "model": "Tesla T10", "vendor": "nvidia", "memory_gib": 16,
+                         "index": 1}]}],
     "backends": {"sim": {"type": "sim"}},
     "pools": [{"name": "p", "host": "a", "gpus": ["g0"], "backend": "sim"}],
-    "decoders": [{"name": "d", "host": "a", "gpu": "g0", "backend": "sim"}],
-    "encoders": [],
+    "decoders": [{"name": "d", "host": "a", "gpu": "g1", "backend": "sim"}],
+    "encoders": [{"name": "e", "host": "a", "gpus": ["g0"], "backend": "sim"}],
     "modes": {"m": {"pools": ["p"], "decoders": ["d"]}}
   })");
 }
