@@ -78,7 +78,7 @@ msg::gpu_report sampler::sample_once(double unix_now, double mono_now) {
   for (auto& g : rep.gpus) {
     const std::string key = g.id.empty() ? "#" + std::to_string(g.index) : g.id;
     auto& hs = health_[key];
-    if (step(hs, g, params_, mono_now))
+    if (vidline::gpu::step(hs, g, params_, mono_now))
       spdlog::log(g.health == "sick" ? spdlog::level::warn : spdlog::level::info,
                   "gpu {} ({}): {}", key, g.name,
                   g.health == "sick" ? "sick: " + g.health_reason : "well again");
