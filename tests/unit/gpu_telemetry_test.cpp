@@ -57,7 +57,7 @@ config::gpu nvidia(const std::string& id, int index) {
 
 } // namespace
 
-TEST_CASE("nvml: every field read; cards the config does not name listed after those it does") {
+TEST_CASE("nvml: every field read, cards the config does not name listed after those it does") {
   scratch s;
   cards(s, "count 2\n"
            "0 temperature 71\n0 slowdown 90\n0 power_w 245.5\n0 energy_j 123456.789\n"
@@ -137,7 +137,7 @@ TEST_CASE("nvml absent or failing: no telemetry, never an error") {
   CHECK(r.read({nvidia("g0", 0)}, 5)[0].source == "unknown");
 }
 
-TEST_CASE("nvml: a lost card and a missing one are lost; the health rule makes them sick") {
+TEST_CASE("nvml: a lost card and a missing one are lost, the health rule makes them sick") {
   scratch s;
   cards(s, "count 1\n0 temperature 60\n0 slowdown 90\n0 ecc_uncorrected 0\n");
   nodes::gpu::reader r(nvml_only(FAKE_NVML));
@@ -177,7 +177,7 @@ TEST_CASE("nvml: a lost card and a missing one are lost; the health rule makes t
   CHECK(g.health == "ok");
 }
 
-TEST_CASE("amdgpu: hwmon and sysfs files read; other vendors and connectors skipped") {
+TEST_CASE("amdgpu: hwmon and sysfs files read, other vendors and connectors skipped") {
   scratch s;
   const fs::path c0 = "card0/device", c1 = "card1/device";
   s.write(c0 / "vendor", "0x1002\n");

@@ -73,7 +73,7 @@ std::vector<sched::effect> finish(sched::state& s, const std::string& pool, uint
 
 } // namespace
 
-TEST_CASE("drain by hand: the pool gets no order, its jobs go to the others; undrain") {
+TEST_CASE("drain by hand: the pool gets no order, its jobs go to the others, undrain") {
   auto s = line_of(2);
   idle(s, 1, 0);
   auto fx = sched::step(s, sched::ev_drain{"pool", "p0", true, "new fans"}, 0);
@@ -112,7 +112,7 @@ TEST_CASE("drain by hand: the pool gets no order, its jobs go to the others; und
   CHECK(sched::check_index(s).empty());
 }
 
-TEST_CASE("drain: the stage a pool runs finishes and counts; then it takes nothing more") {
+TEST_CASE("drain: the stage a pool runs finishes and counts, then it takes nothing more") {
   auto s = line_of(1);
   idle(s, 1, 0);
   auto fx = sched::step(s, sched::ev_submit{run_of("r", 2)}, 1);
@@ -128,7 +128,7 @@ TEST_CASE("drain: the stage a pool runs finishes and counts; then it takes nothi
   CHECK(pools_ordered(fx) == std::vector<std::string>{"p0"});
 }
 
-TEST_CASE("drain a host: its pools and decoders; unknown names are refused, naming them") {
+TEST_CASE("drain a host: its pools and decoders, unknown names are refused, naming them") {
   auto s = line_of({{"a1", "a", "k"}, {"a2", "a", "k"}, {"b1", "b", "k"}});
   auto fx = sched::step(s, sched::ev_drain{"host", "b", true, "maintenance"}, 0);
   auto answer = all_of<sched::fx_drain_answer>(fx);
@@ -152,7 +152,7 @@ TEST_CASE("drain a host: its pools and decoders; unknown names are refused, nami
   }
 }
 
-TEST_CASE("a drained decoder takes no latent; sampled jobs wait for it, then go") {
+TEST_CASE("a drained decoder takes no latent, sampled jobs wait for it, then go") {
   auto s = line_of(1);
   idle(s, 1, 0);
   sched::step(s, sched::ev_decoder_status{decoder_report(1)}, 0);
@@ -167,7 +167,7 @@ TEST_CASE("a drained decoder takes no latent; sampled jobs wait for it, then go"
   CHECK(all_of<sched::fx_send_decode>(fx).size() == 1);
 }
 
-TEST_CASE("a sick card drains its users on the change only; recovery or undrain ends it") {
+TEST_CASE("a sick card drains its users on the change only, recovery or undrain ends it") {
   auto s = line_of(2);
   idle(s, 1, 0);
   sched::ev_gpu_health sick{"a/g0", true, "2 uncorrectable ECC errors", {"pool:p0", "pool:gone"}};

@@ -18,7 +18,7 @@ msg::gpu_sample reading(double temp, double slowdown = 90) {
 
 } // namespace
 
-TEST_CASE("health: hot above slowdown for longer than hot_s is sick; recovers after recover_s") {
+TEST_CASE("health: hot above slowdown for longer than hot_s is sick, recovers after recover_s") {
   gpu::health_params p{30, 60};
   gpu::health_state h;
   auto g = reading(95);
