@@ -474,6 +474,7 @@ struct http_server::impl {
   void resume(const httplib::Request& req, httplib::Response& res);
   void gantt(const httplib::Request& req, httplib::Response& res);
   void cluster_status(const httplib::Request&, httplib::Response& res);
+  void gpus(const httplib::Request&, httplib::Response& res);
   void video(const httplib::Request& req, httplib::Response& res);
   void events(const httplib::Request& req, httplib::Response& res, bool follow_latest);
   void dashboard(const httplib::Request& req, httplib::Response& res);
@@ -500,6 +501,7 @@ std::vector<http_server::impl::route> http_server::impl::routes() {
     {"GET", run + "/jobs/([0-9]{1,9})/video", false, [this](auto& q, auto& s) { video(q, s); }},
     {"PUT", "/v1/inputs/([^/]*)", true, [this](auto& q, auto& s) { put_input(q, s); }},
     {"GET", "/v1/cluster", true, [this](auto& q, auto& s) { cluster_status(q, s); }},
+    {"GET", "/v1/gpus", true, [this](auto& q, auto& s) { gpus(q, s); }},
     {"GET", "/v1/events", true, [this](auto& q, auto& s) { events(q, s, true); }},
     {"GET", "/", true, [](auto&, auto& s) { s.set_redirect("/dashboard/"); }},
     {"GET", "/dashboard/?([A-Za-z0-9._-]*)", true, [this](auto& q, auto& s) { dashboard(q, s); }},
@@ -738,6 +740,13 @@ void http_server::impl::gantt(const httplib::Request& req, httplib::Response& re
 void http_server::impl::cluster_status(const httplib::Request&, httplib::Response& res) {
   if (auto st = status_of_run("@cluster", res))
     send_json(res, 200, *st);
+}
+
+// Every host's cards (`vidline gpus --json`), with the drains beside them.
+void http_server::impl::gpus(const httplib::Request&, httplib::Response& res) {
+  if (auto st = status_of_run("@cluster", res))
+    send_json(res, 200, json{{"gpus", st->value("gpus", json::array())},
+                             {"drains", st->value("drains", json::object())}});
 }
 
 void http_server::impl::video(const httplib::Request& req, httplib::Response& res) {

@@ -191,17 +191,26 @@ json cluster_json(const sched::state& s) {
   for (auto& [name, p] : s.pools)
     pools[name] = {{"host", p.host}, {"kind", p.kind}, {"alive", p.alive},
                    {"busy", p.assigned.has_value() || p.reported_busy != 0},
-                   {"speed_factor", p.speed_factor}, {"speed_observed", p.speed_observed}};
+                   {"speed_factor", p.speed_factor}, {"speed_observed", p.speed_observed},
+                   {"drained", p.drained}};
   json decoders = json::object();
   for (auto& [name, d] : s.decoders)
     decoders[name] = {{"host", d.host}, {"kind", d.kind}, {"alive", d.alive},
                       {"credits", d.credits()}, {"holding", d.holding.size()},
                       {"pending", d.pending}, {"fenced", d.fenced}, {"unacked", d.unacked},
-                      {"epoch", d.epoch}, {"seq", d.last_seq}};
+                      {"epoch", d.epoch}, {"seq", d.last_seq}, {"drained", d.drained}};
   json hosts = json::object();
   for (auto& [name, up] : s.hosts_up)
     hosts[name] = up;
-  return {{"pools", pools}, {"decoders", decoders}, {"hosts_up", hosts}};
+  json drains = json::object();
+  for (auto& [target, d] : s.drains) {
+    json gpus = json::array();
+    for (auto& g : d.sick_gpus)
+      gpus.push_back(g);
+    drains[target] = {{"by_hand", d.by_hand}, {"reason", d.reason}, {"sick_gpus", gpus},
+                      {"since_s", d.since}};
+  }
+  return {{"pools", pools}, {"decoders", decoders}, {"hosts_up", hosts}, {"drains", drains}};
 }
 
 std::string run_state(const sched::run& r) {

@@ -391,6 +391,7 @@ int cli_main(int argc, char** argv) {
   add_plan_verbs(app, verbs);
   add_profile_verbs(app, verbs);
   add_security_verbs(app, verbs);
+  add_gpu_verbs(app, verbs);
 
   // CLI11 reads an unknown first word as a stray argument and says only that a subcommand
   // is required: name it and list the verbs instead.
