@@ -26,6 +26,7 @@
 #include "common/sha256.hpp"
 #include "common/text.hpp"
 #include "nodes/verbs/commands.hpp"
+#include "nodes/verbs/line_text.hpp"
 #include "nodes/exit_codes.hpp"
 #include "nodes/http_events.hpp"
 #include "nodes/inputs.hpp"
@@ -419,6 +420,20 @@ std::string random_request_id() {
   return buf;
 }
 
+/// Why a reference given as a path (no digest) cannot be used, naming `what` (the shot), or
+/// "": the path must be a file on the coordinator's host, which reads it (docs/http.md).
+std::string reference_problem(const std::string& path, const std::string& digest,
+                              const std::string& what, const std::string& host) {
+  if (path.empty() || !digest.empty())
+    return "";
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(path, ec))
+    return "";
+  return what + ": reference '" + path + "' is not a file on the coordinator's host (" + host +
+         "); give a path that exists there, or upload the image (PUT /v1/inputs/{sha256}) and "
+         "give its reference_sha256";
+}
+
 bool is_dashboard_path(const std::string& p) {
   return p == "/" || p == "/dashboard" || p.rfind("/dashboard/", 0) == 0;
 }
@@ -629,12 +644,32 @@ void http_server::impl::submit(const httplib::Request& req, httplib::Response& r
     send_error(res, err.status, err.message);
     return;
   }
+  std::string why = reference_problem(r->reference, r->reference_sha256, "field 'reference'",
+                                      self->name);
+  for (std::size_t i = 0; i < r->shots.size() && why.empty(); ++i) {
+    const auto& sh = r->shots[i];
+    why = reference_problem(sh.reference, sh.reference_sha256,
+                            "shots[" + std::to_string(i) + "]" +
+                              (sh.name.empty() ? std::string() : " ('" + sh.name + "')"),
+                            self->name);
+  }
+  if (!why.empty()) {
+    send_error(res, 400, why);
+    return;
+  }
   if (r->request_id.empty())
     r->request_id = random_request_id();
   auto cl = client();
   auto id = cl.submit(*r);
   res.set_header("Location", "/v1/runs/" + id);
-  send_json(res, 201, {{"run_id", id}, {"request_id", r->request_id}});
+  // Hosts down now: the run waits for them; the answer says so.
+  json down = json::array();
+  try {
+    if (auto view = cl.status("@cluster", 2000))
+      down = hosts_down(*view, *cluster);
+  } catch (const std::exception&) {
+  }
+  send_json(res, 201, {{"run_id", id}, {"request_id", r->request_id}, {"hosts_down", down}});
 }
 
 void http_server::impl::list_runs(const httplib::Request& req, httplib::Response& res) {
@@ -697,6 +732,12 @@ void http_server::impl::add_jobs(const httplib::Request& req, httplib::Response&
   auto r = parse_add_jobs(req.matches[1], req.body, err);
   if (!r) {
     send_error(res, err.status, err.message);
+    return;
+  }
+  if (auto why = reference_problem(r->reference, r->reference_sha256, "field 'reference'",
+                                   self->name);
+      !why.empty()) {
+    send_error(res, 400, why);
     return;
   }
   if (r->request_id.empty())

@@ -398,8 +398,11 @@ msg::status_reply status_or_too_large(shell& sh, const std::string& what, std::s
 }
 
 msg::status_reply status(shell& sh, const std::string& run_id, status_page page) {
-  if (run_id == "@cluster")
-    return status_or_too_large(sh, "the cluster", dump_text(cluster_json(sh.st)));
+  if (run_id == "@cluster") {
+    auto c = cluster_json(sh.st);
+    c["hosts_up"][sh.ctx.cluster->coordinator] = true;  // the host answering is up
+    return status_or_too_large(sh, "the cluster", dump_text(c));
+  }
   const sched::run* r = nullptr;
   if (run_id.empty()) {
     if (!sh.st.runs.empty())
