@@ -487,7 +487,10 @@ TEST_CASE("http: the queue through the API: runs listed, jobs added to an open r
     return std::make_pair(code, p.out());
   }();
   REQUIRE(rc == 0);
-  auto cli_list = json::parse(out);
+  // The CLI prints the API's shape: {runs, latest}.
+  auto cli_doc = json::parse(out);
+  CHECK(cli_doc["latest"] == run_id);
+  auto cli_list = cli_doc["runs"];
   REQUIRE(cli_list.size() == 1);
   for (auto* k : {"run_id", "state", "mode", "priority", "total", "queued"})
     CHECK(cli_list[0][k] == entry[k]);
@@ -681,6 +684,10 @@ TEST_CASE("http: the dashboard in headless Chromium follows a run to its end") {
   CHECK(dom.find("data-state=\"cancelled\"") != std::string::npos);
   CHECK(dom.find("class=\"state-cancelled\"") != std::string::npos);
   CHECK(dom.find(">rtx3080ti</text>") != std::string::npos);  // its lane in the Gantt
+  // Each job named by its shot (the prompt's words for a batch), in the table and the Gantt.
+  CHECK(dom.find("<td class=\"shot\">\"over http\"</td>") != std::string::npos);
+  CHECK(dom.find("<title>job 0 \"over http\" · sampling</title>") != std::string::npos);
+  CHECK(dom.find("data-decoder=\"rtx3080ti\" data-alive=\"yes\"") != std::string::npos);
   const std::string shot = out_dir + "/dashboard.png";
   std::filesystem::remove(shot);
   browse({"--screenshot=" + shot}, l.dir.path() + "/shot.out");
