@@ -577,8 +577,9 @@ int wait_for_run(coordinator_client& cl, const std::string& run_id, const wait_o
           clear_progress();
           std::fprintf(out, "%s\n", job_line(j, simulated(*st)).c_str());
         }
-        // A sampling job's progress, as its backend reports it (a worker's steps).
-        if (j.contains("progress") && j["progress"].is_object() && !o.quiet) {
+        // A sampling job's progress, as its backend reports it (a worker's steps): a line
+        // each step in a log; on a terminal the progress line counts it in place.
+        if (!tty && j.contains("progress") && j["progress"].is_object() && !o.quiet) {
           uint32_t step = j["progress"].value("step", 0u);
           auto it = steps_shown.find(idx);
           if (it == steps_shown.end() || it->second != step) {
