@@ -174,6 +174,7 @@ function render() {
   renderHosts();
   renderDecoders();
   renderJobs();
+  renderReview();
   renderGantt();
   renderFailures();
   // Last, so that a run marked finished is one whose final state is already on the page.
@@ -306,6 +307,52 @@ function renderJobs() {
       if (i === 1) td.className = 'shot';
       if (i === 3) td.className = 'state-' + j.state;
     });
+  }
+}
+
+// The review: a card per job (its shot, prompt, size, seed, state); a finished video plays
+// in the card, served by this node with the page's token (?token=: a <video> sends no
+// header), range requests letting the browser seek. Cards are kept, not redrawn, so a
+// playing video goes on playing.
+function renderReview() {
+  const box = $('review');
+  const r = view.run;
+  if (!r) return;
+  if (box.dataset.runId !== r.run_id) { box.replaceChildren(); box.dataset.runId = r.run_id; }
+  for (const j of [...view.jobs.values()].sort((a, b) => a.index - b.index)) {
+    let card = box.querySelector('[data-index="' + j.index + '"]');
+    if (!card) {
+      card = document.createElement('article');
+      card.className = 'card';
+      card.dataset.index = j.index;
+      for (const k of ['title', 'prompt', 'meta', 'media']) {
+        const d = document.createElement('div');
+        d.className = k;
+        card.appendChild(d);
+      }
+      box.appendChild(card);
+    }
+    card.dataset.state = j.state;
+    text(card.querySelector('.title'), '#' + j.index + ' ' + (j.name || j.shot || 'job ' + j.index));
+    text(card.querySelector('.prompt'), j.prompt_start || '');
+    text(card.querySelector('.meta'), j.width + 'x' + j.height + ', ' + j.seconds + ' s · seed ' + j.seed + ' · ' + j.state);
+    const media = card.querySelector('.media');
+    const playable = j.state === 'succeeded' && j.output && /\.mp4$/.test(j.output);
+    if (playable && !media.querySelector('video')) {
+      const v = document.createElement('video');
+      v.controls = true;
+      v.muted = true;
+      v.preload = 'metadata';
+      v.src = '/v1/runs/' + encodeURIComponent(r.run_id) + '/jobs/' + j.index + '/video' + (token ? '?token=' + encodeURIComponent(token) : '');
+      media.replaceChildren(v);
+    } else if (!playable && !media.firstChild) {
+      const ph = document.createElement('div');
+      ph.className = 'placeholder';
+      ph.textContent = j.state === 'succeeded' ? 'no preview (not an MP4)' : j.state;
+      media.replaceChildren(ph);
+    } else if (!playable && media.querySelector('.placeholder')) {
+      text(media.querySelector('.placeholder'), j.state === 'succeeded' ? 'no preview (not an MP4)' : j.state);
+    }
   }
 }
 

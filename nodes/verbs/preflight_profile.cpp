@@ -1,6 +1,7 @@
 // Preflight's profile check: every pool and decoder kind of the mode has timings in the
 // profile the line plans and dispatches by. A kind the profile does not know leaves plan
 // refusing the mode and the coordinator without estimates for that pool.
+#include <optional>
 #include <set>
 
 #include "config/profile/profile.hpp"
@@ -15,13 +16,14 @@ std::vector<check_line> check_profile_kinds(const config::cluster& c, const conf
   for (auto& p : c.pools)
     if (auto* b = c.find_backend(p.backend); b != nullptr && b->type == "sim" && !b->profile.empty())
       from = b->profile;
-  profiles::profile prof;
+  std::optional<profiles::profile> loaded;
   try {
-    prof = from.empty() ? profiles::profile::reference() : profiles::profile::load(from);
+    loaded = from.empty() ? profiles::profile::reference() : profiles::profile::load(from);
   } catch (const std::exception& e) {
     out.push_back({lvl::fail, "profile", from + ": " + e.what(), "fix the profile file", ""});
     return out;
   }
+  const auto& prof = *loaded;
   const std::string name = from.empty() ? "the embedded reference profile" : from;
   auto known = [](const auto& map) {
     std::string k;
