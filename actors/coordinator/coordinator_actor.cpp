@@ -414,9 +414,9 @@ msg::status_reply status_or_too_large(shell& sh, const std::string& what, std::s
 }
 
 msg::status_reply status(shell& sh, const std::string& run_id, status_page page) {
-  if (run_id == "@cluster")
-  {
+  if (run_id == "@cluster") {
     auto c = cluster_json(sh.st);
+    c["hosts_up"][sh.ctx.cluster->coordinator] = true;  // the host answering is up
     c["gpus"] = gpus_json(sh.gpus, *sh.ctx.cluster, sh.st, sh.ctx.run_now());
     return status_or_too_large(sh, "the cluster", dump_text(c));
   }
