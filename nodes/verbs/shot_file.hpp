@@ -42,12 +42,15 @@ struct shot_list {
 /// seed given, `reference` (relative to the file's folder) an existing regular file of at
 /// most max_reference_image_bytes (its SHA-256 is recorded), each shot acceptable
 /// (dispatching::shot_problem), names and output stems unique, takes summed at most `max_jobs`.
-/// Returns "" and fills `out`, or the error "FILE:LINE: FIELD: what is wrong" (nothing else
-/// of the file is kept).
+/// Returns "" and fills `out`, or the errors "FILE:LINE: FIELD: what is wrong", one line each
+/// for every bad line up to max_bad_lines (nothing else of the file is kept).
 /// With `cat`, each shot's workflow, params and inputs are checked against it
 /// (config::resolve_shot: "FILE:LINE: params.steps: ..."), CSV cells of params read as their
 /// declared types. Inputs (`inputs`: {"NAME": "file"}, CSV columns input.NAME) are read as
 /// `reference` is: existing files, their SHA-256 recorded.
+/// The most bad lines of a shot file reported at once.
+inline constexpr std::size_t max_bad_lines = 20;
+
 std::string read_shot_file(const std::string& path, const config::knobs& k, uint64_t max_jobs,
                            shot_list& out, const config::catalog* cat = nullptr);
 
