@@ -23,6 +23,35 @@ std::optional<uint32_t> frame_index(const std::string& frame, uint32_t frames) {
   return k;
 }
 
+std::string from_input_json(const std::string& name, const nlohmann::json& v,
+                            msg::job_input& in) {
+  in = {};
+  in.name = name;
+  for (auto& [key, unused] : v.items())
+    if (key != "from" && key != "frame" && key != "latent")
+      return key + ": unknown field (an input taken from another shot: from, frame, latent)";
+  if (!v["from"].is_string() || v["from"].get<std::string>().empty())
+    return "from: must be the name of another shot of the list";
+  in.from = v["from"].get<std::string>();
+  if (v.contains("frame")) {
+    const auto& f = v["frame"];
+    if (f.is_string())
+      in.frame = f.get<std::string>();
+    else if (f.is_number_unsigned())
+      in.frame = std::to_string(f.get<uint64_t>());
+    else
+      return "frame: must be \"first\", \"last\" or a frame number (from 0)";
+  }
+  if (v.contains("latent")) {
+    if (!v["latent"].is_boolean())
+      return "latent: must be true or false";
+    in.latent = v["latent"].get<bool>();
+  }
+  if (!in.latent && in.frame.empty())
+    in.frame = "last";  // the usual continuation: where the other shot ended
+  return "";
+}
+
 bool has_graph(const std::vector<msg::shot>& shots) {
   for (auto& s : shots) {
     if (!s.sequence.empty())

@@ -20,6 +20,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "messages/messages.hpp"
 
 namespace vidline::config::graph {
@@ -33,6 +35,11 @@ inline uint32_t frames_of(uint32_t seconds) { return seconds * fps + 1; }
 /// Frame `frame` ("first", "last" or a decimal number) of a video of `frames` frames, as
 /// its number; nullopt when it is none of those or not below `frames`.
 std::optional<uint32_t> frame_index(const std::string& frame, uint32_t frames);
+
+/// An input taken from another shot, as a shot line or the API gives it:
+/// {"from": NAME, "frame": "first" | "last" | N, "latent": bool}; a missing frame is "last".
+/// "" and `out` set, or what is wrong ("from: ...").
+std::string from_input_json(const std::string& name, const nlohmann::json& j, msg::job_input& out);
 
 /// True when some shot takes an input from another shot or names a sequence.
 bool has_graph(const std::vector<msg::shot>& shots);

@@ -18,11 +18,14 @@
 #include "actors/coordinator/input_maker.hpp"
 #include "config/shot_graph.hpp"
 #include "actors/inbound.hpp"
+#include "actors/coordinator/admission.hpp"
 #include "actors/coordinator/dispatch_setup.hpp"
+#include "actors/coordinator/gpu_view.hpp"
 #include "common/metrics.hpp"
 #include "common/sha256.hpp"
 #include "common/text.hpp"
 #include "messages/actor_types.hpp"
+#include "messages/gpu_actor_types.hpp"
 
 namespace vidline::actors {
 namespace {
@@ -38,6 +41,7 @@ struct shell {
   /// reads the journal once. A forgotten run does not change; the copy goes when its
   /// records are dropped or it is resumed (back in the state).
   std::optional<sched::run> recent;
+  gpu_view gpus;  ///< every host's newest GPU report
 };
 
 /// Executes effects: everything to persist goes to the journal in one transaction first,
@@ -61,6 +65,11 @@ void execute(shell& sh, const std::vector<sched::effect>& fx) {
   }
   if (!runs.empty() || !jobs.empty())
     sh.jnl->write(runs, jobs, sh.st.next_attempt);
+  for (auto& e : fx)
+    if (std::holds_alternative<sched::fx_persist_drains>(e)) {
+      sh.jnl->write_drains(sh.st.drains);
+      break;
+    }
   for (auto& e : fx) {
     if (auto* s = std::get_if<sched::fx_send_sample>(&e))
       sh.ctx.out->send(s->host, "pool:" + s->order.pool, s->order);
@@ -72,6 +81,9 @@ void execute(shell& sh, const std::vector<sched::effect>& fx) {
       sh.ctx.out->send(g->host, g->target, g->grant);
     else if (auto* rl = std::get_if<sched::fx_release>(&e))
       sh.ctx.out->send(rl->host, "latents", msg::latent_release{rl->host, rl->sha256s});
+    else if (auto* dc = std::get_if<sched::fx_drain_changed>(&e))
+      metrics::global().add("vidline_drain_changes_total",
+                            {{"target", dc->target}, {"drained", dc->drained ? "1" : "0"}});
     else if (auto* l = std::get_if<sched::fx_log>(&e))
       spdlog::log(static_cast<spdlog::level::level_enum>(l->level), "coordinator: {}", l->text);
     else if (auto* dr = std::get_if<sched::fx_drop_runs>(&e)) {
@@ -105,6 +117,11 @@ void observe(const shell& sh) {
     reg.set("vidline_runs", {{"state", state}}, n);
   for (auto& [host, up] : sh.st.hosts_up)
     reg.set("vidline_host_up", {{"host", host}}, up ? 1 : 0);
+  reg.clear("vidline_drained");
+  for (auto& [name, p] : sh.st.pools)
+    reg.set("vidline_drained", {{"target", "pool:" + name}}, p.drained ? 1 : 0);
+  for (auto& [name, d] : sh.st.decoders)
+    reg.set("vidline_drained", {{"target", "decoder:" + name}}, d.drained ? 1 : 0);
 }
 
 /// Counters of the state since the last look (observe's counterpart for counters).
@@ -180,8 +197,9 @@ std::optional<uint64_t> stored_input_size(const shell& sh, const std::string& sh
   return static_cast<uint64_t>(n);
 }
 
-/// Every reference a run names by digest is an input this host holds: "" and `sizes`
-/// filled (digest -> bytes), or the first that is not, named by its shot.
+/// Every input a run names by digest (its reference, each shot's reference and inputs) is
+/// one this host holds: "" and `sizes` filled (digest -> bytes), or the first that is not,
+/// named by its shot and field.
 std::string check_inputs(const shell& sh, const msg::submit_run& req,
                          std::map<std::string, uint64_t>& sizes) {
   auto need = [&](const std::string& sha, const std::string& who) -> std::string {
@@ -189,17 +207,21 @@ std::string check_inputs(const shell& sh, const msg::submit_run& req,
       return "";
     auto n = stored_input_size(sh, sha);
     if (!n)
-      return who + "reference_sha256 " + sha + " names no input the coordinator holds "
-             "(upload the image first: `vidline run` does, or PUT /v1/inputs/" + sha + ")";
+      return who + " " + sha + " names no input the coordinator holds "
+             "(upload the file first: `vidline run` does, or PUT /v1/inputs/" + sha + ")";
     sizes[sha] = *n;
     return "";
   };
-  if (auto why = need(req.reference_sha256, ""); !why.empty())
+  if (auto why = need(req.reference_sha256, "reference_sha256"); !why.empty())
     return why;
-  for (std::size_t i = 0; i < req.shots.size(); ++i)
-    if (auto why = need(req.shots[i].reference_sha256, "shot " + std::to_string(i + 1) + ": ");
-        !why.empty())
+  for (std::size_t i = 0; i < req.shots.size(); ++i) {
+    const std::string at = "shot " + std::to_string(i + 1) + ": ";
+    if (auto why = need(req.shots[i].reference_sha256, at + "reference_sha256"); !why.empty())
       return why;
+    for (auto& in : req.shots[i].inputs)
+      if (auto why = need(in.sha256, at + "inputs." + in.name + ".sha256"); !why.empty())
+        return why;
+  }
   return "";
 }
 
@@ -231,9 +253,11 @@ msg::submit_reply submit(shell& sh, const msg::submit_run& req) {
   r.request_id = req.request_id;
   r.priority = req.priority;
   r.rerender = req.rerender;
+  const auto cat = dispatching::run_catalog(*sh.ctx.cluster, req.mode);
   if (!req.shots.empty()) {
     std::map<std::string, std::string> sha_of;  // prompt -> its SHA-256 (the cache key)
-    for (auto& spec : dispatching::shot_jobs(req.shots, r.id, req.reference, req.reference_sha256)) {
+    for (auto& spec : dispatching::shot_jobs(req.shots, r.id, req.reference, req.reference_sha256,
+                                             &cat)) {
       sched::job j;
       j.spec = std::move(spec);
       auto it = sha_of.find(j.spec.prompt);
@@ -253,11 +277,11 @@ msg::submit_reply submit(shell& sh, const msg::submit_run& req) {
     j.spec = msg::job_spec{r.id, i, req.seed + i, req.width, req.height, req.seconds,
                            req.prompt, prompt_sha, req.reference};
     j.spec.reference_sha256 = req.reference_sha256;
+    dispatching::resolve_uniform_job(cat, j.spec);
     r.jobs.push_back(std::move(j));
   }
   for (auto& j : r.jobs)
-    if (!j.spec.reference_sha256.empty())
-      j.spec.reference_bytes = input_sizes[j.spec.reference_sha256];
+    dispatching::set_input_sizes(j.spec, input_sizes);
   auto id = r.id;
   auto a = handle(sh, sched::ev_submit{std::move(r)});
   return {a ? a->run_id : id, ""};
@@ -282,6 +306,8 @@ msg::submit_jobs_reply add_jobs(shell& sh, const msg::submit_jobs& req) {
     if (auto it = r->added_requests.find(req.request_id); it != r->added_requests.end()) {
       out.first_index = it->second;
       out.count = req.count;
+      for (auto& shot : req.shots)
+        out.count += shot.takes;
       return out;  // a retried submit: added before
     }
   if (r->done || r->cancelled) {
@@ -299,43 +325,53 @@ msg::submit_jobs_reply add_jobs(shell& sh, const msg::submit_jobs& req) {
   as_run.seed = req.seed;
   as_run.request_id = req.request_id;
   as_run.reference_sha256 = req.reference_sha256;
-  if (auto why = check_submit(*sh.ctx.cluster, as_run); !why.empty()) {
-    out.error = why;
-    return out;
-  }
+  as_run.shots = req.shots;  // the shot form: each shot its own prompt, size, seed and takes
+  uint64_t adding = req.count;
+  for (auto& s : req.shots)
+    adding += s.takes;
+  std::string why = check_submit(*sh.ctx.cluster, as_run);
   std::map<std::string, uint64_t> input_sizes;
-  if (auto why = check_inputs(sh, as_run, input_sizes); !why.empty()) {
-    out.error = why;
-    return out;
-  }
-  if (uint64_t{r->jobs.size()} + req.count > sh.ctx.cluster->knobs.max_jobs_per_run) {
-    out.error = "the run has " + std::to_string(r->jobs.size()) + " jobs; " + std::to_string(req.count)
-                + " more is over max_jobs_per_run ("
-                + std::to_string(sh.ctx.cluster->knobs.max_jobs_per_run) + ")";
-    return out;
-  }
-  if (auto why = dispatching::capacity_refusal(sh.st, r->mode, req.width, req.height, req.seconds);
-      !why.empty()) {
-    out.error = why;
-    return out;
-  }
+  if (why.empty())
+    why = check_inputs(sh, as_run, input_sizes);
+  if (why.empty() && uint64_t{r->jobs.size()} + adding > sh.ctx.cluster->knobs.max_jobs_per_run)
+    why = "the run has " + std::to_string(r->jobs.size()) + " jobs; " + std::to_string(adding)
+          + " more is over max_jobs_per_run ("
+          + std::to_string(sh.ctx.cluster->knobs.max_jobs_per_run) + ")";
+  if (why.empty())
+    why = req.shots.empty()
+            ? dispatching::capacity_refusal(sh.st, r->mode, req.width, req.height, req.seconds)
+            : dispatching::shots_capacity_refusal(sh.st, r->mode, req.shots);
+  if (why.empty())
+    why = dispatching::added_names_problem(*r, req.shots);
   as_run.priority = r->priority;
-  if (auto why = check_queue(sh.st, sh.ctx.cluster->knobs, as_run, false); !why.empty()) {
+  if (why.empty())
+    why = check_queue(sh.st, sh.ctx.cluster->knobs, as_run, false);
+  if (!why.empty()) {
     out.error = why;
     return out;
   }
   sched::ev_add_jobs ev;
   ev.run_id = r->id;
+  const auto cat = dispatching::run_catalog(*sh.ctx.cluster, r->mode);
   auto prompt_sha = to_hex(sha256_of(req.prompt));
   for (uint32_t i = 0; i < req.count; ++i) {
     sched::job j;
     j.spec = msg::job_spec{r->id, 0, req.seed + i, req.width, req.height, req.seconds,
                            req.prompt, prompt_sha, req.reference};
     j.spec.reference_sha256 = req.reference_sha256;
-    if (!req.reference_sha256.empty())
-      j.spec.reference_bytes = input_sizes[req.reference_sha256];
+    dispatching::resolve_uniform_job(cat, j.spec);
     ev.jobs.push_back(std::move(j));
   }
+  for (auto& spec : dispatching::shot_jobs(req.shots, r->id, "", "", &cat)) {
+    sched::job j;
+    j.spec = std::move(spec);
+    j.spec.index = 0;  // the machine numbers added jobs after the run's own
+    j.spec.prompt_sha256 = to_hex(sha256_of(j.spec.prompt));
+    ev.jobs.push_back(std::move(j));
+  }
+  for (auto& j : ev.jobs)
+    dispatching::set_input_sizes(j.spec, input_sizes);
+  out.count = static_cast<uint32_t>(ev.jobs.size());
   ev.request_id = req.request_id;  // the machine records it with the run (journaled)
   if (auto a = handle(sh, ev)) {
     out.first_index = a->first_index;
@@ -414,8 +450,12 @@ msg::status_reply status_or_too_large(shell& sh, const std::string& what, std::s
 }
 
 msg::status_reply status(shell& sh, const std::string& run_id, status_page page) {
-  if (run_id == "@cluster")
-    return status_or_too_large(sh, "the cluster", dump_text(cluster_json(sh.st)));
+  if (run_id == "@cluster") {
+    auto c = cluster_json(sh.st);
+    c["hosts_up"][sh.ctx.cluster->coordinator] = true;  // the host answering is up
+    c["gpus"] = gpus_json(sh.gpus, *sh.ctx.cluster, sh.st, sh.ctx.run_now());
+    return status_or_too_large(sh, "the cluster", dump_text(c));
+  }
   const sched::run* r = nullptr;
   if (run_id.empty()) {
     if (!sh.st.runs.empty())
@@ -558,7 +598,11 @@ std::string check_submit(const config::cluster& c, const msg::submit_run& r) {
   if (r.priority < -max_priority || r.priority > max_priority)
     return "priority " + std::to_string(r.priority) + " is out of range (-"
            + std::to_string(max_priority) + " .. " + std::to_string(max_priority) + ")";
-  return "";
+  // Last: the workflows the run's pools declare (the same check as the CLI's and the API's).
+  const auto cat = dispatching::run_catalog(c, r.mode);
+  return r.shots.empty()
+           ? dispatching::uniform_workflow_problem(cat, r.reference, r.reference_sha256)
+           : dispatching::shots_workflow_problem(cat, r.shots, r.reference, r.reference_sha256);
 }
 
 namespace {
@@ -618,6 +662,8 @@ caf::behavior coordinator_actor(caf::event_based_actor* self, context ctx,
   sh->st = dispatching::initial_state(*sh->ctx.cluster, sh->ctx.time_scale);
   dispatching::configure_dispatch(sh->st, *sh->ctx.cluster);
   sh->jnl->load(sh->st.runs, sh->st.next_attempt);
+  dispatching::name_default_workflows(*sh->ctx.cluster, sh->st.runs);
+  sched::restore_drains(sh->st, sh->jnl->load_drains());
   adopt_in_flight(sh->st, sh->ctx.run_now(), sh->ctx.mono_now());
   bool simulated = true;
   for (auto& [name, b] : sh->ctx.cluster->backends)
@@ -651,6 +697,26 @@ caf::behavior coordinator_actor(caf::event_based_actor* self, context ctx,
     },
     [sh](msg::latent_holdings& h) { handle(*sh, sched::ev_latent_holdings{std::move(h)}); },
     [sh](msg::peer_event& p) { handle(*sh, sched::ev_peer{p.host, p.up}); },
+    [sh](msg::gpu_report& r) {
+      std::vector<sched::ev_gpu_health> health;
+      if (take_report(sh->gpus, *sh->ctx.cluster, r, sh->ctx.run_now(), health))
+        for (auto& e : health)
+          handle(*sh, std::move(e));
+    },
+    [sh](msg::client_call<msg::drain_request>& c) {
+      auto fx = sched::step(sh->st, sched::ev_drain{c.body.kind, c.body.name, c.body.drain,
+                                                    c.body.reason},
+                            sh->ctx.run_now(), sh->ctx.mono_now());
+      msg::drain_reply reply;
+      for (auto& x : fx)
+        if (auto* a = std::get_if<sched::fx_drain_answer>(&x)) {
+          reply.targets = a->targets;
+          reply.error = a->error;
+          reply.code = a->error.empty() ? "" : "not_found";
+        }
+      execute(*sh, fx);
+      sh->ctx.out->reply(c.reply_to, c.correlation, reply);
+    },
     [sh](msg::client_call<msg::submit_run>& c) {
       auto reply = submit(*sh, c.body);
       sh->ctx.out->reply(c.reply_to, c.correlation, reply);

@@ -1,79 +1,22 @@
 #include "actors/coordinator/graph_records.hpp"
 
+#include "actors/coordinator/scheduler.hpp"
+
 namespace vidline::actors {
 
 using nlohmann::json;
 
-void put_graph_fields(json& out, const msg::job_spec& s) {
-  if (!s.inputs.empty()) {
-    json ins = json::array();
-    for (auto& i : s.inputs) {
-      json x = {{"name", i.name}, {"sha256", i.sha256}, {"bytes", i.bytes}};
-      if (!i.path.empty()) x["path"] = i.path;
-      if (!i.from.empty()) x["from"] = i.from;
-      if (i.from_index >= 0) x["from_index"] = i.from_index;
-      if (!i.frame.empty()) x["frame"] = i.frame;
-      if (i.latent) x["latent"] = true;
-      ins.push_back(std::move(x));
-    }
-    out["inputs"] = std::move(ins);
-  }
-  if (!s.shot.empty()) out["shot"] = s.shot;
-  if (s.take != 0) out["take"] = s.take;
-  if (!s.key.empty()) out["key"] = s.key;
-  if (!s.sequence.empty()) out["sequence"] = s.sequence;
-}
-
-void get_graph_fields(const json& r, msg::job_spec& s) {
-  if (r.contains("inputs") && r["inputs"].is_array()) {
-    s.inputs.clear();
-    for (auto& x : r["inputs"]) {
-      msg::job_input i;
-      i.name = x.at("name").get<std::string>();
-      i.sha256 = x.value("sha256", "");
-      i.bytes = x.value("bytes", uint64_t{0});
-      i.path = x.value("path", "");
-      i.from = x.value("from", "");
-      i.from_index = x.value("from_index", int64_t{-1});
-      i.frame = x.value("frame", "");
-      i.latent = x.value("latent", false);
-      s.inputs.push_back(std::move(i));
-    }
-  }
-  s.shot = r.value("shot", "");
-  s.take = r.value("take", 0u);
-  s.key = r.value("key", "");
-  s.sequence = r.value("sequence", "");
-}
-
-} // namespace vidline::actors
-
-namespace vidline::actors {
-
 void put_graph_status(json& out, const msg::job_spec& s) {
   auto or_null = [](const std::string& v) { return v.empty() ? json(nullptr) : json(v); };
-  out["shot"] = or_null(s.shot);
-  out["take"] = s.take;
   out["key"] = or_null(s.key);
   out["sequence"] = or_null(s.sequence);
-  json ins = json::array();
-  for (auto& i : s.inputs) {
-    json x = {{"name", i.name}, {"sha256", or_null(i.sha256)}};
-    if (!i.from.empty()) {
-      x["from"] = i.from;
-      x["from_index"] = i.from_index;
-      x["frame"] = i.frame;
-    }
-    ins.push_back(std::move(x));
-  }
-  out["inputs"] = std::move(ins);
+  json from = json::array();
+  for (auto& i : s.inputs)
+    if (!i.from.empty())
+      from.push_back({{"input", i.name}, {"from", i.from}, {"from_index", i.from_index},
+                      {"frame", i.frame}});
+  out["takes_from"] = std::move(from);
 }
-
-} // namespace vidline::actors
-
-#include "actors/coordinator/scheduler.hpp"
-
-namespace vidline::actors {
 
 void put_sequences_status(json& out, const sched::run& r) {
   if (r.sequences.empty())

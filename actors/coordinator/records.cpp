@@ -1,6 +1,8 @@
 #include "actors/coordinator/records.hpp"
 #include "actors/coordinator/graph_records.hpp"
 
+#include "config/shot_record.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <iterator>
@@ -20,7 +22,28 @@ json spec_record(const msg::job_spec& s) {
           {"reference_sha256", s.reference_sha256}};
   if (s.reference_bytes != 0)  // an input the sampling host pulls (nodes/inputs.hpp)
     j["reference_bytes"] = s.reference_bytes;
-  put_graph_fields(j, s);
+  // The shot model's fields, each only when set (a journal older than them reads as unset).
+  for (auto [key, v] : {std::pair<const char*, const std::string*>{"negative_prompt", &s.negative_prompt},
+                        {"workflow", &s.workflow}, {"model", &s.model}, {"shot", &s.shot},
+                        {"key", &s.key}, {"sequence", &s.sequence}})
+    if (!v->empty())
+      j[key] = *v;
+  if (s.take != 0)
+    j["take"] = s.take;
+  if (!s.params.empty()) {
+    json ps = json::array();
+    for (auto& p : s.params)
+      ps.push_back({{"name", p.name}, {"type", p.type}, {"text", p.text}});
+    j["params"] = ps;
+  }
+  if (!s.inputs.empty()) {
+    json is = json::array();
+    for (auto& i : s.inputs)
+      is.push_back({{"name", i.name}, {"sha256", i.sha256}, {"bytes", i.bytes}, {"path", i.path},
+                    {"from", i.from}, {"from_index", i.from_index}, {"frame", i.frame},
+                    {"latent", i.latent}});
+    j["inputs"] = is;
+  }
   return j;
 }
 
@@ -38,11 +61,46 @@ msg::job_spec spec_from(const json& r) {
   s.name = r.value("name", "");  // a journal older than shot lists: unnamed
   s.reference_sha256 = r.value("reference_sha256", "");
   s.reference_bytes = r.value("reference_bytes", uint64_t{0});
-  get_graph_fields(r, s);
+  s.negative_prompt = r.value("negative_prompt", "");
+  s.workflow = r.value("workflow", "");
+  s.model = r.value("model", "");
+  s.shot = r.value("shot", "");
+  s.key = r.value("key", "");
+  s.sequence = r.value("sequence", "");
+  s.take = r.value("take", uint32_t{0});
+  if (auto it = r.find("params"); it != r.end() && it->is_array())
+    for (auto& p : *it)
+      s.params.push_back({p.at("name").get<std::string>(), p.at("type").get<std::string>(),
+                          p.at("text").get<std::string>()});
+  if (auto it = r.find("inputs"); it != r.end() && it->is_array())
+    for (auto& i : *it) {
+      msg::job_input in;
+      in.name = i.at("name").get<std::string>();
+      in.sha256 = i.value("sha256", "");
+      in.bytes = i.value("bytes", uint64_t{0});
+      in.path = i.value("path", "");
+      in.from = i.value("from", "");
+      in.from_index = i.value("from_index", int64_t{-1});
+      in.frame = i.value("frame", "");
+      in.latent = i.value("latent", false);
+      s.inputs.push_back(std::move(in));
+    }
   return s;
 }
 
 json null_if_empty(const std::string& s) { return s.empty() ? json(nullptr) : json(s); }
+
+/// The prompt's opening, for the places that name a job (CLI lines, dashboard, review
+/// cards): at most `prompt_start_bytes`, cut at a character boundary, "..." when cut.
+constexpr std::size_t prompt_start_bytes = 160;
+json prompt_start(const std::string& p) {
+  if (p.size() <= prompt_start_bytes)
+    return p;
+  std::size_t n = prompt_start_bytes;
+  while (n > 0 && (static_cast<unsigned char>(p[n]) & 0xC0) == 0x80)
+    --n;  // not inside a UTF-8 sequence
+  return p.substr(0, n) + "...";
+}
 
 json clock_record(const sched::stage_clock& c) {
   return json::array({c.pool_start, c.sampler_start, c.sampler_end, c.decode_ordered,
@@ -197,17 +255,26 @@ json cluster_json(const sched::state& s) {
   for (auto& [name, p] : s.pools)
     pools[name] = {{"host", p.host}, {"kind", p.kind}, {"alive", p.alive},
                    {"busy", p.assigned.has_value() || p.reported_busy != 0},
-                   {"speed_factor", p.speed_factor}, {"speed_observed", p.speed_observed}};
+                   {"speed_factor", p.speed_factor}, {"speed_observed", p.speed_observed},
+                   {"drained", p.drained}};
   json decoders = json::object();
   for (auto& [name, d] : s.decoders)
     decoders[name] = {{"host", d.host}, {"kind", d.kind}, {"alive", d.alive},
                       {"credits", d.credits()}, {"holding", d.holding.size()},
                       {"pending", d.pending}, {"fenced", d.fenced}, {"unacked", d.unacked},
-                      {"epoch", d.epoch}, {"seq", d.last_seq}};
+                      {"epoch", d.epoch}, {"seq", d.last_seq}, {"drained", d.drained}};
   json hosts = json::object();
   for (auto& [name, up] : s.hosts_up)
     hosts[name] = up;
-  return {{"pools", pools}, {"decoders", decoders}, {"hosts_up", hosts}};
+  json drains = json::object();
+  for (auto& [target, d] : s.drains) {
+    json gpus = json::array();
+    for (auto& g : d.sick_gpus)
+      gpus.push_back(g);
+    drains[target] = {{"by_hand", d.by_hand}, {"reason", d.reason}, {"sick_gpus", gpus},
+                      {"since_s", d.since}};
+  }
+  return {{"pools", pools}, {"decoders", decoders}, {"hosts_up", hosts}, {"drains", drains}};
 }
 
 std::string run_state(const sched::run& r) {
@@ -416,6 +483,9 @@ json status_json(const sched::state& s, const sched::run& r, const clock_note& c
                     {"height", j.spec.height},
                     {"seconds", j.spec.seconds},
                     {"name", null_if_empty(j.spec.name)},
+                    {"shot", null_if_empty(j.spec.shot)},
+                    {"take", j.spec.take},
+                    {"prompt_start", prompt_start(j.spec.prompt)},
                     {"reference_sha256", null_if_empty(j.spec.reference_sha256)},
                     {"prompt_sha256", null_if_empty(j.spec.prompt_sha256)},
                     {"state", sched::to_string(j.state)},
@@ -441,6 +511,8 @@ json status_json(const sched::state& s, const sched::run& r, const clock_note& c
                     {"stages", std::move(stages)},
                     {"running", std::move(running)},
                     {"failed_attempts", std::move(failed)}});
+    // What its output is made from (workflow, model, params, input digests, ident, version).
+    jobs.back().update(config::shot_record(j.spec));
     // Only the newest failures are kept (sched::max_failures_kept): the count of all, when
     // some were left out.
     if (j.failures_total > j.failures.size())

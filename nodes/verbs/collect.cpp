@@ -150,6 +150,16 @@ std::string fetch_video(client& cl, const config::knobs& knobs, const std::strin
 
 } // namespace
 
+std::string fetch_output(const config::cluster& c, const std::string& host,
+                         const std::string& sha, const std::string& dest, uint64_t& bytes) {
+  const auto* h = c.find_host(host);
+  if (h == nullptr)
+    return "no host " + host + " in the config";
+  client cl("tcp://" + h->address + ":" + std::to_string(h->port), c.knobs,
+            client_security_for(c, h->name));
+  return fetch_video(cl, c.knobs, host, sha, dest + ".part", dest, bytes);
+}
+
 std::string collected_line(const std::string& run_id, const json& j, uint64_t bytes) {
   const bool reused = str_or(j, "state") == "reused";
   std::string file = std::filesystem::path(str_or(j, "output")).filename().string();
@@ -181,6 +191,11 @@ std::string collected_line(const std::string& run_id, const json& j, uint64_t by
     l["key"] = str_or(j, "key");  // docs/shots.md, "Job keys"
   if (reused)
     l["reused"] = true;
+  // What it was made from, as the status says it (config::shot_record's fields).
+  for (const char* k : {"workflow", "model", "params", "inputs", "negative_prompt_sha256", "ident",
+                        "vidline_version"})
+    if (j.contains(k))
+      l[k] = j[k];
   return l.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 

@@ -3,6 +3,7 @@
 #include "nodes/verbs/shot_graph_fields.hpp"
 
 #include <cctype>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -155,6 +156,15 @@ std::string csv_object(const std::vector<std::string>& header, const std::string
   for (std::size_t c = 0; c < cells.size(); ++c) {
     if (cells[c].empty())
       continue;
+    // param.NAME and input.NAME columns: members of params and inputs (params as text,
+    // read as their declared types when checked).
+    for (const char* group : {"param.", "input."})
+      if (header[c].rfind(group, 0) == 0 && header[c].size() > std::strlen(group)) {
+        out[group[0] == 'p' ? "params" : "inputs"][header[c].substr(std::strlen(group))] = cells[c];
+        break;
+      }
+    if (header[c].rfind("param.", 0) == 0 || header[c].rfind("input.", 0) == 0)
+      continue;
     if (!numeric_field(header[c])) {
       out[header[c]] = cells[c];
       continue;
@@ -175,7 +185,8 @@ std::string shot_of(const json& j, const std::filesystem::path& folder, const co
                     msg::shot& s) {
   static const std::set<std::string> known = {"prompt", "prompt_file", "reference", "width",
                                               "height", "seconds", "seed", "takes", "name",
-                                              "priority", "inputs", "sequence"};
+                                              "priority", "negative_prompt", "workflow",
+                                              "params", "inputs", "sequence"};
   if (!j.is_object())
     return "line: must be a JSON object ({...}), got " + std::string(j.type_name());
   for (auto& [key, v] : j.items())
@@ -235,12 +246,10 @@ std::string shot_of(const json& j, const std::filesystem::path& folder, const co
              + std::to_string(INT32_MAX) + ", got " + p.dump();
     s.priority = static_cast<int32_t>(p.get<int64_t>());
   }
+  if (auto why = read_shot_model(j, folder.string(), s); !why.empty())
+    return why;
   if (auto why = read_graph_fields(j, s); !why.empty())
     return why;
-  if (j.contains("inputs"))
-    for (auto& [name, v] : j["inputs"].items())
-      if (!is_from_input(v))
-        return "inputs." + name + ": must be {\"from\": SHOT, \"frame\": \"last\"}";
   if (auto why = dispatching::shot_problem(s, k); !why.empty())
     return why;
   // Last: the only field that reads a large file.
@@ -263,7 +272,7 @@ bool ends_with(const std::string& s, const std::string& tail) {
 } // namespace
 
 std::string read_shot_file(const std::string& path, const config::knobs& k, uint64_t max_jobs,
-                           shot_list& out) {
+                           shot_list& out, const config::catalog* cat) {
   out = {};
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
@@ -284,12 +293,21 @@ std::string read_shot_file(const std::string& path, const config::knobs& k, uint
   // A line longer than this is refused before it is parsed (a prompt is at most
   // max_prompt_bytes, escaped at most 6 bytes a byte, plus the other fields).
   const uint64_t max_line = 6 * uint64_t{k.max_prompt_bytes} + 64 * 1024;
+  // Every bad line is reported (up to max_bad_lines), so one edit fixes them all.
+  std::vector<std::string> bad;
+  std::size_t bad_total = 0;
+  auto refuse = [&](std::string why) {
+    if (++bad_total <= max_bad_lines)
+      bad.push_back(std::move(why));
+  };
   while (std::getline(in, line)) {
     ++n;
     const std::string at = path + ":" + std::to_string(n) + ": ";
-    if (line.size() > max_line)
-      return at + "line: is " + std::to_string(line.size()) + " bytes long, over "
-             + std::to_string(max_line);
+    if (line.size() > max_line) {
+      refuse(at + "line: is " + std::to_string(line.size()) + " bytes long, over "
+             + std::to_string(max_line));
+      continue;
+    }
     if (!line.empty() && line.back() == '\r')
       line.pop_back();
     auto first = line.find_first_not_of(" \t");
@@ -309,25 +327,46 @@ std::string read_shot_file(const std::string& path, const config::knobs& k, uint
       continue;
     }
     if (csv) {
-      if (auto why = csv_object(header, line, j); !why.empty())
-        return at + why;
+      if (auto why = csv_object(header, line, j); !why.empty()) {
+        refuse(at + why);
+        continue;
+      }
     } else {
       try {
         j = json::parse(line);
       } catch (const json::exception& e) {
-        return at + "line: not valid JSON (" + std::string(e.what()) + ")";
+        refuse(at + "line: not valid JSON (" + std::string(e.what()) + ")");
+        continue;
       }
     }
     msg::shot s;
-    if (auto why = shot_of(j, folder, k, s); !why.empty())
-      return at + why;
+    if (auto why = shot_of(j, folder, k, s); !why.empty()) {
+      refuse(at + why);
+      continue;
+    }
+    if (cat != nullptr) {
+      config::resolved_shot r;
+      if (auto why = config::resolve_shot(*cat, s, r, csv); !why.empty()) {
+        refuse(at + why);
+        continue;
+      }
+      if (csv)
+        s.params = r.params;  // typed now, as a JSON line would have given them
+    }
     if (!s.name.empty()) {
-      if (auto [it, fresh] = name_line.emplace(s.name, n); !fresh)
-        return at + "name: '" + s.name + "' is also the name on line " + std::to_string(it->second);
-      for (uint32_t t = 0; t < s.takes; ++t)
+      if (auto [it, fresh] = name_line.emplace(s.name, n); !fresh) {
+        refuse(at + "name: '" + s.name + "' is also the name on line " + std::to_string(it->second));
+        continue;
+      }
+      std::string clash;
+      for (uint32_t t = 0; t < s.takes && clash.empty(); ++t)
         if (auto [it, fresh] = stem_line.emplace(dispatching::shot_stem(s, t), n); !fresh)
-          return at + "name: its output '" + dispatching::shot_stem(s, t)
-                 + "' is also an output of line " + std::to_string(it->second);
+          clash = at + "name: its output '" + dispatching::shot_stem(s, t)
+                  + "' is also an output of line " + std::to_string(it->second);
+      if (!clash.empty()) {
+        refuse(clash);
+        continue;
+      }
     }
     got.jobs += s.takes;
     if (got.jobs > max_jobs)
@@ -338,6 +377,15 @@ std::string read_shot_file(const std::string& path, const config::knobs& k, uint
   }
   if (in.bad())
     return path + ": read error";
+  if (!bad.empty()) {
+    std::string all;
+    for (auto& b : bad)
+      all += (all.empty() ? "" : "\n") + b;
+    if (bad_total > bad.size())
+      all += "\n" + path + ": " + std::to_string(bad_total) + " lines are wrong; the first " +
+             std::to_string(bad.size()) + " are shown";
+    return all;
+  }
   if (got.shots.empty())
     return path + ": holds no shots (every line blank or a # comment)";
   if (auto why = config::graph::graph_problem(

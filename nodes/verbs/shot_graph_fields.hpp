@@ -1,6 +1,7 @@
 #pragma once
-/// A shot line's graph fields (docs/shots.md, "Shots that follow shots"): `sequence` and the
-/// inputs taken from another shot, `"inputs": {"first_frame": {"from": "a", "frame": "last"}}`.
+/// A shot's `sequence` as a shot line or the API gives it (docs/shots.md, "Sequences").
+/// Inputs taken from other shots are read with the other inputs (config::input_from_json,
+/// config/shot_graph.hpp).
 
 #include <string>
 
@@ -10,11 +11,7 @@
 
 namespace vidline::nodes {
 
-/// True when `v`, an entry of a shot line's `inputs`, is taken from another shot.
-bool is_from_input(const nlohmann::json& v);
-
-/// Reads `sequence` and each entry of `inputs` taken from another shot into `s` ("" done,
-/// else "FIELD: what is wrong"). Entries that are files are left to the caller.
+/// Reads `sequence` into `s`: "" done, else "sequence: what is wrong".
 std::string read_graph_fields(const nlohmann::json& j, msg::shot& s);
 
 } // namespace vidline::nodes

@@ -32,7 +32,7 @@ std::string chain_list(uint64_t seed2) {
               {"height", 736}, {"seconds", 1}, {"seed", k == 1 ? seed2 : uint64_t(10 + k)},
               {"name", names[k]}, {"sequence", "take"}};
     if (k > 0)
-      s["inputs"] = {{"first_frame", {{"from", names[k - 1]}, {"frame", "last"}}}};
+      s["inputs"] = {{"reference", {{"from", names[k - 1]}, {"frame", "last"}}}};
     list += s.dump() + "\n";
   }
   return list;
@@ -62,9 +62,9 @@ TEST_CASE("a chain of segments runs on the sim line, is joined, reused and re-re
 
   // A cycle and an unknown name: refused whole, naming the lines, nothing submitted.
   std::ofstream(dir.path() + "/cycle.jsonl")
-    << R"({"prompt": "x", "width": 416, "height": 736, "seconds": 1, "seed": 1, "name": "a", "inputs": {"first_frame": {"from": "b"}}})"
+    << R"({"prompt": "x", "width": 416, "height": 736, "seconds": 1, "seed": 1, "name": "a", "inputs": {"reference": {"from": "b"}}})"
     << "\n"
-    << R"({"prompt": "y", "width": 416, "height": 736, "seconds": 1, "seed": 2, "name": "b", "inputs": {"first_frame": {"from": "a", "frame": 24}}})"
+    << R"({"prompt": "y", "width": 416, "height": 736, "seconds": 1, "seed": 2, "name": "b", "inputs": {"reference": {"from": "a", "frame": 24}}})"
     << "\n";
   process cycle({VIDLINE_BINARY, "run", "--config", config, "--mode", mode, "--jobs",
                  dir.path() + "/cycle.jsonl"},
@@ -78,13 +78,13 @@ TEST_CASE("a chain of segments runs on the sim line, is joined, reused and re-re
   std::ofstream(dir.path() + "/frame.jsonl")
     << R"({"prompt": "x", "width": 416, "height": 736, "seconds": 1, "seed": 1, "name": "a"})"
     << "\n"
-    << R"({"prompt": "y", "width": 416, "height": 736, "seconds": 1, "seed": 2, "name": "b", "inputs": {"first_frame": {"from": "a", "frame": 25}}})"
+    << R"({"prompt": "y", "width": 416, "height": 736, "seconds": 1, "seed": 2, "name": "b", "inputs": {"reference": {"from": "a", "frame": 25}}})"
     << "\n";
   process frame({VIDLINE_BINARY, "run", "--config", config, "--mode", mode, "--jobs",
                  dir.path() + "/frame.jsonl"},
                 dir.path() + "/frame.out");
   CHECK(frame.wait(30) == 2);
-  CHECK(frame.err().find("frame.jsonl:2: inputs.first_frame: frame: '25' is not") != std::string::npos);
+  CHECK(frame.err().find("frame.jsonl:2: inputs.reference: frame: '25' is not") != std::string::npos);
   CHECK_FALSE(cl.status("", 2000).has_value());  // no run was submitted
 
   // The chain, collected: each link after the one before, its input the last frame.
@@ -101,13 +101,14 @@ TEST_CASE("a chain of segments runs on the sim line, is joined, reused and re-re
     CHECK(j["state"] == "succeeded");
   for (auto [child, parent] : {std::pair{"seg2", "seg1"}, std::pair{"seg3", "seg2"}}) {
     const auto frame = config::graph::sim_frame(jobs[parent]["output_sha256"], 24);
-    auto& in = jobs[child]["inputs"].at(0);
-    CHECK(in["name"] == "first_frame");
-    CHECK(in["from"] == parent);
-    CHECK(in["sha256"] == to_hex(sha256_of(frame)));
+    auto& from = jobs[child]["takes_from"].at(0);
+    CHECK(from["input"] == "reference");
+    CHECK(from["from"] == parent);
+    const std::string sha = jobs[child]["inputs"]["reference"].get<std::string>();
+    CHECK(sha == to_hex(sha256_of(frame)));
+    CHECK(jobs[child]["reference_sha256"] == sha);  // the sampling host pulled and checked it
     // The stored input, byte for byte (on the coordinator's host, by its SHA-256).
-    CHECK(testing_support::read_file(dir.path() + "/host_a/inputs/" + in["sha256"].get<std::string>())
-          == frame);
+    CHECK(testing_support::read_file(dir.path() + "/host_a/inputs/" + sha) == frame);
     // A link started only after its parent's video was made.
     CHECK(j_start(jobs[child]) >= jobs[parent]["times"]["decode_end_s"].get<double>());
   }
