@@ -112,9 +112,11 @@ std::string shots_problem(const std::vector<msg::shot>& shots, const config::kno
                           uint64_t max_jobs);
 
 /// The jobs of a shot list: one per take, with the shot's own size, prompt and seed + take;
-/// ordered by priority (higher first, list order among equals), indexed 0.. in that order,
-/// so the scheduler, which takes a run's lowest queued index first, honours priority within
-/// the run. A shot without a reference gets `reference` (the run's, "" none) and its
+/// ordered by priority (higher first), then critical path (the shot that starts the longer
+/// chain of shots taking from it first: config::graph::shot_ranks), then list order, indexed
+/// 0.. in that order, so the scheduler, which takes a run's lowest queued index first,
+/// honours both within the run. Inputs taken from other shots point at their source's job
+/// (config::graph::link_jobs). A shot without a reference gets `reference` (the run's, "" none) and its
 /// digest. prompt_sha256 is left empty for the caller.
 /// With `cat`, each job also gets its shot's workflow, model, params (defaults applied) and
 /// inputs (dispatching::resolve_run_shot; the shots were checked before), and every job its

@@ -4,10 +4,12 @@
 // in the middle; every step leaves the index as a rebuild would.
 #include <catch2/catch.hpp>
 
+#include "actors/coordinator/dispatch_setup.hpp"
 #include "actors/coordinator/graph.hpp"
 #include "actors/coordinator/records.hpp"
 #include "actors/coordinator/scheduler.hpp"
 #include "common/sha256.hpp"
+#include "config/shot_graph.hpp"
 #include "config/shot_identity.hpp"
 #include "tests/support/sched_fixtures.hpp"
 
@@ -268,4 +270,38 @@ TEST_CASE("a restarted coordinator asks again for the inputs of a chain stopped 
   CHECK(again[0].output_sha256 == m[0].output_sha256);
   sched::step(fresh, made(again[0]), 101);
   CHECK(fresh.runs[0].jobs[1].state == job_state::queued);
+}
+
+TEST_CASE("jobs of a shot list go critical path first: a chain's head before lone shots") {
+  std::vector<msg::shot> shots;
+  auto shot = [&](const std::string& name, const std::string& from = "") {
+    msg::shot s;
+    s.name = name;
+    s.prompt = "p";
+    s.width = 416;
+    s.height = 736;
+    s.seconds = 5;
+    if (!from.empty()) {
+      msg::job_input in;
+      in.name = "reference";
+      in.from = from;
+      in.frame = "last";
+      s.inputs.push_back(in);
+    }
+    shots.push_back(s);
+  };
+  shot("lone1");
+  shot("lone2");
+  shot("c3", "c2");
+  shot("c2", "c1");
+  shot("c1");
+  auto jobs = dispatching::shot_jobs(shots, "r", "", "");
+  std::vector<std::string> order;
+  for (auto& j : jobs)
+    order.push_back(j.shot);
+  // Ranks 3, 2 for the chain's head and middle; its tail and the lone shots 1, in file order.
+  CHECK(order == std::vector<std::string>{"c1", "c2", "lone1", "lone2", "c3"});
+  CHECK(jobs[1].inputs.at(0).from_index == 0);  // c2 takes from c1, now job 0
+  CHECK(jobs[4].inputs.at(0).from_index == 1);  // c3 from c2
+  CHECK(config::graph::sequence_parts(shots, jobs).empty());
 }
