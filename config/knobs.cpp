@@ -27,6 +27,11 @@ struct seconds_range {
   double max;
 };
 
+/// An amount of memory in GiB: 0 up to `max`.
+struct gib_range {
+  double max;
+};
+
 constexpr int64_t kib = 1024;
 constexpr int64_t mib = 1024 * kib;
 constexpr int64_t gib = 1024 * mib;
@@ -79,6 +84,10 @@ void visit_knobs(K& k, V&& v) {
   v("coordinator_restarts", k.coordinator_restarts);
   v("log_file_bytes", k.log_file_bytes, int_range{4 * kib, u32_max});
   v("log_files", k.log_files, int_range{1, 1000});
+  v("gpu_sample_interval_ms", k.gpu_sample_interval_ms, int_range{100, 3'600'000});
+  v("gpu_hot_s", k.gpu_hot_s, int_range{0, 86'400});
+  v("gpu_recover_s", k.gpu_recover_s, int_range{0, 86'400});
+  v("gpu_foreign_memory_gib", k.gpu_foreign_memory_gib, gib_range{1024});
 }
 
 constexpr int_range max_restarts_range{0, 1000};
@@ -114,6 +123,9 @@ struct knob_reader {
   void operator()(const char* name, double& value, seconds_range) const {
     value = r.number_or(name, value);
   }
+  void operator()(const char* name, double& value, gib_range) const {
+    value = r.number_or(name, value);
+  }
   void operator()(const char* name, restart_policy& p) const {
     if (!r.has(name))
       return;
@@ -137,6 +149,9 @@ struct knob_writer {
   void operator()(const char* name, const double& value, seconds_range) const {
     out[name] = value;
   }
+  void operator()(const char* name, const double& value, gib_range) const {
+    out[name] = value;
+  }
   void operator()(const char* name, const restart_policy& p) const {
     out[name] = {{"max_restarts", p.max_restarts}, {"period_s", p.period_s}};
   }
@@ -150,6 +165,11 @@ struct knob_checker {
   }
   void operator()(const char* name, const double& value, seconds_range range) const {
     check_seconds(value, range, child("/knobs", name));
+  }
+  void operator()(const char* name, const double& value, gib_range range) const {
+    if (!std::isfinite(value) || value < 0 || value > range.max)
+      throw config_error(child("/knobs", name), "must be 0 to " + format_seconds(range.max) +
+                                                    " GiB, got " + format_seconds(value));
   }
   void operator()(const char* name, const restart_policy& p) const {
     const std::string path = child("/knobs", name);

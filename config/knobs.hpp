@@ -104,6 +104,17 @@ struct knobs {
   /// (10 MiB; 4 KiB-4 GiB): a node keeps at most log_file_bytes x (log_files + 1) of log.
   uint32_t log_file_bytes = 10u << 20;
   int log_files = 5;  ///< rotated files kept besides node.log (node.1.log the newest); 1-1000
+
+  // -- GPU telemetry and health (docs/config.md, "GPU telemetry") --
+  /// ms between two readings of every GPU of a host (NVML or amdgpu sysfs); 500-5000.
+  int gpu_sample_interval_ms = 1000;
+  /// Seconds a card may stay above its slowdown temperature before its pools and decoders
+  /// are drained (no new orders).
+  int gpu_hot_s = 30;
+  /// Seconds a sick card must stay healthy again before they take orders again.
+  int gpu_recover_s = 60;
+  /// GiB of a pool's card another program may hold before `vidline preflight` refuses it.
+  double gpu_foreign_memory_gib = 1.0;
 };
 
 } // namespace vidline::config

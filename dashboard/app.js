@@ -42,8 +42,30 @@ function schedule() {
   setTimeout(() => { renderQueued = false; render(); }, 80);
 }
 
+// The run's clock: running, the coordinator's now (carried on between events); ended, the
+// end of its last stage, so a finished run's lanes are not squashed by the time since.
+function endS() {
+  let end = (view.run.summary && view.run.summary.makespan_s) || 0;
+  for (const j of view.jobs.values())
+    for (const s of Object.values(j.stages || {})) if (s && s.end_s != null) end = Math.max(end, s.end_s);
+  return end;
+}
+
+// A job's shot in words beside its index: its name (or shot and take), the prompt's first words.
+function shotWords(j) {
+  let name = j.name || (j.shot ? j.shot + (j.take ? ' take ' + (j.take + 1) : '') : '');
+  const words = (j.prompt_start || '').split(/\s+/).filter(Boolean);
+  const prompt = words.slice(0, 6).join(' ') + (words.length > 6 ? '...' : '');
+  return prompt ? (name ? name + ' "' + prompt + '"' : '"' + prompt + '"') : name;
+}
+function jobLabel(j) {
+  const w = shotWords(j);
+  return 'job ' + j.index + (w ? ' ' + w : '');
+}
+
 function nowS() {
   if (!view.run) return 0;
+  if (view.run.state !== 'running') return endS();
   let n = view.run.now_s || 0;
   if (view.run.state === 'running' && view.receivedAt) {
     const scale = (view.run.clock && view.run.clock.time_scale) || 1;
@@ -152,6 +174,7 @@ function render() {
   renderHosts();
   renderDecoders();
   renderJobs();
+  renderReview();
   renderGantt();
   renderFailures();
   // Last, so that a run marked finished is one whose final state is already on the page.
@@ -258,9 +281,13 @@ function renderDecoders() {
   for (const [name, d] of Object.entries(c.decoders || {})) {
     view.pendingMax[name] = Math.max(view.pendingMax[name] || 0, d.pending || 0);
     const tr = tb.insertRow();
-    for (const v of [name, d.host, d.pending, d.holding, d.credits, view.pendingMax[name]])
+    // A decoder that does not answer (its host down) grants nothing: no credits shown.
+    const up = d.alive && hostsUp()[d.host] !== false;
+    for (const v of [name, d.host, up ? d.pending : '–', up ? d.holding : '–', up ? d.credits : '–', view.pendingMax[name]])
       tr.insertCell().textContent = v;
-    if (!d.alive) tr.className = 'state-failed';
+    tr.dataset.decoder = name;
+    tr.dataset.alive = up ? 'yes' : 'no';
+    if (!up) tr.className = 'state-failed';
   }
 }
 
@@ -273,12 +300,59 @@ function renderJobs() {
     tr.dataset.state = j.state;
     const p = j.progress ? j.progress.step + '/' + j.progress.steps : (j.running ? j.running.stage : '');
     const end = j.times && j.times.decode_end_s != null ? fmtS(j.times.decode_end_s) : '';
-    const cells = [j.index, j.seed, j.state, j.pool || '', j.decoder || '', p, end, j.error || ''];
+    const cells = [j.index, shotWords(j), j.seed, j.state, j.pool || '', j.decoder || '', p, end, j.error || ''];
     cells.forEach((v, i) => {
       const td = tr.insertCell();
       td.textContent = v;
-      if (i === 2) td.className = 'state-' + j.state;
+      if (i === 1) td.className = 'shot';
+      if (i === 3) td.className = 'state-' + j.state;
     });
+  }
+}
+
+// The review: a card per job (its shot, prompt, size, seed, state); a finished video plays
+// in the card, served by this node with the page's token (?token=: a <video> sends no
+// header), range requests letting the browser seek. Cards are kept, not redrawn, so a
+// playing video goes on playing.
+function renderReview() {
+  const box = $('review');
+  const r = view.run;
+  if (!r) return;
+  if (box.dataset.runId !== r.run_id) { box.replaceChildren(); box.dataset.runId = r.run_id; }
+  for (const j of [...view.jobs.values()].sort((a, b) => a.index - b.index)) {
+    let card = box.querySelector('[data-index="' + j.index + '"]');
+    if (!card) {
+      card = document.createElement('article');
+      card.className = 'card';
+      card.dataset.index = j.index;
+      for (const k of ['title', 'prompt', 'meta', 'media']) {
+        const d = document.createElement('div');
+        d.className = k;
+        card.appendChild(d);
+      }
+      box.appendChild(card);
+    }
+    card.dataset.state = j.state;
+    text(card.querySelector('.title'), '#' + j.index + ' ' + (j.name || j.shot || 'job ' + j.index));
+    text(card.querySelector('.prompt'), j.prompt_start || '');
+    text(card.querySelector('.meta'), j.width + 'x' + j.height + ', ' + j.seconds + ' s · seed ' + j.seed + ' · ' + j.state);
+    const media = card.querySelector('.media');
+    const playable = j.state === 'succeeded' && j.output && /\.mp4$/.test(j.output);
+    if (playable && !media.querySelector('video')) {
+      const v = document.createElement('video');
+      v.controls = true;
+      v.muted = true;
+      v.preload = 'metadata';
+      v.src = '/v1/runs/' + encodeURIComponent(r.run_id) + '/jobs/' + j.index + '/video' + (token ? '?token=' + encodeURIComponent(token) : '');
+      media.replaceChildren(v);
+    } else if (!playable && !media.firstChild) {
+      const ph = document.createElement('div');
+      ph.className = 'placeholder';
+      ph.textContent = j.state === 'succeeded' ? 'no preview (not an MP4)' : j.state;
+      media.replaceChildren(ph);
+    } else if (!playable && media.querySelector('.placeholder')) {
+      text(media.querySelector('.placeholder'), j.state === 'succeeded' ? 'no preview (not an MP4)' : j.state);
+    }
   }
 }
 
@@ -293,7 +367,8 @@ function renderFailures() {
   }
   for (const f of view.failures.slice(-50)) {
     const li = document.createElement('li');
-    li.textContent = 'job ' + f.index + ' · ' + f.stage + (f.lane ? ' on ' + f.lane : '') +
+    const j = view.jobs.get(f.index);
+    li.textContent = (f.label || (j ? jobLabel(j) : 'job ' + f.index)) + ' · ' + f.stage + (f.lane ? ' on ' + f.lane : '') +
       (f.end_s != null ? ' at ' + fmtS(f.end_s) : '') + ': ' + (f.reason || 'no reason given');
     ul.appendChild(li);
   }
@@ -326,9 +401,11 @@ function renderGantt() {
     el('text', { x: 4, y: T + i * LH + 16 }, svg).textContent = l.name;
     el('line', { x1: L, y1: T + (i + 1) * LH, x2: W - 10, y2: T + (i + 1) * LH, stroke: '#eee' }, svg);
   });
+  // One unit for the whole axis; the last label ends at the edge instead of running past it.
   for (let k = 0; k <= 5; k++) {
     const t = tmax * k / 5;
-    el('text', { x: x(t) - 10, y: 12 }, svg).textContent = fmtS(t);
+    const anchor = k === 0 ? 'start' : k === 5 ? 'end' : 'middle';
+    el('text', { x: x(t), y: 12, 'text-anchor': anchor, class: 'axis' }, svg).textContent = fmtS(t);
   }
   for (const o of r.outages || []) {
     lanes.forEach(l => {
@@ -344,10 +421,22 @@ function renderGantt() {
     const e = el('rect', { x: x(a), y: y0, width: Math.max(1, x(b) - x(a)), height: h, class: cls }, svg);
     return e;
   };
+  // A bar named by its job: a tooltip with the shot, and the index and name where it fits.
+  const named = (e, j, st) => {
+    if (!e) return;
+    el('title', {}, e).textContent = jobLabel(j) + ' · ' + st;
+    const w = Number(e.getAttribute('width'));
+    if (w < 18 || (st !== 'sampling' && st !== 'decode')) return;
+    let label = String(j.index);
+    const name = (j.name || j.shot || '');
+    const room = Math.floor(w / 6);
+    if (name && room > label.length + 3) label += ' ' + (name.length + label.length + 1 <= room ? name : name.slice(0, room - label.length - 2) + '~');
+    el('text', { x: Number(e.getAttribute('x')) + w / 2, y: Number(e.getAttribute('y')) + 10, 'text-anchor': 'middle', class: 'bar-label' }, svg).textContent = label;
+  };
   for (const j of view.jobs.values()) {
     const s = j.stages || {};
-    for (const st of POOL_STAGES) if (s[st]) bar(j.pool, s[st].start_s, s[st].end_s, st, st === 'waiting' ? 'top' : null);
-    for (const st of DECODER_STAGES) if (s[st]) bar(j.decoder, s[st].start_s, s[st].end_s, st, st === 'pending' ? 'top' : st === 'handoff' ? 'bottom' : null);
+    for (const st of POOL_STAGES) if (s[st]) named(bar(j.pool, s[st].start_s, s[st].end_s, st, st === 'waiting' ? 'top' : null), j, st);
+    for (const st of DECODER_STAGES) if (s[st]) named(bar(j.decoder, s[st].start_s, s[st].end_s, st, st === 'pending' ? 'top' : st === 'handoff' ? 'bottom' : null), j, st);
     for (const f of j.failed_attempts || []) bar(f.lane, f.start_s, f.end_s, 'failed', null);
     if (j.running && r.state === 'running') {
       const cls = j.running.stage === 'decoding' ? 'decode' : j.running.stage;

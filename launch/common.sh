@@ -7,7 +7,7 @@ cd "$root"
 packages=(g++ cmake make pkg-config libcaf-dev cppzmq-dev libzmq3-dev libmsgpack-cxx-dev
           libspdlog-dev libssl-dev catch2 libsqlite3-dev libcli11-dev nlohmann-json3-dev
           iproute2 nftables iperf3 libcpp-httplib-dev clang-14 libclang-rt-14-dev
-          python3-torch ffmpeg libsystemd-dev systemd dpkg-dev chromium)
+          python3-torch ffmpeg libsystemd-dev systemd dpkg-dev chromium libarchive-dev)
 
 install_missing() {
   local missing=()

@@ -2,6 +2,8 @@
 
 #include <map>
 
+#include "nodes/verbs/line_text.hpp"
+
 namespace vidline::nodes::events {
 
 using nlohmann::json;
@@ -82,16 +84,19 @@ std::vector<event> run_events(const json& before, const json& now) {
       if (!member(j, "index").is_number_integer())
         continue;
       const auto index = j["index"].get<int64_t>();
+      // Every event of a job names its shot beside the index ("job 4 harbour-dawn ...").
+      const std::string label = job_label(j);
       auto it = old_jobs.find(index);
       const json* old = it == old_jobs.end() ? nullptr : it->second;
       if (old == nullptr || job_view(*old) != job_view(j)) {
         json data = job_view(j);
         data["run_id"] = run_id;
+        data["label"] = label;
         out.push_back({"job", std::move(data)});
       }
       const json& p = member(j, "progress");
       if (p.is_object() && (old == nullptr || member(*old, "progress") != p))
-        out.push_back({"progress", {{"run_id", run_id}, {"index", index},
+        out.push_back({"progress", {{"run_id", run_id}, {"index", index}, {"label", label},
                                     {"step", member(p, "step")}, {"steps", member(p, "steps")}}});
       // New failed attempts: the list holds the newest (at most 8), the total counts all.
       const std::size_t had = old == nullptr ? 0 : failures_total(*old);
@@ -103,11 +108,12 @@ std::vector<event> run_events(const json& before, const json& now) {
           json f = list[k];
           f["run_id"] = run_id;
           f["index"] = index;
+          f["label"] = label;
           out.push_back({"failure", std::move(f)});
         }
       }
       if (member(j, "state") == "failed" && (old == nullptr || member(*old, "state") != "failed"))
-        out.push_back({"failure", {{"run_id", run_id}, {"index", index}, {"stage", "job"},
+        out.push_back({"failure", {{"run_id", run_id}, {"index", index}, {"label", label}, {"stage", "job"},
                                    {"lane", nullptr}, {"reason", member(j, "error")}}});
     }
   const json a = run_summary(before), b = run_summary(now);
@@ -126,6 +132,14 @@ std::vector<event> run_events(const json& before, const json& now) {
 std::vector<event> cluster_events(const json& before, const json& now) {
   if (!now.is_object() || before == now)
     return {};
+  // The cards' figures (`gpus`) change with every reading: they alone make no event.
+  if (before.is_object()) {
+    json b = before, n = now;
+    b.erase("gpus");
+    n.erase("gpus");
+    if (b == n)
+      return {};
+  }
   return {{"cluster", now}};
 }
 

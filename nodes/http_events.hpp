@@ -29,8 +29,9 @@ struct event {
 /// - `end`: the run reached succeeded, failed or cancelled: {run_id, state, summary}
 std::vector<event> run_events(const nlohmann::json& before, const nlohmann::json& now);
 
-/// `cluster` when the coordinator's view of hosts, pools or decoders changed (the whole
-/// `status @cluster` JSON), or first seen.
+/// `cluster` when the coordinator's view of hosts, pools, decoders or drains changed (the
+/// whole `status @cluster` JSON), or first seen; a change of the cards' figures (`gpus`)
+/// alone is none.
 std::vector<event> cluster_events(const nlohmann::json& before, const nlohmann::json& now);
 
 /// The `run` event's data for a status.

@@ -14,6 +14,7 @@
 #include <functional>
 #include <mutex>
 #include <random>
+#include <regex>
 #include <set>
 #include <thread>
 
@@ -26,8 +27,10 @@
 #include "common/sha256.hpp"
 #include "common/text.hpp"
 #include "nodes/verbs/commands.hpp"
+#include "nodes/verbs/line_text.hpp"
 #include "nodes/exit_codes.hpp"
 #include "nodes/http_events.hpp"
+#include "nodes/http_video.hpp"
 #include "nodes/inputs.hpp"
 #include "vidline/dashboard_files.hpp"
 #include "vidline/version.hpp"
@@ -419,6 +422,20 @@ std::string random_request_id() {
   return buf;
 }
 
+/// Why a reference given as a path (no digest) cannot be used, naming `what` (the shot), or
+/// "": the path must be a file on the coordinator's host, which reads it (docs/http.md).
+std::string reference_problem(const std::string& path, const std::string& digest,
+                              const std::string& what, const std::string& host) {
+  if (path.empty() || !digest.empty())
+    return "";
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(path, ec))
+    return "";
+  return what + ": reference '" + path + "' is not a file on the coordinator's host (" + host +
+         "); give a path that exists there, or upload the image (PUT /v1/inputs/{sha256}) and "
+         "give its reference_sha256";
+}
+
 bool is_dashboard_path(const std::string& p) {
   return p == "/" || p == "/dashboard" || p.rfind("/dashboard/", 0) == 0;
 }
@@ -474,6 +491,7 @@ struct http_server::impl {
   void resume(const httplib::Request& req, httplib::Response& res);
   void gantt(const httplib::Request& req, httplib::Response& res);
   void cluster_status(const httplib::Request&, httplib::Response& res);
+  void gpus(const httplib::Request&, httplib::Response& res);
   void video(const httplib::Request& req, httplib::Response& res);
   void events(const httplib::Request& req, httplib::Response& res, bool follow_latest);
   void dashboard(const httplib::Request& req, httplib::Response& res);
@@ -500,6 +518,7 @@ std::vector<http_server::impl::route> http_server::impl::routes() {
     {"GET", run + "/jobs/([0-9]{1,9})/video", false, [this](auto& q, auto& s) { video(q, s); }},
     {"PUT", "/v1/inputs/([^/]*)", true, [this](auto& q, auto& s) { put_input(q, s); }},
     {"GET", "/v1/cluster", true, [this](auto& q, auto& s) { cluster_status(q, s); }},
+    {"GET", "/v1/gpus", true, [this](auto& q, auto& s) { gpus(q, s); }},
     {"GET", "/v1/events", true, [this](auto& q, auto& s) { events(q, s, true); }},
     {"GET", "/", true, [](auto&, auto& s) { s.set_redirect("/dashboard/"); }},
     {"GET", "/dashboard/?([A-Za-z0-9._-]*)", true, [this](auto& q, auto& s) { dashboard(q, s); }},
@@ -548,7 +567,13 @@ void http_server::impl::install() {
     if (!token.empty() && !is_dashboard_path(q.path)) {
       const std::string auth = q.get_header_value("Authorization");
       const std::string prefix = "Bearer ";
-      if (auth.rfind(prefix, 0) != 0 || !same_secret(auth.substr(prefix.size()), token)) {
+      // A <video> element sends no header: a video's GET may give the token as ?token=.
+      static const std::regex video_path("/v1/runs/[A-Za-z0-9._-]+/jobs/[0-9]{1,9}/video");
+      const bool video_token = q.method == "GET" && q.has_param("token") &&
+                               std::regex_match(q.path, video_path) &&
+                               same_secret(q.get_param_value("token"), token);
+      if (!video_token &&
+          (auth.rfind(prefix, 0) != 0 || !same_secret(auth.substr(prefix.size()), token))) {
         metrics::global().add("vidline_refused_connections_total", {{"channel", "http"}});
         s.set_header("WWW-Authenticate", "Bearer");
         send_error(s, 401, auth.empty() ? "an Authorization: Bearer token is required"
@@ -629,12 +654,32 @@ void http_server::impl::submit(const httplib::Request& req, httplib::Response& r
     send_error(res, err.status, err.message);
     return;
   }
+  std::string why = reference_problem(r->reference, r->reference_sha256, "field 'reference'",
+                                      self->name);
+  for (std::size_t i = 0; i < r->shots.size() && why.empty(); ++i) {
+    const auto& sh = r->shots[i];
+    why = reference_problem(sh.reference, sh.reference_sha256,
+                            "shots[" + std::to_string(i) + "]" +
+                              (sh.name.empty() ? std::string() : " ('" + sh.name + "')"),
+                            self->name);
+  }
+  if (!why.empty()) {
+    send_error(res, 400, why);
+    return;
+  }
   if (r->request_id.empty())
     r->request_id = random_request_id();
   auto cl = client();
   auto id = cl.submit(*r);
   res.set_header("Location", "/v1/runs/" + id);
-  send_json(res, 201, {{"run_id", id}, {"request_id", r->request_id}});
+  // Hosts down now: the run waits for them; the answer says so.
+  json down = json::array();
+  try {
+    if (auto view = cl.status("@cluster", 2000))
+      down = hosts_down(*view, *cluster);
+  } catch (const std::exception&) {
+  }
+  send_json(res, 201, {{"run_id", id}, {"request_id", r->request_id}, {"hosts_down", down}});
 }
 
 void http_server::impl::list_runs(const httplib::Request& req, httplib::Response& res) {
@@ -699,6 +744,12 @@ void http_server::impl::add_jobs(const httplib::Request& req, httplib::Response&
     send_error(res, err.status, err.message);
     return;
   }
+  if (auto why = reference_problem(r->reference, r->reference_sha256, "field 'reference'",
+                                   self->name);
+      !why.empty()) {
+    send_error(res, 400, why);
+    return;
+  }
   if (r->request_id.empty())
     r->request_id = random_request_id();
   auto a = client().submit_jobs(*r);
@@ -740,6 +791,13 @@ void http_server::impl::cluster_status(const httplib::Request&, httplib::Respons
     send_json(res, 200, *st);
 }
 
+// Every host's cards (`vidline gpus --json`), with the drains beside them.
+void http_server::impl::gpus(const httplib::Request&, httplib::Response& res) {
+  if (auto st = status_of_run("@cluster", res))
+    send_json(res, 200, json{{"gpus", st->value("gpus", json::array())},
+                             {"drains", st->value("drains", json::object())}});
+}
+
 void http_server::impl::video(const httplib::Request& req, httplib::Response& res) {
   const std::string run_id = req.matches[1];
   const auto index = std::stoul(std::string(req.matches[2]));
@@ -760,50 +818,38 @@ void http_server::impl::video(const httplib::Request& req, httplib::Response& re
                              (*job)["state"].get<std::string>() + ": its video is not made");
     return;
   }
-  const std::string path = (*job)["output"].get<std::string>();
-  const std::string outputs = self->data_dir + "/outputs/" + run_id + "/";
+  std::string why;
+  int why_status = 404;
+  const std::string path = local_video(*cluster, *self, run_id, *job, why, why_status);
+  if (path.empty()) {
+    send_error(res, why_status, why);
+    return;
+  }
   std::error_code ec;
-  if (path.rfind(outputs, 0) == 0 && path.find("/..") == std::string::npos &&
-      std::filesystem::is_regular_file(path, ec)) {
-    const auto size = std::filesystem::file_size(path, ec);
-    auto in = std::make_shared<std::ifstream>(path, std::ios::binary);
-    if (ec || !*in) {
-      send_error(res, 500, "cannot read the video of job " + std::to_string(index));
-      return;
-    }
-    const bool mp4 = path.size() > 4 && path.compare(path.size() - 4, 4, ".mp4") == 0;
-    res.set_header("Content-Disposition",
-                   "attachment; filename=\"" + std::filesystem::path(path).filename().string() + "\"");
-    if (!(*job)["output_sha256"].is_null())
-      res.set_header("X-Vidline-Sha256", (*job)["output_sha256"].get<std::string>());
-    res.set_content_provider(
-      static_cast<size_t>(size), mp4 ? "video/mp4" : "application/octet-stream",
-      [in](size_t offset, size_t length, httplib::DataSink& sink) {
-        std::vector<char> buf(std::min<size_t>(length, 1 << 20));
-        in->seekg(static_cast<std::streamoff>(offset));
-        in->read(buf.data(), static_cast<std::streamsize>(buf.size()));
-        const auto got = in->gcount();
-        if (got <= 0)
-          return false;
-        return sink.write(buf.data(), static_cast<size_t>(got));
-      });
+  const auto size = std::filesystem::file_size(path, ec);
+  auto in = std::make_shared<std::ifstream>(path, std::ios::binary);
+  if (ec || !*in) {
+    send_error(res, 500, "cannot read the video of job " + std::to_string(index));
     return;
   }
-  // Not here: its decoder's host serves it, when that host has an HTTP endpoint.
-  const std::string decoder = (*job)["decoder"].is_string() ? (*job)["decoder"].get<std::string>() : "";
-  const auto* d = cluster->find_decoder(decoder);
-  const auto* h = d == nullptr ? nullptr : cluster->find_host(d->host);
-  if (h != nullptr && h->name != self->name && h->http.port != 0) {
-    const bool any = h->http.address == "0.0.0.0" || h->http.address == "::";
-    res.set_redirect("http://" + (any ? h->address : h->http.address) + ":" +
-                       std::to_string(h->http.port) + req.path,
-                     307);
-    return;
-  }
-  send_error(res, h != nullptr && h->name != self->name ? 501 : 404,
-             h != nullptr && h->name != self->name
-               ? "the video lies on host " + h->name + ", which serves no HTTP (hosts[].http)"
-               : "the video of job " + std::to_string(index) + " is not on this host");
+  const bool mp4 = path.size() > 4 && path.compare(path.size() - 4, 4, ".mp4") == 0;
+  const std::string name = std::filesystem::path((*job)["output"].get<std::string>()).filename().string();
+  res.set_header("Content-Disposition", "inline; filename=\"" + name + "\"");
+  res.set_header("Accept-Ranges", "bytes");
+  if (!(*job)["output_sha256"].is_null())
+    res.set_header("X-Vidline-Sha256", (*job)["output_sha256"].get<std::string>());
+  // With its length known, httplib answers a Range request 206 with just those bytes.
+  res.set_content_provider(
+    static_cast<size_t>(size), mp4 ? "video/mp4" : "application/octet-stream",
+    [in](size_t offset, size_t length, httplib::DataSink& sink) {
+      std::vector<char> buf(std::min<size_t>(length, 1 << 20));
+      in->seekg(static_cast<std::streamoff>(offset));
+      in->read(buf.data(), static_cast<std::streamsize>(buf.size()));
+      const auto got = in->gcount();
+      if (got <= 0)
+        return false;
+      return sink.write(buf.data(), static_cast<size_t>(got));
+    });
 }
 
 void http_server::impl::events(const httplib::Request& req, httplib::Response& res,

@@ -298,3 +298,72 @@ void sqlite_journal::load(std::deque<sched::run>& runs, uint64_t& next_attempt) 
 }
 
 } // namespace vidline::nodes
+
+namespace vidline::nodes {
+
+// Drains are one JSON document in the meta table (a few entries at most), with its
+// checksum beside it; a damaged one is dropped with a warning (the pools take orders).
+void sqlite_journal::write_drains(const std::map<std::string, sched::drain>& drains) {
+  nlohmann::json doc = nlohmann::json::object();
+  for (auto& [target, d] : drains) {
+    nlohmann::json gpus = nlohmann::json::array();
+    for (auto& g : d.sick_gpus)
+      gpus.push_back(g);
+    doc[target] = {{"by_hand", d.by_hand}, {"reason", d.reason}, {"sick_gpus", gpus},
+                   {"since", d.since}};
+  }
+  const std::string text = doc.dump();
+  statement put(db_, "INSERT INTO meta(key, value) VALUES(?1, ?2)"
+                     " ON CONFLICT(key) DO UPDATE SET value=excluded.value");
+  exec("BEGIN IMMEDIATE");
+  try {
+    put.bind(1, std::string("drains"));
+    put.bind(2, text);
+    put.step();
+    put.reset();
+    put.bind(1, std::string("drains_checksum"));
+    put.bind(2, checksum(text));
+    put.step();
+    exec("COMMIT");
+  } catch (...) {
+    char* err = nullptr;
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, &err);
+    sqlite3_free(err);
+    throw;
+  }
+}
+
+std::map<std::string, sched::drain> sqlite_journal::load_drains() {
+  std::map<std::string, sched::drain> out;
+  statement get(db_, "SELECT value FROM meta WHERE key=?1");
+  get.bind(1, std::string("drains"));
+  if (!get.step())
+    return out;
+  const std::string text = get.text(0);
+  get.reset();
+  get.bind(1, std::string("drains_checksum"));
+  if (!get.step() || get.text(0) != checksum(text)) {
+    spdlog::warn("journal {}: the drains record does not match its checksum; no pool or "
+                 "decoder starts drained", path_);
+    return out;
+  }
+  try {
+    auto doc = nlohmann::json::parse(text);
+    for (auto& [target, v] : doc.items()) {
+      sched::drain d;
+      d.by_hand = v.value("by_hand", false);
+      d.reason = v.value("reason", std::string());
+      d.since = v.value("since", -1.0);
+      for (auto& g : v.value("sick_gpus", nlohmann::json::array()))
+        d.sick_gpus.insert(g.get<std::string>());
+      out.emplace(target, std::move(d));
+    }
+  } catch (const std::exception& e) {
+    spdlog::warn("journal {}: the drains record does not read ({}); none restored", path_,
+                 e.what());
+    out.clear();
+  }
+  return out;
+}
+
+} // namespace vidline::nodes

@@ -28,6 +28,8 @@ public:
                                      const std::set<std::string>& skip) override;
   void drop(const std::vector<std::string>& run_ids) override;
   std::optional<std::string> find_request(const std::string& request_id) override;
+  void write_drains(const std::map<std::string, sched::drain>& drains) override;
+  std::map<std::string, sched::drain> load_drains() override;
 
   /// Free pages given back to the file system: at open (a drop cut short by a crash) and
   /// after each drop.

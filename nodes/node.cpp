@@ -30,6 +30,7 @@
 #include "common/files.hpp"
 #include "common/metrics.hpp"
 #include "nodes/bus.hpp"
+#include "nodes/gpu/sampler.hpp"
 #include "nodes/http_server.hpp"
 #include "nodes/run_collection.hpp"
 #include "nodes/exit_codes.hpp"
@@ -406,11 +407,15 @@ int run_node(const config::cluster& c, const std::string& host_name) {
     spdlog::info("node {} up on {} ({} actors, run clock: {} real s per s)", h->name,
                  b->endpoint(), so.children.size(), scale);
     notifier.ready("node " + h->name + " up on " + b->endpoint());
+    // Every node reads its cards and reports them (docs/metrics.md, "GPU telemetry").
+    auto gpus = std::make_unique<gpu::sampler>(cluster, h->name, rt,
+                                               gpu::options_from_environment());
     std::atomic<uint64_t> main_turns{0};
     notifier.start_watchdog({{"bus", [&b] { return b->loop_turns(); }},
                              {"main", [&main_turns] { return main_turns.load(); }}});
     code = wait_for_end(give_up, main_turns);
     notifier.stopping("node " + h->name + " stopping");
+    gpus.reset();
     caf::anon_send_exit(sup, caf::exit_reason::user_shutdown);
     end_web();
     b->stop();

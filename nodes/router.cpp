@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include "messages/actor_types.hpp"
+#include "messages/gpu_actor_types.hpp"
 
 namespace vidline::nodes {
 
@@ -20,6 +21,7 @@ router::router(std::string self_host, msg::decode_limits limits)
   handlers_[msg::decoder_status::wire_name] = [this](const inbound& in) { route<msg::decoder_status>(in); };
   handlers_[msg::latent_holdings::wire_name] = [this](const inbound& in) { route<msg::latent_holdings>(in); };
   handlers_[msg::latent_release::wire_name] = [this](const inbound& in) { route<msg::latent_release>(in); };
+  handlers_[msg::gpu_report::wire_name] = [this](const inbound& in) { route<msg::gpu_report>(in); };
   // Requests from command-line clients, answered on the ROUTER.
   handlers_[msg::submit_run::wire_name] = [this](const inbound& in) { route_client<msg::submit_run>(in); };
   handlers_[msg::status_query::wire_name] = [this](const inbound& in) { route_client<msg::status_query>(in); };
@@ -27,6 +29,7 @@ router::router(std::string self_host, msg::decode_limits limits)
   handlers_[msg::runs_query::wire_name] = [this](const inbound& in) { route_client<msg::runs_query>(in); };
   handlers_[msg::cancel_run::wire_name] = [this](const inbound& in) { route_client<msg::cancel_run>(in); };
   handlers_[msg::submit_jobs::wire_name] = [this](const inbound& in) { route_client<msg::submit_jobs>(in); };
+  handlers_[msg::drain_request::wire_name] = [this](const inbound& in) { route_client<msg::drain_request>(in); };
 }
 
 void router::drop(const inbound& in, const char* why) {

@@ -390,7 +390,7 @@ std::optional<assignment> auto_policy::next_of(const dispatch_view& v, uint32_t 
     for (std::size_t d = 0; d < c.decoders.size(); ++d) {
       const auto* dv = c.decoders[d];
       double free_at = -never;
-      if (!dv->alive || c.decoder_shared[d]) {
+      if (!dv->alive || dv->drained || c.decoder_shared[d]) {
         decoder_free.push_back(never);
         continue;
       }
@@ -585,7 +585,8 @@ decoder_view* auto_policy::pick_decoder(const state& s, const run& r, const job&
   std::vector<double> free_at(D, never);
   for (std::size_t k = 0; k < D; ++k) {
     auto* d = decoders[k];
-    if (!d->alive || (c.decoder_shared[k] && (!nothing_queued || decoder_blocked(s, *d))))
+    if (!d->alive || d->drained
+        || (c.decoder_shared[k] && (!nothing_queued || decoder_blocked(s, *d))))
       continue;
     // (The one it decodes began when it arrived or when the one before was done, not now.)
     double t = -never;
@@ -645,7 +646,8 @@ decoder_view* auto_policy::pick_decoder(const state& s, const run& r, const job&
   std::vector<double> later_free = free_at;
   if (look)
     for (std::size_t k = 0; k < D; ++k)
-      if (c.decoder_shared[k] && decoders[k]->alive && nothing_queued && later_free[k] == never) {
+      if (c.decoder_shared[k] && decoders[k]->alive && !decoders[k]->drained && nothing_queued
+          && later_free[k] == never) {
         double t = now;
         for (auto& name : decoders[k]->shares_gpu_with)
           if (auto it = s.idx.pool_ids.find(name); it != s.idx.pool_ids.end()) {

@@ -17,10 +17,12 @@
 #include "actors/coordinator/records.hpp"
 #include "actors/inbound.hpp"
 #include "actors/coordinator/dispatch_setup.hpp"
+#include "actors/coordinator/gpu_view.hpp"
 #include "common/metrics.hpp"
 #include "common/sha256.hpp"
 #include "common/text.hpp"
 #include "messages/actor_types.hpp"
+#include "messages/gpu_actor_types.hpp"
 
 namespace vidline::actors {
 namespace {
@@ -37,6 +39,7 @@ struct shell {
   /// reads the journal once. A forgotten run does not change; the copy goes when its
   /// records are dropped or it is resumed (back in the state).
   std::optional<sched::run> recent;
+  gpu_view gpus;  ///< every host's newest GPU report
 };
 
 /// Executes effects: everything to persist goes to the journal in one transaction first,
@@ -60,6 +63,11 @@ void execute(shell& sh, const std::vector<sched::effect>& fx) {
   }
   if (!runs.empty() || !jobs.empty())
     sh.jnl->write(runs, jobs, sh.st.next_attempt);
+  for (auto& e : fx)
+    if (std::holds_alternative<sched::fx_persist_drains>(e)) {
+      sh.jnl->write_drains(sh.st.drains);
+      break;
+    }
   for (auto& e : fx) {
     if (auto* s = std::get_if<sched::fx_send_sample>(&e))
       sh.ctx.out->send(s->host, "pool:" + s->order.pool, s->order);
@@ -71,6 +79,9 @@ void execute(shell& sh, const std::vector<sched::effect>& fx) {
       sh.ctx.out->send(g->host, g->target, g->grant);
     else if (auto* rl = std::get_if<sched::fx_release>(&e))
       sh.ctx.out->send(rl->host, "latents", msg::latent_release{rl->host, rl->sha256s});
+    else if (auto* dc = std::get_if<sched::fx_drain_changed>(&e))
+      metrics::global().add("vidline_drain_changes_total",
+                            {{"target", dc->target}, {"drained", dc->drained ? "1" : "0"}});
     else if (auto* l = std::get_if<sched::fx_log>(&e))
       spdlog::log(static_cast<spdlog::level::level_enum>(l->level), "coordinator: {}", l->text);
     else if (auto* dr = std::get_if<sched::fx_drop_runs>(&e)) {
@@ -103,6 +114,11 @@ void observe(const shell& sh) {
     reg.set("vidline_runs", {{"state", state}}, n);
   for (auto& [host, up] : sh.st.hosts_up)
     reg.set("vidline_host_up", {{"host", host}}, up ? 1 : 0);
+  reg.clear("vidline_drained");
+  for (auto& [name, p] : sh.st.pools)
+    reg.set("vidline_drained", {{"target", "pool:" + name}}, p.drained ? 1 : 0);
+  for (auto& [name, d] : sh.st.decoders)
+    reg.set("vidline_drained", {{"target", "decoder:" + name}}, d.drained ? 1 : 0);
 }
 
 /// Counters of the state since the last look (observe's counterpart for counters).
@@ -401,8 +417,12 @@ msg::status_reply status_or_too_large(shell& sh, const std::string& what, std::s
 }
 
 msg::status_reply status(shell& sh, const std::string& run_id, status_page page) {
-  if (run_id == "@cluster")
-    return status_or_too_large(sh, "the cluster", dump_text(cluster_json(sh.st)));
+  if (run_id == "@cluster") {
+    auto c = cluster_json(sh.st);
+    c["hosts_up"][sh.ctx.cluster->coordinator] = true;  // the host answering is up
+    c["gpus"] = gpus_json(sh.gpus, *sh.ctx.cluster, sh.st, sh.ctx.run_now());
+    return status_or_too_large(sh, "the cluster", dump_text(c));
+  }
   const sched::run* r = nullptr;
   if (run_id.empty()) {
     if (!sh.st.runs.empty())
@@ -605,6 +625,7 @@ caf::behavior coordinator_actor(caf::event_based_actor* self, context ctx,
   sh->st = dispatching::initial_state(*sh->ctx.cluster, sh->ctx.time_scale);
   dispatching::configure_dispatch(sh->st, *sh->ctx.cluster);
   sh->jnl->load(sh->st.runs, sh->st.next_attempt);
+  sched::restore_drains(sh->st, sh->jnl->load_drains());
   adopt_in_flight(sh->st, sh->ctx.run_now(), sh->ctx.mono_now());
   bool simulated = true;
   for (auto& [name, b] : sh->ctx.cluster->backends)
@@ -638,6 +659,26 @@ caf::behavior coordinator_actor(caf::event_based_actor* self, context ctx,
     },
     [sh](msg::latent_holdings& h) { handle(*sh, sched::ev_latent_holdings{std::move(h)}); },
     [sh](msg::peer_event& p) { handle(*sh, sched::ev_peer{p.host, p.up}); },
+    [sh](msg::gpu_report& r) {
+      std::vector<sched::ev_gpu_health> health;
+      if (take_report(sh->gpus, *sh->ctx.cluster, r, sh->ctx.run_now(), health))
+        for (auto& e : health)
+          handle(*sh, std::move(e));
+    },
+    [sh](msg::client_call<msg::drain_request>& c) {
+      auto fx = sched::step(sh->st, sched::ev_drain{c.body.kind, c.body.name, c.body.drain,
+                                                    c.body.reason},
+                            sh->ctx.run_now(), sh->ctx.mono_now());
+      msg::drain_reply reply;
+      for (auto& x : fx)
+        if (auto* a = std::get_if<sched::fx_drain_answer>(&x)) {
+          reply.targets = a->targets;
+          reply.error = a->error;
+          reply.code = a->error.empty() ? "" : "not_found";
+        }
+      execute(*sh, fx);
+      sh->ctx.out->reply(c.reply_to, c.correlation, reply);
+    },
     [sh](msg::client_call<msg::submit_run>& c) {
       auto reply = submit(*sh, c.body);
       sh->ctx.out->reply(c.reply_to, c.correlation, reply);

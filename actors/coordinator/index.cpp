@@ -183,7 +183,7 @@ void order_runs(state& s) {
 
 /// Out of service: its host is down, it never reported, or it reported itself away.
 bool unavailable(const state& s, const pool_view& p) {
-  return !s.host_up(p.host) || p.epoch == 0 || !p.alive || !p.accepting;
+  return !s.host_up(p.host) || p.epoch == 0 || !p.alive || !p.accepting || p.drained;
 }
 
 void set_flags(state& s, uint32_t id) {

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -43,6 +44,13 @@ public:
   /// pages back to the file system. Throws std::runtime_error when it cannot; runs not
   /// recorded are no error.
   virtual void drop(const std::vector<std::string>& run_ids) = 0;
+
+  /// Durably records the drained pools and decoders (all of them: the set replaces the
+  /// one recorded). Throws std::runtime_error when it cannot. A journal that keeps none
+  /// (a test's) forgets them.
+  virtual void write_drains(const std::map<std::string, sched::drain>& drains) { (void)drains; }
+  /// The drains recorded (none when none were).
+  virtual std::map<std::string, sched::drain> load_drains() { return {}; }
 };
 
 } // namespace vidline::actors

@@ -15,7 +15,7 @@ decoder_view* dispatch_policy::pick_decoder(const state& s, const run&, const jo
   decoder_view* best = nullptr;
   uint32_t best_credits = 0;
   for (auto* d : decoders) {
-    if (!d->alive || decoder_blocked(s, *d))
+    if (!d->alive || d->drained || decoder_blocked(s, *d))
       continue;
     uint32_t c = d->credits();
     if (c > best_credits) {

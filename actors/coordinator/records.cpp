@@ -41,6 +41,18 @@ msg::job_spec spec_from(const json& r) {
 
 json null_if_empty(const std::string& s) { return s.empty() ? json(nullptr) : json(s); }
 
+/// The prompt's opening, for the places that name a job (CLI lines, dashboard, review
+/// cards): at most `prompt_start_bytes`, cut at a character boundary, "..." when cut.
+constexpr std::size_t prompt_start_bytes = 160;
+json prompt_start(const std::string& p) {
+  if (p.size() <= prompt_start_bytes)
+    return p;
+  std::size_t n = prompt_start_bytes;
+  while (n > 0 && (static_cast<unsigned char>(p[n]) & 0xC0) == 0x80)
+    --n;  // not inside a UTF-8 sequence
+  return p.substr(0, n) + "...";
+}
+
 json clock_record(const sched::stage_clock& c) {
   return json::array({c.pool_start, c.sampler_start, c.sampler_end, c.decode_ordered,
                       c.fetch_start, c.fetched, c.decode_start, c.decode_end});
@@ -195,17 +207,26 @@ json cluster_json(const sched::state& s) {
   for (auto& [name, p] : s.pools)
     pools[name] = {{"host", p.host}, {"kind", p.kind}, {"alive", p.alive},
                    {"busy", p.assigned.has_value() || p.reported_busy != 0},
-                   {"speed_factor", p.speed_factor}, {"speed_observed", p.speed_observed}};
+                   {"speed_factor", p.speed_factor}, {"speed_observed", p.speed_observed},
+                   {"drained", p.drained}};
   json decoders = json::object();
   for (auto& [name, d] : s.decoders)
     decoders[name] = {{"host", d.host}, {"kind", d.kind}, {"alive", d.alive},
                       {"credits", d.credits()}, {"holding", d.holding.size()},
                       {"pending", d.pending}, {"fenced", d.fenced}, {"unacked", d.unacked},
-                      {"epoch", d.epoch}, {"seq", d.last_seq}};
+                      {"epoch", d.epoch}, {"seq", d.last_seq}, {"drained", d.drained}};
   json hosts = json::object();
   for (auto& [name, up] : s.hosts_up)
     hosts[name] = up;
-  return {{"pools", pools}, {"decoders", decoders}, {"hosts_up", hosts}};
+  json drains = json::object();
+  for (auto& [target, d] : s.drains) {
+    json gpus = json::array();
+    for (auto& g : d.sick_gpus)
+      gpus.push_back(g);
+    drains[target] = {{"by_hand", d.by_hand}, {"reason", d.reason}, {"sick_gpus", gpus},
+                      {"since_s", d.since}};
+  }
+  return {{"pools", pools}, {"decoders", decoders}, {"hosts_up", hosts}, {"drains", drains}};
 }
 
 std::string run_state(const sched::run& r) {
@@ -410,6 +431,9 @@ json status_json(const sched::state& s, const sched::run& r, const clock_note& c
                     {"height", j.spec.height},
                     {"seconds", j.spec.seconds},
                     {"name", null_if_empty(j.spec.name)},
+                    {"shot", null_if_empty(j.spec.shot)},
+                    {"take", j.spec.take},
+                    {"prompt_start", prompt_start(j.spec.prompt)},
                     {"reference_sha256", null_if_empty(j.spec.reference_sha256)},
                     {"prompt_sha256", null_if_empty(j.spec.prompt_sha256)},
                     {"state", sched::to_string(j.state)},

@@ -1,4 +1,5 @@
 #include "actors/coordinator/scheduler.hpp"
+#include "actors/coordinator/drain.hpp"
 #include "actors/coordinator/index.hpp"
 
 #include <cmath>
@@ -68,7 +69,7 @@ bool state::pool_free(const std::string& name) const {
   if (it == pools.end())
     return false;
   const auto& p = it->second;
-  if (!p.alive || !p.accepting || p.assigned)
+  if (!p.alive || !p.accepting || p.assigned || p.drained)
     return false;
   // A pool still busy with an attempt we no longer track (fenced) is not free either.
   if (p.reported_busy != 0)
@@ -1138,6 +1139,9 @@ struct stepper {
   /// on with another latent, or a received copy whose jobs all succeeded, is released. A
   /// latent of a failed job (resume may decode it), of a job still sampling or of a job
   /// this coordinator does not know is kept.
+  void on(const ev_drain& e) { apply_drain(s, e, now, fx); }
+  void on(const ev_gpu_health& e) { apply_gpu_health(s, e, now, fx); }
+
   void on(const ev_latent_holdings& e) {
     const auto& h = e.h;
     if (h.latents.empty())
@@ -1369,7 +1373,7 @@ struct stepper {
     if (m == s.idx.mode_decoder_views.end())
       return nullptr;
     auto* d = s.policy_of(r->mode).pick_decoder(s, *r, j, m->second, now);
-    if (d != nullptr && (!d->alive || d->credits() == 0 || decoder_blocked(s, *d)
+    if (d != nullptr && (!d->alive || d->drained || d->credits() == 0 || decoder_blocked(s, *d)
                          || std::find(m->second.begin(), m->second.end(), d) == m->second.end())) {
       log(4, "dispatch policy chose decoder " + d->name + ", which cannot take a latent now");
       return nullptr;

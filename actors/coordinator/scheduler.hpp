@@ -188,6 +188,9 @@ struct pool_view {
   double speed_factor = 1;
   uint32_t speed_observed = 0;     ///< results folded into speed_factor this epoch
   uint32_t gpus = 1;               ///< GPUs it samples on (GPU-seconds paid twice)
+  /// Drained (state::drains): no new order; a stage it runs finishes. Kept equal to
+  /// `drains` having an entry for it by the drain handlers (drain.cpp).
+  bool drained = false;
 };
 
 /// The weight of the newest observation in pool_view::speed_factor: a hot GPU's slowdown
@@ -220,6 +223,20 @@ struct decoder_view {
   std::set<std::string> shares_gpu_with;
   /// Orders it may take now: capacity minus what it holds or has on the way.
   uint32_t credits() const;
+  /// Drained (state::drains): no new latent; those it holds are decoded.
+  bool drained = false;
+};
+
+/// Why a pool or decoder is drained (docs/reliability.md, "Drains"): by hand (`vidline
+/// drain`), and/or because a card it uses is sick (the health rule of its node). It takes
+/// orders again when neither holds: `vidline undrain` clears both, a card's recovery
+/// clears that card.
+struct drain {
+  bool by_hand = false;
+  std::string reason;                ///< the hand drain's reason, else the first sick card's
+  std::set<std::string> sick_gpus;   ///< "host/index" of its sick cards
+  double since = -1;                 ///< run clock: when it was drained
+  bool active() const { return by_hand || !sick_gpus.empty(); }
 };
 
 /// Tunables of the machine, all in run-clock seconds.
@@ -411,6 +428,12 @@ struct state {
   uint64_t unknown_job_results = 0;
   /// GPU-seconds of sampling paid twice (job::gpu_s_redone) since start, every run (a metric).
   double gpu_s_redone = 0;
+  /// Drained pools and decoders by target ("pool:NAME", "decoder:NAME"); journaled
+  /// (fx_persist_drains), so a restarted coordinator keeps them.
+  std::map<std::string, drain> drains;
+  /// The health each card last reported ("host/index" -> sick): a drain follows a change
+  /// only, so `vidline undrain` holds until the card next changes. Not journaled.
+  std::map<std::string, bool> gpu_sick;
   state_index idx;
 
   run* find_run(const std::string& id);
@@ -465,10 +488,22 @@ struct ev_cancel { std::string run_id; std::optional<uint32_t> job; };
 /// Jobs added to an open run (`vidline submit RUN`); a request id seen before for this run
 /// adds nothing again (a retried submit).
 struct ev_add_jobs { std::string run_id; std::vector<job> jobs; std::string request_id; };
+/// `vidline drain` / `undrain` (`drain` false): a pool, a decoder, or every pool and
+/// decoder of a host (`kind` "pool" | "decoder" | "host"). Answered by fx_drain_answer.
+struct ev_drain { std::string kind; std::string name; bool drain = true; std::string reason; };
+/// A card's health as its node reported it (level-triggered; only a change acts): sick
+/// drains `users` ("pool:NAME" / "decoder:NAME", the config's users of the card), healthy
+/// takes the card off their drains.
+struct ev_gpu_health {
+  std::string gpu;                  ///< "host/index"
+  bool sick = false;
+  std::string reason;
+  std::vector<std::string> users;
+};
 
 using event = std::variant<ev_submit, ev_pool_status, ev_decoder_status, ev_sample_result,
                            ev_decode_result, ev_peer, ev_tick, ev_resume, ev_latent_holdings,
-                           ev_cancel, ev_add_jobs>;
+                           ev_cancel, ev_add_jobs, ev_drain, ev_gpu_health>;
 
 // -- effects -------------------------------------------------------------------------------
 
@@ -493,9 +528,21 @@ struct fx_drop_runs { std::vector<std::string> run_ids; };
 /// request id names: `duplicate`) and where the jobs added start.
 struct fx_accepted { std::string run_id; uint32_t first_index = 0; uint32_t count = 0;
                      bool duplicate = false; };
+/// Write state::drains to the journal (whole: it is small).
+struct fx_persist_drains {};
+/// A pool or decoder was drained or put back (for the log, the event stream, the metric).
+struct fx_drain_changed { std::string target; bool drained = false; std::string reason; };
+/// The answer to ev_drain: the targets it named, or why none.
+struct fx_drain_answer { std::vector<std::string> targets; std::string error; };
 using effect = std::variant<fx_persist_job, fx_persist_run, fx_send_sample, fx_send_decode,
                             fx_ack, fx_job_final, fx_run_done, fx_log, fx_release, fx_grant,
-                            fx_drop_runs, fx_accepted>;
+                            fx_drop_runs, fx_accepted, fx_persist_drains, fx_drain_changed,
+                            fx_drain_answer>;
+
+/// Puts drains read back from the journal into the state (a restarted coordinator): the
+/// views of the pools and decoders they name are marked; names no longer in the config
+/// are dropped.
+void restore_drains(state& s, std::map<std::string, drain> drains);
 
 /// The run of the state a submit's request id made, if any: submits are idempotent by
 /// request id (ev_submit answers a retry with that run). A forgotten run's request id is

@@ -135,6 +135,10 @@ std::string gantt_svg(const std::vector<gantt_chart>& charts) {
   double y = legend_h;
   for (std::size_t c = 0; c < charts.size(); ++c) {
     const auto& chart = charts[c];
+    auto name_of = [&chart](uint32_t job) {
+      auto it = chart.job_names.find(job);
+      return it == chart.job_names.end() ? std::string() : it->second;
+    };
     svg += "<text x=\"10\" y=\"" + num(y + 18) + "\" font-size=\"14\" font-weight=\"bold\">"
            + escape(chart.title) + "</text>\n";
     y += title_h;
@@ -181,11 +185,22 @@ std::string gantt_svg(const std::vector<gantt_chart>& charts) {
              + "\" width=\"" + num(w)
              + "\" height=\"" + num(bh) + "\" fill=\"" + colour_of(s.stage)
              + "\" stroke=\"white\" stroke-width=\"0.5\"><title>job " + std::to_string(s.job)
+             + (name_of(s.job).empty() ? "" : " " + escape(name_of(s.job)))
              + " " + escape(s.stage) + " " + num(s.start) + "-" + num(s.end) + " s</title></rect>";
-      if (w > 18 && (s.stage == "sampling" || s.stage == "decode"))
+      if (w > 18 && (s.stage == "sampling" || s.stage == "decode")) {
+        // The index, and the shot's name where the bar has room for it (~6 px a letter).
+        std::string label = std::to_string(s.job);
+        const std::string name = name_of(s.job);
+        const auto room = static_cast<std::size_t>(w / 6);
+        if (!name.empty() && room > label.size() + 3) {
+          const auto cut = name.substr(0, name.find(' '));
+          label += " " + (cut.size() + label.size() + 1 <= room ? cut
+                                                                 : cut.substr(0, room - label.size() - 2) + "~");
+        }
         svg += "<text x=\"" + num(x0 + w / 2) + "\" y=\"" + num(by + bh - 4)
                + "\" text-anchor=\"middle\" fill=\"white\" font-size=\"10\">"
-               + std::to_string(s.job) + "</text>";
+               + escape(label) + "</text>";
+      }
       svg += "\n";
     }
     // Stages running now: faded, dashed, up to now.

@@ -9,6 +9,7 @@
 /// status) draw alike. Every mark carries a class (bar, running, failed, outage, now, lane)
 /// so a program can read the chart back.
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,9 @@ struct gantt_chart {
   };
   std::vector<outage> outages;
   double now = -1;  ///< >= 0: the run is running; a "now" line is drawn here
+  /// A job's shot in words (its name, the prompt's first words), beside its index in the
+  /// bars' labels and tooltips; a job not listed is labelled by its index alone.
+  std::map<uint32_t, std::string> job_names;
 };
 
 /// An SVG document with the charts stacked, sharing one time scale (so they compare).

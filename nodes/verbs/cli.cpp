@@ -1,12 +1,17 @@
 #include "nodes/verbs/cli.hpp"
 
+#include <algorithm>
 #include <cstdint>
+#include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <random>
 #include <set>
 
 #include <CLI/CLI.hpp>
+
+#include <unistd.h>
 
 #include "actors/coordinator/coordinator_actor.hpp"
 #include "actors/coordinator/dispatch_setup.hpp"
@@ -16,6 +21,7 @@
 #include "nodes/verbs/cli_checks.hpp"
 #include "nodes/verbs/collect.hpp"
 #include "nodes/verbs/commands.hpp"
+#include "nodes/verbs/line_text.hpp"
 #include "nodes/exit_codes.hpp"
 #include "nodes/node.hpp"
 #include "nodes/verbs/shot_file.hpp"
@@ -55,12 +61,37 @@ struct run_args {
   std::string collect;               ///< --collect DIR: copy the videos here
 };
 
+/// What an interrupted `run`/`wait` prints on its way out (set before the handler is): how
+/// to pick the run up again. A signal handler may only write() it.
+char interrupt_note[1024];
+std::size_t interrupt_note_len = 0;
+
+extern "C" void on_interrupt(int) {
+  if (interrupt_note_len > 0)
+    (void)!::write(STDERR_FILENO, interrupt_note, interrupt_note_len);
+  ::_exit(130);  // 128 + SIGINT, as a shell reports it
+}
+
+/// Ctrl-C (or SIGTERM) while following run `run_id` says the run goes on, and with
+/// `--collect DIR` how to collect the rest.
+void say_on_interrupt(const std::string& run_id, const std::string& dir) {
+  std::string note = "\nstopped following run " + run_id + "; the run goes on";
+  note += dir.empty() ? " (`vidline wait " + run_id + "` follows it)\n"
+                      : ". Collect the rest of its videos with `vidline wait " + run_id +
+                          " --collect " + dir + "`\n";
+  interrupt_note_len = std::min(note.size(), sizeof(interrupt_note));
+  std::memcpy(interrupt_note, note.data(), interrupt_note_len);
+  std::signal(SIGINT, on_interrupt);
+  std::signal(SIGTERM, on_interrupt);
+}
+
 /// Follows a run (wait_for_run) and, with `dir` (--collect), collects its videos as they
 /// finish and once more from the whole status at the end (nodes/verbs/collect.hpp). The report
 /// goes to stderr with --json. Exit code: wait's, or not_collected when that was ok and a
 /// video was refused or could not be collected.
 int follow(coordinator_client& cl, const config::cluster& cluster, const std::string& run_id,
            wait_options wo, const std::string& dir) {
+  say_on_interrupt(run_id, dir);
   if (dir.empty())
     return wait_for_run(cl, run_id, wo);
   std::unique_ptr<collector> k;
@@ -93,6 +124,16 @@ int follow(coordinator_client& cl, const config::cluster& cluster, const std::st
   if (code == exit_code::ok && (r.refused > 0 || r.failed > 0))
     return exit_code::not_collected;
   return code;
+}
+
+/// A warning line per host of the line that is down now: a run submitted then waits for it.
+void warn_hosts_down(coordinator_client& cl, const config::cluster& c) {
+  try {
+    if (auto view = cl.status("@cluster", 2000))
+      std::fputs(hosts_down_warning(hosts_down(*view, c), c).c_str(), stderr);
+  } catch (const std::exception&) {
+    // Only a warning: the run was submitted whatever the view says.
+  }
 }
 
 int do_run(const run_args& a) {
@@ -204,6 +245,7 @@ int do_run(const run_args& a) {
     return e.exit_code();
   }
   if (a.background) {
+    warn_hosts_down(cl, cluster);
     if (a.json)
       std::printf("{\"run_id\": \"%s\"}\n", run_id.c_str());
     else
@@ -211,6 +253,7 @@ int do_run(const run_args& a) {
     return exit_code::ok;
   }
   std::fprintf(a.json ? stderr : stdout, "%s\n", run_id.c_str());
+  warn_hosts_down(cl, cluster);
   wait_options wo;
   wo.json = a.json;
   wo.cluster = &cluster;
@@ -220,6 +263,10 @@ int do_run(const run_args& a) {
 int do_status(const std::string& config, const std::string& run_id, bool json,
               const std::string& gantt, double timeout_s) {
   auto cluster = cluster_for(config);
+  if (auto why = nobody_listens(cluster, config); !why.empty()) {
+    std::fprintf(stderr, "error: %s\n", why.c_str());
+    return exit_code::unreachable;
+  }
   coordinator_client cl(cluster);
   std::optional<nlohmann::json> st;
   try {
@@ -236,9 +283,11 @@ int do_status(const std::string& config, const std::string& run_id, bool json,
   if (json)
     std::printf("%s\n", st->dump(2).c_str());
   else if (run_id == "@cluster")
-    std::printf("%s\n", st->dump(2).c_str());
-  else
+    std::printf("%s", format_cluster(*st).c_str());
+  else {
     std::printf("%s", format_status(*st).c_str());
+    warn_hosts_down(cl, cluster);
+  }
   if (!gantt.empty()) {
     try {
       files::write_atomic(gantt, planner::gantt_svg({run_gantt(*st)}));
@@ -254,12 +303,32 @@ int do_status(const std::string& config, const std::string& run_id, bool json,
 int do_wait(const std::string& config, const std::string& run_id, double timeout_s, bool json,
             const std::string& collect) {
   auto cluster = cluster_for(config);
+  if (auto why = nobody_listens(cluster, config); !why.empty()) {
+    std::fprintf(stderr, "error: %s\n", why.c_str());
+    return exit_code::unreachable;
+  }
   coordinator_client cl(cluster);
+  std::string id = run_id;
+  if (id.empty()) {
+    // No run named: the latest, as `status` takes it, fixed now by its id.
+    try {
+      auto st = cl.status_page("", 0, 1, 5000);
+      if (!st) {
+        std::fprintf(stderr, "error: no answer from the coordinator at %s within 5 s\n",
+                     cl.endpoint().c_str());
+        return exit_code::unreachable;
+      }
+      id = (*st)["run_id"].get<std::string>();
+    } catch (const coordinator_error& e) {
+      std::fprintf(stderr, "error: %s\n", e.what());
+      return e.exit_code();
+    }
+  }
   wait_options wo;
   wo.timeout_s = timeout_s;
   wo.json = json;
   wo.cluster = &cluster;
-  return follow(cl, cluster, run_id, wo, collect);
+  return follow(cl, cluster, id, wo, collect);
 }
 
 /// Options shared by the line verbs; they live as long as the app.
@@ -323,7 +392,7 @@ void add_line_verbs(CLI::App& app, verb_list& out) {
 
   auto* wait = app.add_subcommand(
     "wait", "Follow a run until it ends, with its progress (exit codes: docs/exit-codes.md)");
-  wait->add_option("run_id", o->run_id, "Run id")->required();
+  wait->add_option("run_id", o->run_id, "Run id (default: the latest run)");
   wait->add_option("--timeout", o->timeout_s, "Seconds to wait (0 = forever)")->check(seconds(0));
   wait->add_option("--config", o->config_path, "Cluster config (default: the last one used)");
   wait->add_flag("--json", o->json, "Print the final status JSON");
@@ -335,8 +404,7 @@ void add_line_verbs(CLI::App& app, verb_list& out) {
 
   auto* status = app.add_subcommand("status", "Show a run (default: the latest), or the cluster");
   status->add_option("run_id", o->run_id,
-                     "Run id, or @cluster: the coordinator's view of hosts, pools and decoders "
-                     "(JSON)");
+                     "Run id, or @cluster: the coordinator's view of hosts, pools and decoders");
   status->add_option("--config", o->config_path, "Cluster config (default: the last one used)");
   status->add_option("--timeout", o->status_timeout_s, "Seconds to wait for the answer")
     ->check(seconds(0, true));
@@ -391,6 +459,7 @@ int cli_main(int argc, char** argv) {
   add_plan_verbs(app, verbs);
   add_profile_verbs(app, verbs);
   add_security_verbs(app, verbs);
+  add_gpu_verbs(app, verbs);
 
   // CLI11 reads an unknown first word as a stray argument and says only that a subcommand
   // is required: name it and list the verbs instead.

@@ -148,6 +148,16 @@ std::string fetch_video(client& cl, const config::knobs& knobs, const std::strin
 
 } // namespace
 
+std::string fetch_output(const config::cluster& c, const std::string& host,
+                         const std::string& sha, const std::string& dest, uint64_t& bytes) {
+  const auto* h = c.find_host(host);
+  if (h == nullptr)
+    return "no host " + host + " in the config";
+  client cl("tcp://" + h->address + ":" + std::to_string(h->port), c.knobs,
+            client_security_for(c, h->name));
+  return fetch_video(cl, c.knobs, host, sha, dest + ".part", dest, bytes);
+}
+
 std::string collected_line(const std::string& run_id, const json& j, uint64_t bytes) {
   const std::string file = std::filesystem::path(str_or(j, "output")).filename().string();
   const auto dot = file.rfind('.');

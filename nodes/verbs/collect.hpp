@@ -70,6 +70,11 @@ private:
 collect_report collect_run(const config::cluster& c, const nlohmann::json& status,
                            const std::string& dir);
 
+/// Pulls the video of SHA-256 `sha` from `host`'s bus (as a collector does) into `dest`,
+/// verified, written durably; "" on success (`bytes` its size), else why not.
+std::string fetch_output(const config::cluster& c, const std::string& host,
+                         const std::string& sha, const std::string& dest, uint64_t& bytes);
+
 /// One line for the user: "collected N, M already there, ... into DIR".
 std::string format_collect_report(const collect_report& r, const std::string& dir);
 

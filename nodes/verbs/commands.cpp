@@ -23,6 +23,7 @@
 #include "nodes/inputs.hpp"
 #include "nodes/exit_codes.hpp"
 #include "nodes/keygen.hpp"
+#include "nodes/verbs/line_text.hpp"
 
 namespace vidline::nodes {
 
@@ -221,9 +222,12 @@ std::string fmt(const char* f, double v) {
   return buf;
 }
 
-std::string job_line(const json& j) {
+/// A job's line: its shot named beside its index. Its times are on the run's clock: `sim s`
+/// when that is the sim backend's scaled clock, so no line mixes it with real seconds.
+std::string job_line(const json& j, bool sim) {
   std::ostringstream out;
-  out << "job " << j["index"].get<int>() << "  seed " << j["seed"].get<uint64_t>() << "  "
+  const char* unit = sim ? " sim s" : " s";
+  out << job_label(j) << "  seed " << j["seed"].get<uint64_t>() << "  "
       << j["state"].get<std::string>();
   if (!j["pool"].is_null())
     out << "  pool " << j["pool"].get<std::string>();
@@ -231,14 +235,18 @@ std::string job_line(const json& j) {
     out << "  step " << j["progress"].value("step", 0) << "/" << j["progress"].value("steps", 0);
   auto& t = j["times"];
   if (!t["decode_end_s"].is_null())
-    out << "  done at " << fmt("%.1f", t["decode_end_s"].get<double>()) << " s"
-        << " (sampling " << fmt("%.1f", t["sampling_s"].get<double>()) << " s, decode "
-        << fmt("%.1f", t["decode_s"].get<double>()) << " s)";
+    out << "  done at " << fmt("%.1f", t["decode_end_s"].get<double>()) << unit
+        << " (sampling " << fmt("%.1f", t["sampling_s"].get<double>()) << unit << ", decode "
+        << fmt("%.1f", t["decode_s"].get<double>()) << unit << ")";
   if (!j["output"].is_null())
     out << "  -> " << j["output"].get<std::string>();
   if (!j["error"].is_null())
     out << "  error: " << j["error"].get<std::string>();
   return out.str();
+}
+
+bool simulated(const json& st) {
+  return st.contains("clock") && st["clock"].value("simulated", false);
 }
 
 bool final_state(const std::string& s) {
@@ -271,6 +279,8 @@ planner::gantt_chart run_gantt(const json& st) {
   const std::size_t listed_pools = pools.size(), listed_decoders = decoders.size();
   for (auto& j : st.at("jobs")) {
     auto index = j.at("index").get<uint32_t>();
+    if (auto words = shot_words(j); !words.empty())
+      c.job_names[index] = words;
     for (const char* stage :
          {"conditioning", "sampling", "waiting", "handoff", "pending", "decode"}) {
       if (!j.at("stages").contains(stage))
@@ -323,13 +333,30 @@ planner::gantt_chart run_gantt(const json& st) {
   char makespan[32];
   std::snprintf(makespan, sizeof(makespan), "%.1f",
                 st.at("summary").at("makespan_s").get<double>());
-  auto& j0 = st.at("jobs").at(0);
+  // The sizes as they are: "12 x 416x736, 5 s" for one size, else the sizes counted.
+  std::vector<std::pair<std::string, std::size_t>> sizes;
+  for (auto& j : st.at("jobs")) {
+    const auto size = std::to_string(j.at("width").get<uint32_t>()) + "x" +
+                      std::to_string(j.at("height").get<uint32_t>()) + ", " +
+                      std::to_string(j.at("seconds").get<uint32_t>()) + " s";
+    auto it = std::find_if(sizes.begin(), sizes.end(), [&](auto& p) { return p.first == size; });
+    if (it == sizes.end())
+      sizes.push_back({size, 1});
+    else
+      ++it->second;
+  }
+  std::string what;
+  if (sizes.size() == 1) {
+    what = std::to_string(st.at("jobs").size()) + " x " + sizes[0].first;
+  } else {
+    what = std::to_string(st.at("jobs").size()) + " jobs of " + std::to_string(sizes.size()) +
+           " sizes (";
+    for (std::size_t i = 0; i < sizes.size() && i < 3; ++i)
+      what += (i ? "; " : "") + std::to_string(sizes[i].second) + " x " + sizes[i].first;
+    what += sizes.size() > 3 ? "; ...)" : ")";
+  }
   c.title = "run " + st.at("run_id").get<std::string>() + " (" + st.at("mode").get<std::string>()
-            + ", " + st.at("state").get<std::string>() + "): "
-            + std::to_string(st.at("jobs").size()) + " x "
-            + std::to_string(j0.at("width").get<uint32_t>()) + "x"
-            + std::to_string(j0.at("height").get<uint32_t>()) + ", "
-            + std::to_string(j0.at("seconds").get<uint32_t>()) + " s, makespan " + makespan
+            + ", " + st.at("state").get<std::string>() + "): " + what + ", makespan " + makespan
             + " s";
   return c;
 }
@@ -338,8 +365,13 @@ std::string format_status(const json& st) {
   std::ostringstream out;
   out << "run " << st["run_id"].get<std::string>() << "  mode " << st["mode"].get<std::string>()
       << "  " << st["state"].get<std::string>() << "\n";
+  for (auto& o : st.value("outages", json::array()))
+    if (o.value("to_s", json()).is_null())
+      out << "  host " << o.value("host", "") << " is DOWN (since "
+          << fmt("%.1f", o.value("from_s", 0.0)) << (simulated(st) ? " sim s" : " s")
+          << "): its pools and decoders take no work until it is back\n";
   for (auto& j : st["jobs"])
-    out << "  " << job_line(j) << "\n";
+    out << "  " << job_line(j, simulated(st)) << "\n";
   auto& s = st["summary"];
   out << "  " << s["succeeded"].get<int>() << " succeeded, " << s["failed"].get<int>()
       << " failed; first " << fmt("%.3f", s["first_finish_s"].get<double>()) << " s, makespan "
@@ -545,16 +577,17 @@ int wait_for_run(coordinator_client& cl, const std::string& run_id, const wait_o
         if (final_state(j["state"].get<std::string>()) && reported.insert(idx).second
             && !o.quiet) {
           clear_progress();
-          std::fprintf(out, "%s\n", job_line(j).c_str());
+          std::fprintf(out, "%s\n", job_line(j, simulated(*st)).c_str());
         }
-        // A sampling job's progress, as its backend reports it (a worker's steps).
-        if (j.contains("progress") && j["progress"].is_object() && !o.quiet) {
+        // A sampling job's progress, as its backend reports it (a worker's steps): a line
+        // each step in a log; on a terminal the progress line counts it in place.
+        if (!tty && j.contains("progress") && j["progress"].is_object() && !o.quiet) {
           uint32_t step = j["progress"].value("step", 0u);
           auto it = steps_shown.find(idx);
           if (it == steps_shown.end() || it->second != step) {
             steps_shown[idx] = step;
             clear_progress();
-            std::fprintf(out, "%s\n", job_line(j).c_str());
+            std::fprintf(out, "%s\n", job_line(j, simulated(*st)).c_str());
           }
         }
       }

@@ -13,6 +13,11 @@
 #include "actors/planner/gantt.hpp"
 #include "config/config.hpp"
 #include "messages/messages.hpp"
+
+namespace vidline::msg {
+struct drain_request;
+struct drain_reply;
+} // namespace vidline::msg
 #include "nodes/client.hpp"
 
 namespace vidline::nodes {
@@ -70,6 +75,8 @@ public:
   nlohmann::json runs(bool all, int timeout_ms = 5000);
   msg::cancel_reply cancel(const msg::cancel_run& req, int timeout_ms = 10000);
   msg::submit_jobs_reply submit_jobs(const msg::submit_jobs& req, int timeout_ms = 10000);
+  /// `vidline drain` / `undrain` (nodes/verbs/gpu_verbs.cpp); throws as cancel does.
+  msg::drain_reply drain(const msg::drain_request& req, int timeout_ms = 10000);
 
   /// Uploads the reference image at `path` (contents of SHA-256 `sha256`) to the
   /// coordinator's node (nodes/inputs.hpp): "" when it holds it (`already`: it did

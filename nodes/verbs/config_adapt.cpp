@@ -303,7 +303,8 @@ nlohmann::json adapt_host_map(const nlohmann::json& map) {
   return out;
 }
 
-int run_config_adapt(const std::string& host_map_file, const std::string& out_file) {
+int run_config_adapt(const std::string& host_map_file, const std::string& out_file,
+                     const std::string& keys_dir) {
   json map;
   try {
     map = config::detail::parse_json(files::read_all(host_map_file), host_map_file);
@@ -321,6 +322,38 @@ int run_config_adapt(const std::string& host_map_file, const std::string& out_fi
     std::fprintf(stderr, "host map error: %s: %s\n", host_map_file.c_str(), e.what());
     return exit_code::usage;
   }
+  // The hosts' keys: from the host map, else `vidline keygen`'s files in --keys DIR.
+  if (!cfg.value("plaintext", false))
+    for (std::size_t i = 0; i < cfg["hosts"].size(); ++i) {
+      auto& h = cfg["hosts"][i];
+      if (h.contains("public_key"))
+        continue;
+      const std::string name = h["name"].get<std::string>();
+      const std::string keygen = "vidline keygen --out " +
+                                 (keys_dir.empty() ? std::string("keys") : keys_dir) +
+                                 " --name " + name;
+      if (keys_dir.empty()) {
+        std::fprintf(stderr, "host map error: %s: /hosts/%zu (%s) has no public_key: make the "
+                             "host's keys with `%s` and give --keys keys (or public_key and "
+                             "secret_key_file in the host map); nothing written\n",
+                     host_map_file.c_str(), i, name.c_str(), keygen.c_str());
+        return exit_code::usage;
+      }
+      const auto pub = std::filesystem::absolute(keys_dir + "/" + name + ".pub");
+      std::string key;
+      try {
+        key = files::read_all(pub.string());
+      } catch (const std::exception&) {
+        std::fprintf(stderr, "host map error: --keys: %s does not exist: make it with `%s`; "
+                             "nothing written\n", pub.string().c_str(), keygen.c_str());
+        return exit_code::usage;
+      }
+      while (!key.empty() && (key.back() == '\n' || key.back() == '\r' || key.back() == ' '))
+        key.pop_back();
+      h["public_key"] = key;
+      if (!h.contains("secret_key_file"))
+        h["secret_key_file"] = std::filesystem::absolute(keys_dir + "/" + name + ".key").string();
+    }
   std::string text = cfg.dump(2) + "\n";
   auto dir = std::filesystem::absolute(out_file).parent_path().string();
   config::cluster c;

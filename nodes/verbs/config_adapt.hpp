@@ -30,7 +30,10 @@ nlohmann::json adapt_host_map(const nlohmann::json& host_map);
 
 /// Reads the host map, adapts it, validates the result as a config (relative data_dir
 /// resolved against the output file's directory) and writes it atomically. Prints what
-/// it made. Returns the exit code.
-int run_config_adapt(const std::string& host_map_file, const std::string& out_file);
+/// it made. Returns the exit code. A host without `public_key` in the map takes
+/// `keys_dir`/HOST.pub and HOST.key (`vidline keygen --out keys_dir --name HOST`); with no
+/// `keys_dir` it is refused, naming the keygen command.
+int run_config_adapt(const std::string& host_map_file, const std::string& out_file,
+                     const std::string& keys_dir = "");
 
 } // namespace vidline::nodes

@@ -645,6 +645,8 @@ std::vector<check_line> run_preflight(const preflight_options& o) {
   }
   r.ok("mode", m->name + ": pools " + join(m->pools) + "; decoders " + join(m->decoders) +
                  (c.find_mode(m->name) ? "" : " (every pool and decoder, policy auto)"));
+  for (auto& l : check_profile_kinds(c, *m))
+    r.lines.push_back(std::move(l));
   scope s = scope_of(c, *m);
 
   std::set<std::string> here;

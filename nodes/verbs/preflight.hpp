@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "config/config.hpp"
+
 namespace vidline::nodes {
 
 /// One line of the report.
@@ -48,5 +50,10 @@ bool any_failed(const std::vector<check_line>& lines);
 
 /// Parses "1073741824", "512M", "10G", "1T" (binary units). Throws std::invalid_argument.
 uint64_t parse_bytes(const std::string& text);
+
+/// One line per pool or decoder of mode `m` whose kind (profile_key) has no timings in the
+/// profile the line plans by (the sim backends' profile file, else the embedded reference),
+/// failed, naming the kind and `vidline profile build`; one ok line when all have them.
+std::vector<check_line> check_profile_kinds(const config::cluster& c, const config::mode& m);
 
 } // namespace vidline::nodes

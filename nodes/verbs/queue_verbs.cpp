@@ -12,6 +12,7 @@
 #include "nodes/verbs/cli.hpp"
 #include "nodes/verbs/cli_checks.hpp"
 #include "nodes/verbs/commands.hpp"
+#include "nodes/verbs/line_text.hpp"
 #include "nodes/exit_codes.hpp"
 #include "nodes/verbs/shot_file.hpp"
 #include "nodes/verbs/verbs.hpp"
@@ -63,6 +64,10 @@ std::string eta_text(const json& e) { return e.is_number() ? duration_text(e.get
 
 int do_runs(const queue_options& o) {
   auto cluster = cluster_for(o.config);
+  if (auto why = nobody_listens(cluster, o.config); !why.empty()) {
+    std::fprintf(stderr, "error: %s\n", why.c_str());
+    return exit_code::unreachable;
+  }
   coordinator_client cl(cluster);
   json list;
   try {
@@ -72,7 +77,9 @@ int do_runs(const queue_options& o) {
     return e.exit_code();
   }
   if (o.json) {
-    std::printf("%s\n", list.dump(2).c_str());
+    // The shape of GET /v1/runs (docs/http.md): the list and the newest run's id.
+    const json latest = list.empty() ? json(nullptr) : list.back()["run_id"];
+    std::printf("%s\n", json{{"runs", list}, {"latest", latest}}.dump(2).c_str());
     return exit_code::ok;
   }
   std::printf("%-24s %-10s %11s %9s %8s  %s\n", "RUN", "STATE", "DONE/TOTAL", "ETA", "PRIORITY",

@@ -427,6 +427,17 @@ int start_nodes(const service_options& o) {
       fail("failed", e.what());
     }
   }
+  // Where to watch the line: the coordinator's dashboard, when its node is one of these.
+  for (auto* h : hosts)
+    if (h->name == c.coordinator && h->http.port != 0 && code == exit_code::ok) {
+      const bool any = h->http.address == "0.0.0.0" || h->http.address == "::";
+      const std::string url = "http://" + (any ? h->address : h->http.address) + ":" +
+                              std::to_string(h->http.port) + "/dashboard/";
+      out.say("dashboard: %s%s\n", url.c_str(),
+              h->http.token_file.empty()
+                ? ""
+                : (" (the page asks for the token in " + h->http.token_file + ")").c_str());
+    }
   return out.finish(code);
 }
 

@@ -47,7 +47,7 @@ struct backend_verb_options {
   preflight_options pre;
   bool pre_json = false;
   std::string min_free = "1G";
-  std::string host_map, out;
+  std::string host_map, out, keys;
   service_options svc;
 };
 
@@ -90,7 +90,9 @@ void add_backend_verbs(CLI::App& app, verb_list& out) {
                                    "Write the full config (pools, modes) for a short host map");
   adapt->add_option("--host-map", o->host_map, "Host map (JSON): hosts, addresses, GPUs, paths")->required();
   adapt->add_option("--out", o->out, "Config file to write")->required();
-  out.push_back({adapt, [o] { return run_config_adapt(o->host_map, o->out); }});
+  adapt->add_option("--keys", o->keys,
+                    "Directory of the hosts' keys (vidline keygen --out DIR): HOST.pub, HOST.key");
+  out.push_back({adapt, [o] { return run_config_adapt(o->host_map, o->out, o->keys); }});
 
   auto* start = app.add_subcommand("start", "Start this machine's node(s) in the background (idempotent)");
   start->add_option("--config", o->svc.config, "Cluster config (JSON)")->required();

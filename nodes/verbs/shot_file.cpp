@@ -276,12 +276,21 @@ std::string read_shot_file(const std::string& path, const config::knobs& k, uint
   // A line longer than this is refused before it is parsed (a prompt is at most
   // max_prompt_bytes, escaped at most 6 bytes a byte, plus the other fields).
   const uint64_t max_line = 6 * uint64_t{k.max_prompt_bytes} + 64 * 1024;
+  // Every bad line is reported (up to max_bad_lines), so one edit fixes them all.
+  std::vector<std::string> bad;
+  std::size_t bad_total = 0;
+  auto refuse = [&](std::string why) {
+    if (++bad_total <= max_bad_lines)
+      bad.push_back(std::move(why));
+  };
   while (std::getline(in, line)) {
     ++n;
     const std::string at = path + ":" + std::to_string(n) + ": ";
-    if (line.size() > max_line)
-      return at + "line: is " + std::to_string(line.size()) + " bytes long, over "
-             + std::to_string(max_line);
+    if (line.size() > max_line) {
+      refuse(at + "line: is " + std::to_string(line.size()) + " bytes long, over "
+             + std::to_string(max_line));
+      continue;
+    }
     if (!line.empty() && line.back() == '\r')
       line.pop_back();
     auto first = line.find_first_not_of(" \t");
@@ -301,25 +310,37 @@ std::string read_shot_file(const std::string& path, const config::knobs& k, uint
       continue;
     }
     if (csv) {
-      if (auto why = csv_object(header, line, j); !why.empty())
-        return at + why;
+      if (auto why = csv_object(header, line, j); !why.empty()) {
+        refuse(at + why);
+        continue;
+      }
     } else {
       try {
         j = json::parse(line);
       } catch (const json::exception& e) {
-        return at + "line: not valid JSON (" + std::string(e.what()) + ")";
+        refuse(at + "line: not valid JSON (" + std::string(e.what()) + ")");
+        continue;
       }
     }
     msg::shot s;
-    if (auto why = shot_of(j, folder, k, s); !why.empty())
-      return at + why;
+    if (auto why = shot_of(j, folder, k, s); !why.empty()) {
+      refuse(at + why);
+      continue;
+    }
     if (!s.name.empty()) {
-      if (auto [it, fresh] = name_line.emplace(s.name, n); !fresh)
-        return at + "name: '" + s.name + "' is also the name on line " + std::to_string(it->second);
-      for (uint32_t t = 0; t < s.takes; ++t)
+      if (auto [it, fresh] = name_line.emplace(s.name, n); !fresh) {
+        refuse(at + "name: '" + s.name + "' is also the name on line " + std::to_string(it->second));
+        continue;
+      }
+      std::string clash;
+      for (uint32_t t = 0; t < s.takes && clash.empty(); ++t)
         if (auto [it, fresh] = stem_line.emplace(dispatching::shot_stem(s, t), n); !fresh)
-          return at + "name: its output '" + dispatching::shot_stem(s, t)
-                 + "' is also an output of line " + std::to_string(it->second);
+          clash = at + "name: its output '" + dispatching::shot_stem(s, t)
+                  + "' is also an output of line " + std::to_string(it->second);
+      if (!clash.empty()) {
+        refuse(clash);
+        continue;
+      }
     }
     got.jobs += s.takes;
     if (got.jobs > max_jobs)
@@ -330,6 +351,15 @@ std::string read_shot_file(const std::string& path, const config::knobs& k, uint
   }
   if (in.bad())
     return path + ": read error";
+  if (!bad.empty()) {
+    std::string all;
+    for (auto& b : bad)
+      all += (all.empty() ? "" : "\n") + b;
+    if (bad_total > bad.size())
+      all += "\n" + path + ": " + std::to_string(bad_total) + " lines are wrong; the first " +
+             std::to_string(bad.size()) + " are shown";
+    return all;
+  }
   if (got.shots.empty())
     return path + ": holds no shots (every line blank or a # comment)";
   out = std::move(got);

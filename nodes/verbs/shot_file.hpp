@@ -38,8 +38,11 @@ struct shot_list {
 /// seed given, `reference` (relative to the file's folder) an existing regular file of at
 /// most max_reference_image_bytes (its SHA-256 is recorded), each shot acceptable
 /// (dispatching::shot_problem), names and output stems unique, takes summed at most `max_jobs`.
-/// Returns "" and fills `out`, or the error "FILE:LINE: FIELD: what is wrong" (nothing else
-/// of the file is kept).
+/// Returns "" and fills `out`, or the errors "FILE:LINE: FIELD: what is wrong", one line each
+/// for every bad line up to max_bad_lines (nothing else of the file is kept).
+/// The most bad lines of a shot file reported at once.
+inline constexpr std::size_t max_bad_lines = 20;
+
 std::string read_shot_file(const std::string& path, const config::knobs& k, uint64_t max_jobs,
                            shot_list& out);
 

@@ -109,7 +109,10 @@ TEST_CASE("two runs side by side use every pool of the mode, submit adds to an o
   // `vidline runs --json` lists both, done.
   auto [rc, out] = vidline_cli(dir.path(), {"runs", "--config", config, "--json"});
   REQUIRE(rc == 0);
-  auto list = json::parse(out);
+  // One shape with GET /v1/runs (docs/http.md): {runs, latest}.
+  auto listing = json::parse(out);
+  CHECK(listing["latest"] == two);
+  auto list = listing["runs"];
   REQUIRE(list.size() == 2);
   CHECK(list[0]["run_id"] == one);
   CHECK(list[1]["run_id"] == two);

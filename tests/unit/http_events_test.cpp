@@ -4,6 +4,7 @@
 
 #include "nodes/http_events.hpp"
 #include "nodes/http_server.hpp"
+#include "nodes/verbs/line_text.hpp"
 
 using nlohmann::json;
 using namespace vidline::nodes;
@@ -202,4 +203,30 @@ TEST_CASE("api: a shot list in a submit body, each shot's fields named") {
              Catch::Contains("'shots[0].priority'"));
   // Neither form: the uniform fields are asked for.
   CHECK_THAT(bad(R"({"mode":"m"})"), Catch::Contains("missing field 'prompt'"));
+}
+
+TEST_CASE("events: every event of a job names its shot beside the index") {
+  auto named = [](const char* state) {
+    auto j = job(4, state);
+    j["name"] = "harbour-dawn-take-2";
+    j["shot"] = "harbour-dawn";
+    j["take"] = 1;
+    j["prompt_start"] = "a harbour at dawn, gulls over the cranes";
+    return j;
+  };
+  auto s0 = status("running", json::array({named("sampling")}));
+  auto s1 = s0;
+  s1["jobs"][0]["progress"] = {{"step", 3}, {"steps", 30}};
+  s1["jobs"][0]["failed_attempts"] = json::array({{{"stage", "sampling"}, {"lane", "p"}, {"reason", "oom"}}});
+  s1["jobs"][0]["state"] = "queued";
+  const std::string label = "job 4 harbour-dawn-take-2 \"a harbour at dawn, gulls over...\"";
+  auto es = events::run_events(s0, s1);
+  REQUIRE(names(es) == std::vector<std::string>{"job", "progress", "failure"});
+  for (auto& e : es)
+    CHECK(e.data["label"] == label);
+  // A record without a name: the shot and its take.
+  auto j = job(2, "queued");
+  j["shot"] = "night";
+  j["take"] = 2;
+  CHECK(job_label(j) == "job 2 night take 3");
 }

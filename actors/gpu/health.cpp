@@ -1,0 +1,90 @@
+// The health rule and the energy meter (health.hpp).
+#include "actors/gpu/health.hpp"
+
+#include <cmath>
+
+namespace vidline::gpu {
+namespace {
+
+std::string fmt(double v) { return std::to_string(std::llround(v)); }
+
+} // namespace
+
+std::string condition(health_state& h, const msg::gpu_sample& g, const health_params& p,
+                      double now) {
+  if (g.lost)
+    return "lost (fell off the bus or missing)";
+  if (g.ecc_uncorrected > 0)
+    return std::to_string(g.ecc_uncorrected) + " uncorrectable ECC errors";
+  const bool hot = g.temperature_c >= 0 && g.slowdown_c > 0 && g.temperature_c >= g.slowdown_c;
+  if (!hot) {
+    h.hot_since = -1;
+    return "";
+  }
+  if (h.hot_since < 0)
+    h.hot_since = now;
+  if (now - h.hot_since >= p.hot_s)
+    return "at " + fmt(g.temperature_c) + " C, at or above its slowdown temperature ("
+           + fmt(g.slowdown_c) + " C) for " + fmt(now - h.hot_since) + " s";
+  return "";
+}
+
+bool step(health_state& h, msg::gpu_sample& g, const health_params& p, double now) {
+  if (g.source == "unknown" && !g.lost) {
+    g.health = "unknown";
+    g.health_reason.clear();
+    return false;
+  }
+  h.known = true;
+  const bool before = h.sick;
+  std::string why = condition(h, g, p, now);
+  if (!why.empty()) {
+    h.sick = true;
+    h.reason = why;
+    h.clear_since = -1;
+  } else if (h.sick) {
+    if (h.clear_since < 0)
+      h.clear_since = now;
+    if (now - h.clear_since >= p.recover_s) {
+      h.sick = false;
+      h.clear_since = -1;
+    }
+  }
+  g.health = h.sick ? "sick" : "ok";
+  g.health_reason = h.sick ? h.reason : "";
+  return h.sick != before;
+}
+
+void energy_meter::accrue(double t) {
+  if (last_t_ >= 0 && t > last_t_ && power_ >= 0) {
+    const double e = power_ * (t - last_t_);
+    total_ += e;
+    if (!owners_.empty())
+      for (auto& [o, n] : owners_)
+        joules_[o] += e / static_cast<double>(owners_.size());
+  }
+  if (t > last_t_)
+    last_t_ = t;
+}
+
+void energy_meter::reading(double t, double power_w) {
+  accrue(t);
+  power_ = power_w;
+}
+
+void energy_meter::own(const std::string& owner, bool on, double t) {
+  accrue(t);
+  if (on) {
+    ++owners_[owner];
+    joules_.emplace(owner, 0.0);
+  } else if (auto it = owners_.find(owner); it != owners_.end() && --it->second <= 0) {
+    owners_.erase(it);
+  }
+}
+
+double energy_meter::joules(const std::string& owner) const {
+  auto it = joules_.find(owner);
+  return it == joules_.end() ? 0 : it->second;
+}
+
+} // namespace vidline::gpu
