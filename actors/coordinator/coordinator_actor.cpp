@@ -34,6 +34,7 @@ struct shell {
   clock_note clock;
   /// The state's counters as last put in the registry (its counters take the growth).
   uint64_t forgotten_seen = 0, unknown_seen = 0;
+  double gpu_s_seen = 0;  ///< sched::state::gpu_s_redone at the last look
   /// The forgotten run read last from the journal: a client reading a big one page by page
   /// reads the journal once. A forgotten run does not change; the copy goes when its
   /// records are dropped or it is resumed (back in the state).
@@ -127,6 +128,8 @@ void count(shell& sh) {
           static_cast<double>(sh.st.runs_forgotten - sh.forgotten_seen));
   reg.add("vidline_unknown_job_results_total", {},
           static_cast<double>(sh.st.unknown_job_results - sh.unknown_seen));
+  reg.add("vidline_gpu_seconds_paid_twice_total", {}, sh.st.gpu_s_redone - sh.gpu_s_seen);
+  sh.gpu_s_seen = sh.st.gpu_s_redone;
   sh.forgotten_seen = sh.st.runs_forgotten;
   sh.unknown_seen = sh.st.unknown_job_results;
 }
