@@ -1,4 +1,5 @@
 #include "actors/coordinator/dispatch_setup.hpp"
+#include "actors/coordinator/admission.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -226,6 +227,14 @@ std::string shot_problem(const msg::shot& s, const config::knobs& k) {
            + std::to_string(k.max_prompt_bytes) + ")";
   if (!text::is_valid_utf8(s.prompt))
     return "prompt: is not valid UTF-8";
+  if (s.negative_prompt.size() > k.max_prompt_bytes)
+    return "negative_prompt: is " + std::to_string(s.negative_prompt.size())
+           + " bytes, over knobs.max_prompt_bytes (" + std::to_string(k.max_prompt_bytes) + ")";
+  if (!text::is_valid_utf8(s.negative_prompt))
+    return "negative_prompt: is not valid UTF-8";
+  for (auto& i : s.inputs)
+    if (auto why = actors::inbound::check_reference(i.path); !why.empty())
+      return "inputs." + i.name + ": " + why;
   if (auto why = actors::inbound::check_reference(s.reference); !why.empty())
     return "reference: " + why;
   if (!s.reference_sha256.empty() && !is_sha256_hex(s.reference_sha256))
@@ -267,7 +276,8 @@ std::string shots_problem(const std::vector<msg::shot>& shots, const config::kno
 
 std::vector<msg::job_spec> shot_jobs(const std::vector<msg::shot>& shots,
                                      const std::string& run_id, const std::string& reference,
-                                     const std::string& reference_sha256) {
+                                     const std::string& reference_sha256,
+                                     const config::catalog* cat) {
   std::vector<std::size_t> order(shots.size());
   for (std::size_t i = 0; i < order.size(); ++i)
     order[i] = i;
@@ -291,6 +301,15 @@ std::vector<msg::job_spec> shot_jobs(const std::vector<msg::shot>& shots,
       j.reference = own ? s.reference : reference;
       j.reference_sha256 = own ? s.reference_sha256 : reference_sha256;
       j.name = shot_stem(s, t);
+      j.negative_prompt = s.negative_prompt;
+      j.shot = s.name;
+      j.take = t;
+      j.sequence = s.sequence;
+      if (cat != nullptr) {
+        config::resolved_shot r;
+        if (resolve_run_shot(*cat, s, reference, reference_sha256, r).empty())
+          config::apply_resolved(r, j);
+      }
       out.push_back(std::move(j));
     }
   }

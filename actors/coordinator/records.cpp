@@ -1,5 +1,7 @@
 #include "actors/coordinator/records.hpp"
 
+#include "config/shot_record.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <iterator>
@@ -19,6 +21,28 @@ json spec_record(const msg::job_spec& s) {
           {"reference_sha256", s.reference_sha256}};
   if (s.reference_bytes != 0)  // an input the sampling host pulls (nodes/inputs.hpp)
     j["reference_bytes"] = s.reference_bytes;
+  // The shot model's fields, each only when set (a journal older than them reads as unset).
+  for (auto [key, v] : {std::pair<const char*, const std::string*>{"negative_prompt", &s.negative_prompt},
+                        {"workflow", &s.workflow}, {"model", &s.model}, {"shot", &s.shot},
+                        {"key", &s.key}, {"sequence", &s.sequence}})
+    if (!v->empty())
+      j[key] = *v;
+  if (s.take != 0)
+    j["take"] = s.take;
+  if (!s.params.empty()) {
+    json ps = json::array();
+    for (auto& p : s.params)
+      ps.push_back({{"name", p.name}, {"type", p.type}, {"text", p.text}});
+    j["params"] = ps;
+  }
+  if (!s.inputs.empty()) {
+    json is = json::array();
+    for (auto& i : s.inputs)
+      is.push_back({{"name", i.name}, {"sha256", i.sha256}, {"bytes", i.bytes}, {"path", i.path},
+                    {"from", i.from}, {"from_index", i.from_index}, {"frame", i.frame},
+                    {"latent", i.latent}});
+    j["inputs"] = is;
+  }
   return j;
 }
 
@@ -36,6 +60,30 @@ msg::job_spec spec_from(const json& r) {
   s.name = r.value("name", "");  // a journal older than shot lists: unnamed
   s.reference_sha256 = r.value("reference_sha256", "");
   s.reference_bytes = r.value("reference_bytes", uint64_t{0});
+  s.negative_prompt = r.value("negative_prompt", "");
+  s.workflow = r.value("workflow", "");
+  s.model = r.value("model", "");
+  s.shot = r.value("shot", "");
+  s.key = r.value("key", "");
+  s.sequence = r.value("sequence", "");
+  s.take = r.value("take", uint32_t{0});
+  if (auto it = r.find("params"); it != r.end() && it->is_array())
+    for (auto& p : *it)
+      s.params.push_back({p.at("name").get<std::string>(), p.at("type").get<std::string>(),
+                          p.at("text").get<std::string>()});
+  if (auto it = r.find("inputs"); it != r.end() && it->is_array())
+    for (auto& i : *it) {
+      msg::job_input in;
+      in.name = i.at("name").get<std::string>();
+      in.sha256 = i.value("sha256", "");
+      in.bytes = i.value("bytes", uint64_t{0});
+      in.path = i.value("path", "");
+      in.from = i.value("from", "");
+      in.from_index = i.value("from_index", int64_t{-1});
+      in.frame = i.value("frame", "");
+      in.latent = i.value("latent", false);
+      s.inputs.push_back(std::move(in));
+    }
   return s;
 }
 
@@ -461,6 +509,8 @@ json status_json(const sched::state& s, const sched::run& r, const clock_note& c
                     {"stages", std::move(stages)},
                     {"running", std::move(running)},
                     {"failed_attempts", std::move(failed)}});
+    // What its output is made from (workflow, model, params, input digests, ident, version).
+    jobs.back().update(config::shot_record(j.spec));
     // Only the newest failures are kept (sched::max_failures_kept): the count of all, when
     // some were left out.
     if (j.failures_total > j.failures.size())

@@ -1,5 +1,7 @@
 #include "actors/decoder/output_index.hpp"
 
+#include "config/shot_record.hpp"
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -59,6 +61,9 @@ std::string line(const entry& e) {
                          {"decode_s", e.decode_s}}},
             {"output_sha256", e.output_sha256},
             {"bytes", e.bytes}};
+  // What it was made from: workflow, model, params, input digests, ident, vidline version.
+  l.update(config::shot_record(j));
+  l["negative_prompt"] = j.negative_prompt.empty() ? json(nullptr) : json(j.negative_prompt);
   return l.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 

@@ -39,7 +39,9 @@ struct entry {
 
 /// The line (JSON, no newline) of an entry. Keys: name (the file's stem), file, run_id,
 /// index, seed, width, height, seconds, prompt_sha256, reference_sha256 (null: none), pool,
-/// decoder, timings {conditioning_s, sampling_s, handoff_s, decode_s}, output_sha256, bytes.
+/// decoder, timings {conditioning_s, sampling_s, handoff_s, decode_s}, output_sha256, bytes,
+/// and what it was made from (config::shot_record: workflow, model, params, inputs,
+/// negative_prompt_sha256, ident, vidline_version), with negative_prompt.
 std::string line(const entry& e);
 
 /// The (name, output_sha256) pairs an index file holds (lines that do not parse skipped).

@@ -1,5 +1,7 @@
 #include "nodes/verbs/cli.hpp"
 
+#include "actors/coordinator/admission.hpp"
+
 #include <algorithm>
 #include <cstdint>
 #include <csignal>
@@ -172,7 +174,8 @@ int do_run(const run_args& a) {
   std::vector<std::size_t> shot_lines;  // the shot file's line of each shot
   if (!a.jobs.empty()) {
     shot_list list;
-    why = read_shot_file(a.jobs, cluster.knobs, run_max_jobs, list);
+    const auto cat = dispatching::run_catalog(cluster, a.mode);
+    why = read_shot_file(a.jobs, cluster.knobs, run_max_jobs, list, &cat);
     if (why.empty()) {
       // Capacity as the coordinator will judge it, named by line (the coordinator checks
       // again, by shot number: its word is final).
@@ -235,6 +238,10 @@ int do_run(const run_args& a) {
           ": reference";
       if (int rc = upload(req.shots[i].reference, req.shots[i].reference_sha256, where); rc != 0)
         return rc;
+      for (auto& in : req.shots[i].inputs)  // every named input travels as the reference does
+        if (int rc = upload(in.path, in.sha256, where.substr(0, where.size() - 9) + "inputs." + in.name);
+            rc != 0)
+          return rc;
     }
   }
   std::string run_id;

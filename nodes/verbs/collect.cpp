@@ -182,6 +182,11 @@ std::string collected_line(const std::string& run_id, const json& j, uint64_t by
                          {"decode_s", num("decode_s")}}},
             {"output_sha256", str_or(j, "output_sha256")},
             {"bytes", bytes}};
+  // What it was made from, as the status says it (config::shot_record's fields).
+  for (const char* k : {"workflow", "model", "params", "inputs", "negative_prompt_sha256", "ident",
+                        "vidline_version"})
+    if (j.contains(k))
+      l[k] = j[k];
   return l.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 

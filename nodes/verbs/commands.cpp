@@ -231,6 +231,9 @@ std::string job_line(const json& j, bool sim) {
       << j["state"].get<std::string>();
   if (!j["pool"].is_null())
     out << "  pool " << j["pool"].get<std::string>();
+  if (j.contains("workflow") && j["workflow"].is_string())
+    out << "  workflow " << j["workflow"].get<std::string>()
+        << (j.contains("model") && j["model"].is_string() ? " (model " + j["model"].get<std::string>() + ")" : "");
   if (j.contains("progress") && j["progress"].is_object())
     out << "  step " << j["progress"].value("step", 0) << "/" << j["progress"].value("steps", 0);
   auto& t = j["times"];
