@@ -1,4 +1,5 @@
 #include "actors/coordinator/records.hpp"
+#include "actors/coordinator/graph_records.hpp"
 
 #include "config/shot_record.hpp"
 
@@ -233,7 +234,8 @@ json run_record(const sched::run& r) {
   return {{"id", r.id}, {"mode", r.mode}, {"request_id", r.request_id},
           {"submitted_at", r.submitted_at}, {"finished_at", r.finished_at}, {"done", r.done},
           {"priority", r.priority}, {"cancelled", r.cancelled},
-          {"added_requests", r.added_requests}};
+          {"added_requests", r.added_requests}, {"rerender", r.rerender},
+          {"sequences", r.sequences}};
 }
 
 sched::run run_from_record(const json& j) {
@@ -247,6 +249,8 @@ sched::run run_from_record(const json& j) {
   r.priority = j.value("priority", 0);
   r.cancelled = j.value("cancelled", false);
   r.added_requests = j.value("added_requests", std::map<std::string, uint32_t>{});
+  r.rerender = j.value("rerender", false);
+  r.sequences = j.value("sequences", std::map<std::string, std::vector<uint32_t>>{});
   return r;
 }
 
@@ -286,7 +290,7 @@ std::string run_state(const sched::run& r) {
   for (auto& j : r.jobs) {
     if (j.state == sched::job_state::failed)
       return "failed";
-    any_succeeded = any_succeeded || j.state == sched::job_state::succeeded;
+    any_succeeded = any_succeeded || sched::has_output(j.state);
     any_cancelled = any_cancelled || j.state == sched::job_state::cancelled;
   }
   // Some jobs cancelled one by one: the run succeeded when the rest did; every job
@@ -318,12 +322,15 @@ nlohmann::json runs_json(const sched::state& s, double now, bool all,
       continue;
     finished_shown += r.done ? 1 : 0;
     uint32_t done = 0, succeeded = 0, failed = 0, cancelled = 0, queued = 0, running = 0;
+    uint32_t reused = 0;  // counted in succeeded too: their videos are there
     for (auto& j : r.jobs) {
       switch (j.state) {
         case sched::job_state::succeeded: ++succeeded; break;
         case sched::job_state::failed: ++failed; break;
         case sched::job_state::cancelled: ++cancelled; break;
-        case sched::job_state::queued: ++queued; break;
+        case sched::job_state::queued:
+        case sched::job_state::waiting: ++queued; break;
+        case sched::job_state::reused: ++succeeded; ++reused; break;
         default: ++running; break;
       }
     }
@@ -346,6 +353,7 @@ nlohmann::json runs_json(const sched::state& s, double now, bool all,
                    {"succeeded", succeeded},
                    {"failed", failed},
                    {"cancelled", cancelled},
+                   {"reused", reused},
                    {"queued", queued},
                    {"in_flight", running},
                    {"eta_s", eta},
@@ -515,6 +523,9 @@ json status_json(const sched::state& s, const sched::run& r, const clock_note& c
     // some were left out.
     if (j.failures_total > j.failures.size())
       jobs.back()["failed_attempts_total"] = j.failures_total;
+    put_graph_status(jobs.back(), j.spec);
+    if (j.state == sched::job_state::waiting && !j.error.empty())
+      jobs.back()["error"] = j.error;
   }
   // Hosts down while the run ran (or still down).
   const double until = r.done && r.finished_at >= 0 ? r.finished_at : now;
@@ -529,7 +540,7 @@ json status_json(const sched::state& s, const sched::run& r, const clock_note& c
                        {"to_unix", o.to < 0 ? json(nullptr) : json(unix_of(o.to))}});
   }
   auto sum = sched::summarize(r);
-  return {{"run_id", r.id},
+  json out = {{"run_id", r.id},
           {"state", run_state(r)},
           {"mode", r.mode},
           {"priority", r.priority},
@@ -548,6 +559,7 @@ json status_json(const sched::state& s, const sched::run& r, const clock_note& c
           {"summary", {{"succeeded", sum.succeeded},
                        {"failed", sum.failed},
                        {"cancelled", sum.cancelled},
+                       {"reused", sum.reused},
                        {"done_twice", sum.done_twice},
                        {"fenced", sum.fenced},
                        {"products_retracted", sum.products_retracted},
@@ -555,6 +567,8 @@ json status_json(const sched::state& s, const sched::run& r, const clock_note& c
                        {"first_finish_s", sum.first_finish_s},
                        {"makespan_s", sum.makespan_s},
                        {"clips_per_hour", sum.clips_per_hour}}}};
+  put_sequences_status(out, r);
+  return out;
 }
 
 } // namespace vidline::actors

@@ -1,6 +1,8 @@
 #include "actors/coordinator/scheduler.hpp"
 #include "actors/coordinator/drain.hpp"
 #include "actors/coordinator/index.hpp"
+#include "actors/coordinator/graph.hpp"
+#include "config/shot_identity.hpp"
 
 #include <cmath>
 
@@ -21,6 +23,8 @@ const char* to_string(job_state s) {
     case job_state::succeeded: return "succeeded";
     case job_state::failed: return "failed";
     case job_state::cancelled: return "cancelled";
+    case job_state::waiting: return "waiting";
+    case job_state::reused: return "reused";
   }
   return "unknown";
 }
@@ -28,7 +32,7 @@ const char* to_string(job_state s) {
 std::optional<job_state> job_state_from(const std::string& s) {
   for (auto st : {job_state::queued, job_state::sampling, job_state::sampled,
                   job_state::decoding, job_state::succeeded, job_state::failed,
-                  job_state::cancelled})
+                  job_state::cancelled, job_state::waiting, job_state::reused})
     if (s == to_string(st))
       return st;
   return std::nullopt;
@@ -298,6 +302,30 @@ struct stepper {
       log(3, "job " + job_name(j) + " failed: " + j.error);
     else
       log(2, "job " + job_name(j) + " succeeded: " + j.output);
+    if (final_state == job_state::succeeded)
+      graph::on_output(s, j, fx, now);
+    else if (final_state == job_state::failed && !cascading)
+      end_dependents(j, job_state::failed);
+  }
+
+  bool cascading = false;  ///< ending a job's dependents (graph.hpp): not again for theirs
+
+  /// A job that failed for good or was cancelled: the jobs waiting for its video (and for
+  /// theirs) fail, or are cancelled, naming it.
+  void end_dependents(const job& j, job_state how) {
+    auto deps = graph::dependents(s, j);
+    if (deps.empty())
+      return;
+    cascading = true;
+    const std::string shot = j.spec.shot.empty() ? "" : "shot " + j.spec.shot + " ";
+    for (job* d : deps) {
+      if (how == job_state::cancelled)
+        cancel_job(*d);
+      else if (d->state == job_state::waiting)
+        finish(*d, job_state::failed, "an input's source " + shot + "(job "
+                                        + std::to_string(j.spec.index) + ") failed: " + j.error);
+    }
+    cascading = false;
   }
 
   /// An attempt lost to a crash or a host going down is given back, up to a bound that
@@ -370,14 +398,35 @@ struct stepper {
     s.runs.push_back(e.r);
     auto& r = s.runs.back();
     r.submitted_at = now;
+    const auto finals = graph::admit(s, r);
     index_run(s, s.runs.size() - 1);
     order_runs(s);
     fx.push_back(fx_persist_run{r.id});
     for (auto& j : r.jobs)
       persist(j);
+    announce_finals(r, finals);
     log(2, "run " + r.id + " submitted: " + std::to_string(r.jobs.size()) + " jobs, mode "
              + r.mode);
     refuse_impossible(r);
+  }
+
+  /// Jobs final when they came (graph::admit): reused, or naming no job of the run.
+  void announce_finals(const run& r, const std::vector<uint32_t>& finals) {
+    for (uint32_t i : finals) {
+      const auto& j = r.jobs[i];
+      fx.push_back(fx_job_final{r.id, i});
+      if (j.state == job_state::reused)
+        log(2, "job " + job_name(j) + " reused " + j.output + " (job key " + j.spec.key + ")");
+      else
+        log(3, "job " + job_name(j) + " failed: " + j.error);
+    }
+    graph::ask_inputs(s, fx, now);
+  }
+
+  void on(const ev_input_made& e) {
+    auto [j, why] = graph::on_input_made(s, e, fx, now);
+    if (j != nullptr)
+      finish(*j, job_state::failed, why);
   }
 
   /// A job no pool of its mode can hold fails at once instead of waiting forever.
@@ -737,7 +786,7 @@ struct stepper {
                + " after " + j->decoder + "'s video was published; that one is retracted");
       return ack(r.host, target, r.attempt, true);
     }
-    if (j->state == job_state::failed)
+    if (j->state == job_state::failed || j->state == job_state::reused)
       return ack(r.host, target, r.attempt);
     // The job still waits for a video and this one is made: it is the job's. A current
     // attempt elsewhere is given up on (its grant says so) and its video removed.
@@ -907,8 +956,10 @@ struct stepper {
       j.sample_attempts = j.decode_attempts = j.corrupt_handoffs = 0;
       j.lost_attempts = j.handoff_failures = 0;
       j.error.clear();
-      set_state(j, (!j.latent_sha256.empty() && !j.latent_host.empty()) ? job_state::sampled
-                                                                          : job_state::queued);
+      const bool waits = !config::inputs_known(j.spec);
+      set_state(j, waits ? job_state::waiting
+                         : (!j.latent_sha256.empty() && !j.latent_host.empty()) ? job_state::sampled
+                                                                                : job_state::queued);
       persist(j);
       ++reopened;
     }
@@ -918,6 +969,8 @@ struct stepper {
     r->finished_at = -1;
     fx.push_back(fx_persist_run{r->id});
     log(2, "run " + r->id + ": " + std::to_string(reopened) + " failed jobs resumed");
+    graph::refresh_due(s, s.idx.run_pos.at(r->id));
+    graph::ask_inputs(s, fx, now);
     refuse_impossible(*r);
   }
 
@@ -988,6 +1041,7 @@ struct stepper {
           p.ordered_at = -1;
         }
       s.forgotten_jobs[r.mode] += r.jobs.size();
+      graph::remember_outputs(s, r);
       if (s.p.journal_keep_finished_s >= 0)
         s.journaled.emplace(r.finished_at >= 0 ? r.finished_at : r.submitted_at, r.id);
       ++s.runs_forgotten;
@@ -1026,6 +1080,12 @@ struct stepper {
         send_cancel(it->second.host, "decoder:" + it->first, it->second.epoch,
                     it->second.last_seq, j.attempt);
     }
+    if (was == job_state::waiting)
+      for (auto it = s.idx.inputs_due.begin(); it != s.idx.inputs_due.end(); ++it)
+        if (s.runs[it->first].id == j.spec.run_id && it->second == j.spec.index) {
+          s.idx.inputs_due.erase(it);
+          break;
+        }
     if (was == job_state::sampling || was == job_state::decoding) {
       s.idx.cancelled_attempts.insert(j.attempt);
       note_failure(j, "cancelled", false);  // the stage cut short, for the status and its chart
@@ -1039,6 +1099,8 @@ struct stepper {
     if (had_latent && (was == job_state::sampled || was == job_state::decoding))
       fx.push_back(fx_release{j.latent_host, {j.latent_sha256}});
     log(2, "job " + job_name(j) + " cancelled (was " + to_string(was) + ")");
+    if (!cascading)
+      end_dependents(j, job_state::cancelled);
   }
 
   void send_cancel(const std::string& host, const std::string& target, uint64_t epoch,
@@ -1098,11 +1160,13 @@ struct stepper {
       j.state = job_state::queued;
       r->jobs.push_back(std::move(j));
     }
+    const auto finals = graph::admit(s, *r, first);
     // The later runs' turns move on: the index is rebuilt (a rare, user-driven event).
     reindex(s);
     r = s.find_run(e.run_id);
     for (uint32_t i = first; i < r->jobs.size(); ++i)
       persist(r->jobs[i]);
+    announce_finals(*r, finals);
     fx.push_back(fx_persist_run{r->id});
     log(2, "run " + r->id + ": " + std::to_string(r->jobs.size() - first) + " jobs added");
     refuse_impossible(*r);
@@ -1110,6 +1174,7 @@ struct stepper {
 
   void on(const ev_tick&) {
     retain();
+    graph::ask_inputs(s, fx, now);
     expire_leases();
     // Latents on a host that stays down are sampled again elsewhere (in job order).
     if (s.host_down_since.empty())
@@ -1459,6 +1524,8 @@ summary summarize(const run& r) {
       ++out.failed;
     } else if (j.state == job_state::cancelled) {
       ++out.cancelled;
+    } else if (j.state == job_state::reused) {
+      ++out.reused;
     }
     out.done_twice += j.duplicates;
     out.fenced += j.fenced;
