@@ -37,6 +37,7 @@ struct shell {
   clock_note clock;
   /// The state's counters as last put in the registry (its counters take the growth).
   uint64_t forgotten_seen = 0, unknown_seen = 0, reused_seen = 0;
+  double gpu_s_seen = 0;  ///< sched::state::gpu_s_redone at the last look
   /// The forgotten run read last from the journal: a client reading a big one page by page
   /// reads the journal once. A forgotten run does not change; the copy goes when its
   /// records are dropped or it is resumed (back in the state).
@@ -131,6 +132,8 @@ void count(shell& sh) {
           static_cast<double>(sh.st.runs_forgotten - sh.forgotten_seen));
   reg.add("vidline_unknown_job_results_total", {},
           static_cast<double>(sh.st.unknown_job_results - sh.unknown_seen));
+  reg.add("vidline_gpu_seconds_paid_twice_total", {}, sh.st.gpu_s_redone - sh.gpu_s_seen);
+  sh.gpu_s_seen = sh.st.gpu_s_redone;
   reg.add("vidline_jobs_reused_total", {}, static_cast<double>(sh.st.jobs_reused - sh.reused_seen));
   sh.reused_seen = sh.st.jobs_reused;
   sh.forgotten_seen = sh.st.runs_forgotten;

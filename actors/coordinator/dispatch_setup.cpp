@@ -357,6 +357,7 @@ sched::state initial_state(const config::cluster& c, double time_scale) {
     v.name = p.name;
     v.host = p.host;
     v.kind = p.profile_key;
+    v.gpus = std::max<uint32_t>(1, static_cast<uint32_t>(p.gpus.size()));
     if (auto* e = c.find_encoder_of_host(p.host))
       v.encoder_kind = e->profile_key;
     for (auto& q : c.pools)

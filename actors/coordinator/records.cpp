@@ -173,6 +173,8 @@ json job_record(const sched::job& j) {
           {"latent_attempt", j.latent_attempt},
           {"duplicates", j.duplicates},
           {"fenced", j.fenced},
+          {"retracted", j.retracted},
+          {"gpu_s_redone", j.gpu_s_redone},
           {"counted_attempts", j.counted_attempts},
           {"attempt_at", j.attempt_at},
           {"ran", clock_record(j.ran)},
@@ -218,6 +220,8 @@ sched::job job_from_record(const json& r) {
   j.latent_attempt = r.value("latent_attempt", uint64_t{0});
   j.duplicates = r.value("duplicates", 0u);
   j.fenced = r.value("fenced", 0u);
+  j.retracted = r.value("retracted", 0u);
+  j.gpu_s_redone = r.value("gpu_s_redone", 0.0);
   j.counted_attempts = r.value("counted_attempts", std::set<uint64_t>{});
   j.attempt_at = r.value("attempt_at", -1.0);
   j.ran = clock_from(r.value("ran", json()));
@@ -507,6 +511,8 @@ json status_json(const sched::state& s, const sched::run& r, const clock_note& c
                                    : json(nullptr)},
                     {"done_twice", j.duplicates},
                     {"fenced", j.fenced},
+                    {"products_retracted", j.retracted},
+                    {"gpu_s_paid_twice", std::round(j.gpu_s_redone * 1000) / 1000},
                     {"times", std::move(times)},
                     {"stages", std::move(stages)},
                     {"running", std::move(running)},
@@ -556,6 +562,8 @@ json status_json(const sched::state& s, const sched::run& r, const clock_note& c
                        {"reused", sum.reused},
                        {"done_twice", sum.done_twice},
                        {"fenced", sum.fenced},
+                       {"products_retracted", sum.products_retracted},
+                       {"gpu_s_paid_twice", std::round(sum.gpu_s_paid_twice * 1000) / 1000},
                        {"first_finish_s", sum.first_finish_s},
                        {"makespan_s", sum.makespan_s},
                        {"clips_per_hour", sum.clips_per_hour}}}};

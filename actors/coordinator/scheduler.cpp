@@ -227,7 +227,9 @@ struct stepper {
 
   /// The job's current attempt failed or was lost: kept for the status, if it was one
   /// (the job was sampling or decoding).
-  void note_failure(job& j, const std::string& why) {
+  /// `redone`: the stage is to run again (a sampling attempt's GPU time is paid twice);
+  /// false when the job ends here (failed, cancelled).
+  void note_failure(job& j, const std::string& why, bool redone = true) {
     failed_attempt f;
     if (j.state == job_state::sampling) {
       f.stage = "sampling";
@@ -243,6 +245,14 @@ struct stepper {
     if (f.start < 0 || f.start > f.end)
       f.start = f.end;
     f.reason = why;
+    if (f.stage == "sampling" && redone) {
+      // Paid twice: the job samples again from step 0. An attempt lost with its host is
+      // counted until it was given up (at most a lease after its host went silent).
+      auto p = s.pools.find(f.lane);
+      const double gpu_s = (f.end - f.start) * (p == s.pools.end() ? 1 : p->second.gpus);
+      j.gpu_s_redone += gpu_s;
+      s.gpu_s_redone += gpu_s;
+    }
     j.failures.push_back(std::move(f));
     if (j.failures.size() > max_failures_kept)
       j.failures.erase(j.failures.begin());
@@ -282,7 +292,7 @@ struct stepper {
 
   void finish(job& j, job_state final_state, std::string error) {
     if (final_state == job_state::failed)
-      note_failure(j, error);
+      note_failure(j, error, false);
     set_state(j, final_state);
     j.error = std::move(error);
     j.order_sent_at = -1;
@@ -768,11 +778,12 @@ struct stepper {
         return ack(r.host, target, r.attempt);
       if (j->counted_attempts.insert(r.attempt).second) {
         ++j->duplicates;
+        ++j->retracted;
         persist(*j);
       }
       log(3, "job " + job_name(*j) + " was decoded twice: attempt " + std::to_string(r.attempt)
-               + " on decoder " + r.decoder + " finished after " + j->decoder
-               + "'s video was published; that one is removed");
+               + " on decoder " + r.decoder + " (host " + r.host + ") published " + r.output
+               + " after " + j->decoder + "'s video was published; that one is retracted");
       return ack(r.host, target, r.attempt, true);
     }
     if (j->state == job_state::failed || j->state == job_state::reused)
@@ -1077,7 +1088,7 @@ struct stepper {
         }
     if (was == job_state::sampling || was == job_state::decoding) {
       s.idx.cancelled_attempts.insert(j.attempt);
-      note_failure(j, "cancelled");  // the stage cut short, for the status and its chart
+      note_failure(j, "cancelled", false);  // the stage cut short, for the status and its chart
     }
     const bool had_latent = !j.latent_sha256.empty() && !j.latent_host.empty();
     set_state(j, job_state::cancelled);
@@ -1518,6 +1529,8 @@ summary summarize(const run& r) {
     }
     out.done_twice += j.duplicates;
     out.fenced += j.fenced;
+    out.products_retracted += j.retracted;
+    out.gpu_s_paid_twice += j.gpu_s_redone;
   }
   if (first >= 0) {
     out.first_finish_s = first;

@@ -124,6 +124,13 @@ struct job {
   uint32_t duplicates = 0;         ///< stages done twice: another attempt's product came
                                    ///< after the job had its own
   uint32_t fenced = 0;             ///< products removed unpublished: their lease had ended
+  /// Videos published, then removed (result_ack.discard): another attempt's had won. Each
+  /// is also a stage done twice (duplicates).
+  uint32_t retracted = 0;
+  /// GPU-seconds of sampling paid twice (run clock): for every sampling attempt that ended
+  /// without the job's latent and made it sample again (a node killed, a worker crashed, a
+  /// lease expired, a transient error, out of memory), its span times its pool's GPUs.
+  double gpu_s_redone = 0;
   std::set<uint64_t> counted_attempts;  ///< late attempts counted in duplicates or fenced
   double attempt_at = -1;          ///< when the current attempt was ordered
   stage_clock ran;                 ///< when the stages of its latent and video ran
@@ -196,6 +203,7 @@ struct pool_view {
   /// sampling estimates for this pool by it. Not journaled: a live view only.
   double speed_factor = 1;
   uint32_t speed_observed = 0;     ///< results folded into speed_factor this epoch
+  uint32_t gpus = 1;               ///< GPUs it samples on (GPU-seconds paid twice)
   /// Drained (state::drains): no new order; a stage it runs finishes. Kept equal to
   /// `drains` having an entry for it by the drain handlers (drain.cpp).
   bool drained = false;
@@ -450,6 +458,8 @@ struct state {
   /// Results naming a job the state does not hold (a forgotten run's, or an unknown one):
   /// acknowledged and otherwise ignored; counted since start (a metric).
   uint64_t unknown_job_results = 0;
+  /// GPU-seconds of sampling paid twice (job::gpu_s_redone) since start, every run (a metric).
+  double gpu_s_redone = 0;
   /// Outputs by job key of runs the state forgot (graph::remember_outputs; not journaled:
   /// a restarted coordinator finds those of the runs it loads again).
   std::map<std::string, held_output> held_outputs;
@@ -608,6 +618,8 @@ struct summary {
   uint32_t reused = 0;             ///< outputs made before under the same key
   uint32_t done_twice = 0;         ///< stages done twice (job::duplicates, summed)
   uint32_t fenced = 0;             ///< products removed unpublished (job::fenced, summed)
+  uint32_t products_retracted = 0; ///< videos removed after publication (job::retracted)
+  double gpu_s_paid_twice = 0;     ///< sampling GPU-seconds redone (job::gpu_s_redone)
   double first_finish_s = 0;
   double makespan_s = 0;
   double clips_per_hour = 0;
