@@ -812,6 +812,7 @@ struct stepper {
     finish(*j, job_state::succeeded, "");  // leaves the index under its old decoder
     j->attempt = r.attempt;
     j->decoder = r.decoder;
+    graph::on_output(s, *j, fx, now);  // its key now names the decoder that holds it
     ack(r.host, target, r.attempt);
   }
 
@@ -1157,6 +1158,9 @@ struct stepper {
     for (auto j : e.jobs) {
       j.spec.run_id = r->id;
       j.spec.index = static_cast<uint32_t>(r->jobs.size());
+      for (auto& in : j.spec.inputs)  // taken from a shot added with it: indexes move up
+        if (in.from_index >= 0)
+          in.from_index += first;
       j.state = job_state::queued;
       r->jobs.push_back(std::move(j));
     }
