@@ -85,7 +85,8 @@ TEST_CASE("a chain of segments runs on the sim line, is joined, reused and re-re
                 dir.path() + "/frame.out");
   CHECK(frame.wait(30) == 2);
   CHECK(frame.err().find("frame.jsonl:2: inputs.reference: frame: '25' is not") != std::string::npos);
-  CHECK_FALSE(cl.status("", 2000).has_value());  // no run was submitted
+  // No run was submitted: the coordinator has none.
+  CHECK_THROWS_WITH(cl.status("", 2000), Catch::Contains("no runs yet"));
 
   // The chain, collected: each link after the one before, its input the last frame.
   std::ofstream(dir.path() + "/chain.jsonl") << chain_list(11);
