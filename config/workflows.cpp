@@ -6,6 +6,7 @@
 #include <set>
 
 #include "common/sha256.hpp"
+#include "config/shot_graph.hpp"
 #include "config/shot_identity.hpp"
 
 namespace vidline::config {
@@ -193,6 +194,8 @@ std::string input_from_json(const std::string& name, const json& j, bool allow_p
       return "must name a file";
     return "";
   }
+  if (j.is_object() && j.contains("from"))  // taken from another shot (shot_graph.hpp)
+    return graph::from_input_json(name, j, out);
   if (j.is_object()) {
     for (auto& [k, v] : j.items())
       if (k != "sha256")

@@ -191,7 +191,7 @@ function renderHeader() {
   document.body.dataset.runState = state;
 }
 
-const FINAL = new Set(['succeeded', 'failed', 'cancelled']);  // cancelled: `vidline cancel`
+const FINAL = new Set(['succeeded', 'failed', 'cancelled', 'reused']);  // cancelled: `vidline cancel`; reused: its job key's output existed
 
 function jobsDone() {
   let n = 0;

@@ -1,4 +1,5 @@
 #include "nodes/http_server.hpp"
+#include "nodes/verbs/shot_graph_fields.hpp"
 
 #include <sys/statvfs.h>
 
@@ -210,13 +211,18 @@ bool read_shot(const json& j, const std::string& where, msg::shot& s, api_error&
   }
   if (!check_fields(j, {"prompt", "width", "height", "seconds", "seed"},
                     {"takes", "name", "priority", "reference", "reference_sha256",
-                     "negative_prompt", "workflow", "params", "inputs"}, err, where))
+                     "negative_prompt", "workflow", "params", "inputs", "sequence"}, err, where))
     return false;
   if ((j.contains("negative_prompt") && !read_text(j, "negative_prompt", s.negative_prompt, err, where)) ||
       (j.contains("workflow") && !read_text(j, "workflow", s.workflow, err, where)))
     return false;
   if (auto why = read_shot_model(j, s); !why.empty()) {
     err = {400, "field '" + where + why};
+    return false;
+  }
+  // Shots that follow shots: the sequence this shot is a part of.
+  if (auto why = nodes::read_graph_fields(j, s); !why.empty()) {
+    err = {400, "field '" + where + why.substr(0, why.find(':')) + "'" + why.substr(why.find(':'))};
     return false;
   }
   uint64_t w = 0, h = 0, sec = 0, takes = 1;
@@ -277,7 +283,7 @@ std::optional<msg::submit_run> parse_submit(const std::string& body, api_error& 
                                                 "count", "seed"};
   auto doc = read_body(body, {"mode"},
                        {"prompt", "width", "height", "seconds", "count", "seed", "shots",
-                        "reference", "reference_sha256", "request_id", "priority"},
+                        "reference", "reference_sha256", "request_id", "priority", "rerender"},
                        err);
   if (!doc)
     return std::nullopt;
@@ -311,7 +317,8 @@ std::optional<msg::submit_run> parse_submit(const std::string& body, api_error& 
       return std::nullopt;
   } else {
     if (!check_fields(*doc, uniform,
-                      {"mode", "reference", "reference_sha256", "request_id", "priority"}, err) ||
+                      {"mode", "reference", "reference_sha256", "request_id", "priority", "rerender"},
+                      err) ||
         !read_batch(*doc, r, err))
       return std::nullopt;
   }
@@ -322,6 +329,13 @@ std::optional<msg::submit_run> parse_submit(const std::string& body, api_error& 
     if (!read_int(*doc, "priority", -api_max_priority, api_max_priority, p, err))
       return std::nullopt;
     r.priority = static_cast<int32_t>(p);
+  }
+  if (doc->contains("rerender")) {
+    if (!(*doc)["rerender"].is_boolean()) {
+      err = {400, "field 'rerender' must be true or false, got " + type_of((*doc)["rerender"])};
+      return std::nullopt;
+    }
+    r.rerender = (*doc)["rerender"].get<bool>();
   }
   return r;
 }

@@ -15,6 +15,8 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/coordinator/records.hpp"
+#include "actors/coordinator/input_maker.hpp"
+#include "config/shot_graph.hpp"
 #include "actors/inbound.hpp"
 #include "actors/coordinator/admission.hpp"
 #include "actors/coordinator/dispatch_setup.hpp"
@@ -34,7 +36,8 @@ struct shell {
   sched::state st;
   clock_note clock;
   /// The state's counters as last put in the registry (its counters take the growth).
-  uint64_t forgotten_seen = 0, unknown_seen = 0;
+  uint64_t forgotten_seen = 0, unknown_seen = 0, reused_seen = 0;
+  double gpu_s_seen = 0;  ///< sched::state::gpu_s_redone at the last look
   /// The forgotten run read last from the journal: a client reading a big one page by page
   /// reads the journal once. A forgotten run does not change; the copy goes when its
   /// records are dropped or it is resumed (back in the state).
@@ -98,7 +101,8 @@ void execute(shell& sh, const std::vector<sched::effect>& fx) {
 void observe(const shell& sh) {
   std::map<std::string, double> jobs, runs;
   for (auto s : {sched::job_state::queued, sched::job_state::sampling, sched::job_state::sampled,
-                 sched::job_state::decoding, sched::job_state::succeeded, sched::job_state::failed})
+                 sched::job_state::decoding, sched::job_state::succeeded, sched::job_state::failed,
+                 sched::job_state::waiting, sched::job_state::reused})
     jobs[sched::to_string(s)] = 0;
   for (auto s : {"running", "succeeded", "failed"})
     runs[s] = 0;
@@ -128,6 +132,10 @@ void count(shell& sh) {
           static_cast<double>(sh.st.runs_forgotten - sh.forgotten_seen));
   reg.add("vidline_unknown_job_results_total", {},
           static_cast<double>(sh.st.unknown_job_results - sh.unknown_seen));
+  reg.add("vidline_gpu_seconds_paid_twice_total", {}, sh.st.gpu_s_redone - sh.gpu_s_seen);
+  sh.gpu_s_seen = sh.st.gpu_s_redone;
+  reg.add("vidline_jobs_reused_total", {}, static_cast<double>(sh.st.jobs_reused - sh.reused_seen));
+  sh.reused_seen = sh.st.jobs_reused;
   sh.forgotten_seen = sh.st.runs_forgotten;
   sh.unknown_seen = sh.st.unknown_job_results;
 }
@@ -153,10 +161,16 @@ std::optional<sched::run> from_journal(shell& sh, const std::string& run_id, std
 std::optional<sched::fx_accepted> handle(shell& sh, const sched::event& e) {
   auto fx = sched::step(sh.st, e, sh.ctx.run_now(), sh.ctx.mono_now());
   std::optional<sched::fx_accepted> accepted;
+  std::vector<sched::fx_make_input> inputs;
   for (auto& x : fx)
     if (auto* a = std::get_if<sched::fx_accepted>(&x))
       accepted = *a;
+    else if (auto* m = std::get_if<sched::fx_make_input>(&x))
+      inputs.push_back(*m);
   execute(sh, std::move(fx));
+  // Inputs of shots that follow shots, made once the state that asked for them is durable.
+  for (auto& m : inputs)
+    handle(sh, make_input(sh.ctx, m));
   return accepted;
 }
 
@@ -241,6 +255,7 @@ msg::submit_reply submit(shell& sh, const msg::submit_run& req) {
   r.mode = req.mode;
   r.request_id = req.request_id;
   r.priority = req.priority;
+  r.rerender = req.rerender;
   const auto cat = dispatching::run_catalog(*sh.ctx.cluster, req.mode);
   if (!req.shots.empty()) {
     std::map<std::string, std::string> sha_of;  // prompt -> its SHA-256 (the cache key)
@@ -254,6 +269,10 @@ msg::submit_reply submit(shell& sh, const msg::submit_run& req) {
       j.spec.prompt_sha256 = it->second;
       r.jobs.push_back(std::move(j));
     }
+    std::vector<msg::job_spec> specs;
+    for (auto& j : r.jobs)
+      specs.push_back(j.spec);
+    r.sequences = config::graph::sequence_parts(req.shots, specs);
   }
   auto prompt_sha = req.shots.empty() ? to_hex(sha256_of(req.prompt)) : std::string();
   for (uint32_t i = 0; req.shots.empty() && i < req.count; ++i) {

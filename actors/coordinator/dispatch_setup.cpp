@@ -1,4 +1,5 @@
 #include "actors/coordinator/dispatch_setup.hpp"
+#include "config/shot_graph.hpp"
 #include "actors/coordinator/admission.hpp"
 
 #include <algorithm>
@@ -271,7 +272,7 @@ std::string shots_problem(const std::vector<msg::shot>& shots, const config::kno
         return shot_label(i, s) + ": name: output '" + shot_stem(s, t)
                + "' is also another shot's output";
   }
-  return "";
+  return config::graph::graph_problem(shots, [&](std::size_t i) { return shot_label(i, shots[i]); });
 }
 
 std::vector<msg::job_spec> shot_jobs(const std::vector<msg::shot>& shots,
@@ -281,10 +282,18 @@ std::vector<msg::job_spec> shot_jobs(const std::vector<msg::shot>& shots,
   std::vector<std::size_t> order(shots.size());
   for (std::size_t i = 0; i < order.size(); ++i)
     order[i] = i;
+  // Among equal priorities, a shot that starts a longer chain of shots goes first
+  // (critical path first: config/shot_graph.hpp).
+  const bool graph = config::graph::has_graph(shots);
+  const auto rank = graph ? config::graph::shot_ranks(shots) : std::vector<double>(shots.size());
   std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-    return shots[a].priority > shots[b].priority;
+    if (shots[a].priority != shots[b].priority)
+      return shots[a].priority > shots[b].priority;
+    return rank[a] > rank[b];
   });
   std::vector<msg::job_spec> out;
+  std::vector<std::size_t> shot_of;
+  std::vector<uint32_t> takes;
   for (std::size_t i : order) {
     const auto& s = shots[i];
     for (uint32_t t = 0; t < s.takes; ++t) {
@@ -311,8 +320,11 @@ std::vector<msg::job_spec> shot_jobs(const std::vector<msg::shot>& shots,
           config::apply_resolved(r, j);
       }
       out.push_back(std::move(j));
+      shot_of.push_back(i);
+      takes.push_back(t);
     }
   }
+  config::graph::link_jobs(out, shots, shot_of, takes);
   return out;
 }
 
@@ -345,6 +357,7 @@ sched::state initial_state(const config::cluster& c, double time_scale) {
     v.name = p.name;
     v.host = p.host;
     v.kind = p.profile_key;
+    v.gpus = std::max<uint32_t>(1, static_cast<uint32_t>(p.gpus.size()));
     if (auto* e = c.find_encoder_of_host(p.host))
       v.encoder_kind = e->profile_key;
     for (auto& q : c.pools)

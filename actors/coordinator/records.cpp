@@ -1,4 +1,5 @@
 #include "actors/coordinator/records.hpp"
+#include "actors/coordinator/graph_records.hpp"
 
 #include "config/shot_record.hpp"
 
@@ -172,6 +173,8 @@ json job_record(const sched::job& j) {
           {"latent_attempt", j.latent_attempt},
           {"duplicates", j.duplicates},
           {"fenced", j.fenced},
+          {"retracted", j.retracted},
+          {"gpu_s_redone", j.gpu_s_redone},
           {"counted_attempts", j.counted_attempts},
           {"attempt_at", j.attempt_at},
           {"ran", clock_record(j.ran)},
@@ -217,6 +220,8 @@ sched::job job_from_record(const json& r) {
   j.latent_attempt = r.value("latent_attempt", uint64_t{0});
   j.duplicates = r.value("duplicates", 0u);
   j.fenced = r.value("fenced", 0u);
+  j.retracted = r.value("retracted", 0u);
+  j.gpu_s_redone = r.value("gpu_s_redone", 0.0);
   j.counted_attempts = r.value("counted_attempts", std::set<uint64_t>{});
   j.attempt_at = r.value("attempt_at", -1.0);
   j.ran = clock_from(r.value("ran", json()));
@@ -229,7 +234,8 @@ json run_record(const sched::run& r) {
   return {{"id", r.id}, {"mode", r.mode}, {"request_id", r.request_id},
           {"submitted_at", r.submitted_at}, {"finished_at", r.finished_at}, {"done", r.done},
           {"priority", r.priority}, {"cancelled", r.cancelled},
-          {"added_requests", r.added_requests}};
+          {"added_requests", r.added_requests}, {"rerender", r.rerender},
+          {"sequences", r.sequences}};
 }
 
 sched::run run_from_record(const json& j) {
@@ -243,6 +249,8 @@ sched::run run_from_record(const json& j) {
   r.priority = j.value("priority", 0);
   r.cancelled = j.value("cancelled", false);
   r.added_requests = j.value("added_requests", std::map<std::string, uint32_t>{});
+  r.rerender = j.value("rerender", false);
+  r.sequences = j.value("sequences", std::map<std::string, std::vector<uint32_t>>{});
   return r;
 }
 
@@ -282,7 +290,7 @@ std::string run_state(const sched::run& r) {
   for (auto& j : r.jobs) {
     if (j.state == sched::job_state::failed)
       return "failed";
-    any_succeeded = any_succeeded || j.state == sched::job_state::succeeded;
+    any_succeeded = any_succeeded || sched::has_output(j.state);
     any_cancelled = any_cancelled || j.state == sched::job_state::cancelled;
   }
   // Some jobs cancelled one by one: the run succeeded when the rest did; every job
@@ -314,12 +322,15 @@ nlohmann::json runs_json(const sched::state& s, double now, bool all,
       continue;
     finished_shown += r.done ? 1 : 0;
     uint32_t done = 0, succeeded = 0, failed = 0, cancelled = 0, queued = 0, running = 0;
+    uint32_t reused = 0;  // counted in succeeded too: their videos are there
     for (auto& j : r.jobs) {
       switch (j.state) {
         case sched::job_state::succeeded: ++succeeded; break;
         case sched::job_state::failed: ++failed; break;
         case sched::job_state::cancelled: ++cancelled; break;
-        case sched::job_state::queued: ++queued; break;
+        case sched::job_state::queued:
+        case sched::job_state::waiting: ++queued; break;
+        case sched::job_state::reused: ++succeeded; ++reused; break;
         default: ++running; break;
       }
     }
@@ -342,6 +353,7 @@ nlohmann::json runs_json(const sched::state& s, double now, bool all,
                    {"succeeded", succeeded},
                    {"failed", failed},
                    {"cancelled", cancelled},
+                   {"reused", reused},
                    {"queued", queued},
                    {"in_flight", running},
                    {"eta_s", eta},
@@ -499,6 +511,8 @@ json status_json(const sched::state& s, const sched::run& r, const clock_note& c
                                    : json(nullptr)},
                     {"done_twice", j.duplicates},
                     {"fenced", j.fenced},
+                    {"products_retracted", j.retracted},
+                    {"gpu_s_paid_twice", std::round(j.gpu_s_redone * 1000) / 1000},
                     {"times", std::move(times)},
                     {"stages", std::move(stages)},
                     {"running", std::move(running)},
@@ -509,6 +523,9 @@ json status_json(const sched::state& s, const sched::run& r, const clock_note& c
     // some were left out.
     if (j.failures_total > j.failures.size())
       jobs.back()["failed_attempts_total"] = j.failures_total;
+    put_graph_status(jobs.back(), j.spec);
+    if (j.state == sched::job_state::waiting && !j.error.empty())
+      jobs.back()["error"] = j.error;
   }
   // Hosts down while the run ran (or still down).
   const double until = r.done && r.finished_at >= 0 ? r.finished_at : now;
@@ -523,7 +540,7 @@ json status_json(const sched::state& s, const sched::run& r, const clock_note& c
                        {"to_unix", o.to < 0 ? json(nullptr) : json(unix_of(o.to))}});
   }
   auto sum = sched::summarize(r);
-  return {{"run_id", r.id},
+  json out = {{"run_id", r.id},
           {"state", run_state(r)},
           {"mode", r.mode},
           {"priority", r.priority},
@@ -542,11 +559,16 @@ json status_json(const sched::state& s, const sched::run& r, const clock_note& c
           {"summary", {{"succeeded", sum.succeeded},
                        {"failed", sum.failed},
                        {"cancelled", sum.cancelled},
+                       {"reused", sum.reused},
                        {"done_twice", sum.done_twice},
                        {"fenced", sum.fenced},
+                       {"products_retracted", sum.products_retracted},
+                       {"gpu_s_paid_twice", std::round(sum.gpu_s_paid_twice * 1000) / 1000},
                        {"first_finish_s", sum.first_finish_s},
                        {"makespan_s", sum.makespan_s},
                        {"clips_per_hour", sum.clips_per_hour}}}};
+  put_sequences_status(out, r);
+  return out;
 }
 
 } // namespace vidline::actors

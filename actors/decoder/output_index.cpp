@@ -131,4 +131,33 @@ bool append_line(cache& c, const std::string& path, const std::string& name,
   return true;
 }
 
+std::size_t remove(cache& c, const std::string& path, const std::string& name,
+                   const std::string& sha256) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return 0;
+  std::string kept;
+  std::string text;
+  std::size_t gone = 0;
+  while (std::getline(in, text)) {
+    auto j = json::parse(text, nullptr, false);
+    if (!j.is_discarded() && j.is_object() && j.value("name", json()).is_string()
+        && j.value("output_sha256", json()).is_string()
+        && j["name"].get<std::string>() == name
+        && j["output_sha256"].get<std::string>() == sha256) {
+      ++gone;
+      continue;
+    }
+    kept += text;
+    kept += '\n';
+  }
+  in.close();
+  if (gone == 0)
+    return 0;
+  files::write_atomic(path, kept);
+  if (auto it = c.keys.find(path); it != c.keys.end())
+    it->second.erase({name, sha256});
+  return gone;
+}
+
 } // namespace vidline::actors::output_index

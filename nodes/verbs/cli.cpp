@@ -60,6 +60,7 @@ struct run_args {
   std::vector<std::string> given;    ///< the uniform form's options given (for --jobs)
   std::vector<std::string> missing;  ///< the uniform form's options missing
   int32_t priority = 0;
+  bool rerender = false;             ///< --rerender: render even where an output's key matches
   std::string collect;               ///< --collect DIR: copy the videos here
 };
 
@@ -212,6 +213,7 @@ int do_run(const run_args& a) {
     req.seed = a.seed;
   }
   req.priority = a.priority;
+  req.rerender = a.rerender;
   req.request_id = random_request_id();
   coordinator_client cl(cluster);
   // Inputs travel (docs/shots.md, "References travel"): each distinct reference image goes
@@ -383,6 +385,9 @@ void add_line_verbs(CLI::App& app, verb_list& out) {
                   "The run's place in the queue: higher goes first, then older (default 0)")
     ->check(CLI::Range(-actors::max_priority, actors::max_priority));
   run->add_flag("--background", ra.background, "Print the run id and return at once");
+  run->add_flag("--rerender", ra.rerender,
+                "Render every job, even one whose job key names an output the cluster holds "
+                "(by default such a job is reused: docs/shots.md)");
   run->add_option("--collect", ra.collect,
                   "Copy each finished video, verified, into this directory with an index.jsonl "
                   "(docs/shots.md)");

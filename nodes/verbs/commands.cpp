@@ -383,10 +383,12 @@ std::string format_status(const json& st) {
   if (st["clock"]["simulated"].get<bool>())
     out << " (simulated seconds)";
   // A stage done twice, or a product removed because its lease had ended (issue 16).
-  const int twice = s.value("done_twice", 0), fenced = s.value("fenced", 0);
-  if (twice != 0 || fenced != 0)
+  const int twice = s.value("done_twice", 0), fenced = s.value("fenced", 0),
+            retracted = s.value("products_retracted", 0);
+  if (twice != 0 || fenced != 0 || retracted != 0)
     out << "; " << twice << " stages done twice, " << fenced
-        << " products removed unpublished (lease ended)";
+        << " products removed unpublished (lease ended), " << retracted
+        << " videos retracted after publication (another won)";
   out << "\n";
   return out.str();
 }

@@ -1,4 +1,6 @@
 #include "nodes/verbs/shot_file.hpp"
+#include "config/shot_graph.hpp"
+#include "nodes/verbs/shot_graph_fields.hpp"
 
 #include <cctype>
 #include <cstring>
@@ -184,7 +186,7 @@ std::string shot_of(const json& j, const std::filesystem::path& folder, const co
   static const std::set<std::string> known = {"prompt", "prompt_file", "reference", "width",
                                               "height", "seconds", "seed", "takes", "name",
                                               "priority", "negative_prompt", "workflow",
-                                              "params", "inputs"};
+                                              "params", "inputs", "sequence"};
   if (!j.is_object())
     return "line: must be a JSON object ({...}), got " + std::string(j.type_name());
   for (auto& [key, v] : j.items())
@@ -245,6 +247,8 @@ std::string shot_of(const json& j, const std::filesystem::path& folder, const co
     s.priority = static_cast<int32_t>(p.get<int64_t>());
   }
   if (auto why = read_shot_model(j, folder.string(), s); !why.empty())
+    return why;
+  if (auto why = read_graph_fields(j, s); !why.empty())
     return why;
   if (auto why = dispatching::shot_problem(s, k); !why.empty())
     return why;
@@ -384,6 +388,10 @@ std::string read_shot_file(const std::string& path, const config::knobs& k, uint
   }
   if (got.shots.empty())
     return path + ": holds no shots (every line blank or a # comment)";
+  if (auto why = config::graph::graph_problem(
+        got.shots, [&](std::size_t i) { return path + ":" + std::to_string(got.lines[i]); });
+      !why.empty())
+    return why;
   out = std::move(got);
   return "";
 }

@@ -24,7 +24,7 @@ inline constexpr uint32_t run_max_jobs = 1000000;
 /// The fields a shot line may have.
 inline constexpr const char* shot_fields =
   "prompt, prompt_file, reference, width, height, seconds, seed, takes, name, priority, "
-  "negative_prompt, workflow, params, inputs";
+  "negative_prompt, workflow, params, inputs, sequence";
 
 /// The largest reference image a shot may name (bytes).
 inline constexpr uint64_t max_reference_image_bytes = 64ull << 20;
