@@ -291,6 +291,8 @@ std::vector<msg::job_spec> shot_jobs(const std::vector<msg::shot>& shots,
       j.reference = own ? s.reference : reference;
       j.reference_sha256 = own ? s.reference_sha256 : reference_sha256;
       j.name = shot_stem(s, t);
+      j.shot = s.name;
+      j.take = t;
       out.push_back(std::move(j));
     }
   }

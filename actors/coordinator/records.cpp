@@ -19,6 +19,10 @@ json spec_record(const msg::job_spec& s) {
           {"reference_sha256", s.reference_sha256}};
   if (s.reference_bytes != 0)  // an input the sampling host pulls (nodes/inputs.hpp)
     j["reference_bytes"] = s.reference_bytes;
+  if (!s.shot.empty()) {  // a shot list's job: its shot and which take
+    j["shot"] = s.shot;
+    j["take"] = s.take;
+  }
   return j;
 }
 
@@ -36,6 +40,8 @@ msg::job_spec spec_from(const json& r) {
   s.name = r.value("name", "");  // a journal older than shot lists: unnamed
   s.reference_sha256 = r.value("reference_sha256", "");
   s.reference_bytes = r.value("reference_bytes", uint64_t{0});
+  s.shot = r.value("shot", "");
+  s.take = r.value("take", 0u);
   return s;
 }
 
@@ -51,6 +57,18 @@ json prompt_start(const std::string& p) {
   while (n > 0 && (static_cast<unsigned char>(p[n]) & 0xC0) == 0x80)
     --n;  // not inside a UTF-8 sequence
   return p.substr(0, n) + "...";
+}
+
+/// A job's review in the status (null: none): the verdict, when (run clock and unix
+/// seconds) and the take its reject added (null: none).
+template <class Rel, class Unix>
+json review_record(const sched::job& j, const Rel& rel, const Unix& unix_of) {
+  if (j.verdict.empty())
+    return nullptr;
+  return {{"verdict", j.verdict},
+          {"at_s", rel(j.reviewed_at)},
+          {"at_unix", unix_of(j.reviewed_at)},
+          {"take_index", j.retake >= 0 ? json(j.retake) : json(nullptr)}};
 }
 
 json clock_record(const sched::stage_clock& c) {
@@ -128,7 +146,11 @@ json job_record(const sched::job& j) {
           {"attempt_at", j.attempt_at},
           {"ran", clock_record(j.ran)},
           {"failures", failures_record(j.failures)},
-          {"failures_total", j.failures_total}};
+          {"failures_total", j.failures_total},
+          {"verdict", j.verdict},
+          {"reviewed_at", j.reviewed_at},
+          {"retake", j.retake},
+          {"retake_of", j.retake_of}};
 }
 
 sched::job job_from_record(const json& r) {
@@ -174,6 +196,10 @@ sched::job job_from_record(const json& r) {
   j.ran = clock_from(r.value("ran", json()));
   j.failures = failures_from(r.value("failures", json()));
   j.failures_total = r.value("failures_total", static_cast<uint32_t>(j.failures.size()));
+  j.verdict = r.value("verdict", "");  // a journal older than the review: none
+  j.reviewed_at = r.value("reviewed_at", -1.0);
+  j.retake = r.value("retake", int64_t{-1});
+  j.retake_of = r.value("retake_of", int64_t{-1});
   return j;
 }
 
@@ -454,7 +480,9 @@ json status_json(const sched::state& s, const sched::run& r, const clock_note& c
                     {"times", std::move(times)},
                     {"stages", std::move(stages)},
                     {"running", std::move(running)},
-                    {"failed_attempts", std::move(failed)}});
+                    {"failed_attempts", std::move(failed)},
+                    {"review", review_record(j, rel, unix_of)},
+                    {"retake_of", j.retake_of >= 0 ? json(j.retake_of) : json(nullptr)}});
     // Only the newest failures are kept (sched::max_failures_kept): the count of all, when
     // some were left out.
     if (j.failures_total > j.failures.size())
