@@ -16,6 +16,10 @@
 
 namespace vidline::config {
 
+/// A number that is not an integer as JSON writes it in shortest round-trip form, the way
+/// Python's json and repr do (0.1, 2.5, 1e-07, 1000000000000000.0, 1e+16).
+std::string number_text(double v);
+
 /// The canonical text of a param value: a string as it is; `true` / `false`; an integer
 /// in decimal; any other number in JSON's shortest round-trip form (0.1, 2.5, 1e-07).
 /// Returns the value's type name ("string" | "integer" | "number" | "boolean") with it;
@@ -31,7 +35,7 @@ nlohmann::json param_json(const msg::param_value& p);
 std::string ident_text(const msg::job_spec& job);
 
 /// SHA-256 of ident_text: the 32 bytes a sim latent's blocks end with.
-digest ident(const msg::job_spec& job);
+vidline::digest ident(const msg::job_spec& job);
 
 /// True when every input's digest is known (none still waits for another shot's output).
 bool inputs_known(const msg::job_spec& job);

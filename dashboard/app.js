@@ -191,7 +191,7 @@ function renderHeader() {
   document.body.dataset.runState = state;
 }
 
-const FINAL = new Set(['succeeded', 'failed', 'cancelled']);  // cancelled: `vidline cancel`
+const FINAL = new Set(['succeeded', 'failed', 'cancelled', 'reused']);  // cancelled: `vidline cancel`; reused: its job key's output existed
 
 function jobsDone() {
   let n = 0;
@@ -298,6 +298,11 @@ function renderJobs() {
     const tr = tb.insertRow();
     tr.dataset.index = j.index;
     tr.dataset.state = j.state;
+    if (j.workflow) {  // what the job is made with: shown on hover
+      tr.dataset.workflow = j.workflow;
+      tr.dataset.model = j.model || '';
+      tr.title = 'workflow ' + j.workflow + (j.model ? ' (model ' + j.model + ')' : '');
+    }
     const p = j.progress ? j.progress.step + '/' + j.progress.steps : (j.running ? j.running.stage : '');
     const end = j.times && j.times.decode_end_s != null ? fmtS(j.times.decode_end_s) : '';
     const cells = [j.index, shotWords(j), j.seed, j.state, j.pool || '', j.decoder || '', p, end, j.error || ''];
@@ -336,7 +341,8 @@ function renderReview() {
     text(card.querySelector('.prompt'), j.prompt_start || '');
     text(card.querySelector('.meta'), j.width + 'x' + j.height + ', ' + j.seconds + ' s · seed ' + j.seed + ' · ' + j.state);
     const media = card.querySelector('.media');
-    const playable = j.state === 'succeeded' && j.output && /\.mp4$/.test(j.output);
+    const made = j.state === 'succeeded' || j.state === 'reused';
+    const playable = made && j.output && /\.mp4$/.test(j.output);
     if (playable && !media.querySelector('video, img')) {
       // A frame of the video first (taken where the video lies); a click plays it.
       const img = document.createElement('img');
@@ -407,7 +413,7 @@ function renderVerdict(card, j) {
     p.textContent = said;
     box.appendChild(p);
   }
-  if (j.state !== 'succeeded') return;
+  if (j.state !== 'succeeded' && j.state !== 'reused') return;
   const buttons = [['accept', 'Accept', false], ['reject', 'Reject', false],
                    ['retake', 'Reject + another take', true]];
   for (const [action, label, another] of buttons) {

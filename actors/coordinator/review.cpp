@@ -38,7 +38,7 @@ review_plan plan_review(const run& r, const ev_review& e) {
     return refuse("no_such_run", "run " + r.id + " has no job " + std::to_string(e.index)
                                    + " (it has " + std::to_string(r.jobs.size()) + ")");
   const job& j = r.jobs[e.index];
-  if (j.state != job_state::succeeded)
+  if (j.state != job_state::succeeded && j.state != job_state::reused)
     return refuse("not_reviewable", "job " + std::to_string(e.index) + " of run " + r.id + " is "
                                       + to_string(j.state) + ": only a finished video is reviewed");
   p.verdict = e.verdict == "accept" ? "accepted" : "rejected";
