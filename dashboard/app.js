@@ -315,10 +315,9 @@ function renderJobs() {
   }
 }
 
-// The review: a card per job (its shot, prompt, size, seed, state); a finished video plays
-// in the card, served by this node with the page's token (?token=: a <video> sends no
-// header), range requests letting the browser seek. Cards are kept, not redrawn, so a
-// playing video goes on playing.
+// The review: a card per job (its shot, prompt, size, seed, state), a frame of its finished
+// video that plays it when clicked, and the verdict buttons. Cards are kept, not redrawn,
+// so a playing video goes on playing.
 function renderReview() {
   const box = $('review');
   const r = view.run;
@@ -330,7 +329,7 @@ function renderReview() {
       card = document.createElement('article');
       card.className = 'card';
       card.dataset.index = j.index;
-      for (const k of ['title', 'prompt', 'meta', 'media']) {
+      for (const k of ['title', 'prompt', 'meta', 'media', 'verdict']) {
         const d = document.createElement('div');
         d.className = k;
         card.appendChild(d);
@@ -342,14 +341,17 @@ function renderReview() {
     text(card.querySelector('.prompt'), j.prompt_start || '');
     text(card.querySelector('.meta'), j.width + 'x' + j.height + ', ' + j.seconds + ' s · seed ' + j.seed + ' · ' + j.state);
     const media = card.querySelector('.media');
-    const playable = j.state === 'succeeded' && j.output && /\.mp4$/.test(j.output);
-    if (playable && !media.querySelector('video')) {
-      const v = document.createElement('video');
-      v.controls = true;
-      v.muted = true;
-      v.preload = 'metadata';
-      v.src = '/v1/runs/' + encodeURIComponent(r.run_id) + '/jobs/' + j.index + '/video' + (token ? '?token=' + encodeURIComponent(token) : '');
-      media.replaceChildren(v);
+    const made = j.state === 'succeeded' || j.state === 'reused';
+    const playable = made && j.output && /\.mp4$/.test(j.output);
+    if (playable && !media.querySelector('video, img')) {
+      // A frame of the video first (taken where the video lies); a click plays it.
+      const img = document.createElement('img');
+      img.className = 'thumb';
+      img.alt = 'a frame of job ' + j.index + "'s video; click to play";
+      img.title = 'play';
+      img.src = jobUrl(r.run_id, j.index, 'thumbnail');
+      img.onclick = () => play(card, r.run_id, j.index);
+      media.replaceChildren(img);
     } else if (!playable && !media.firstChild) {
       const ph = document.createElement('div');
       ph.className = 'placeholder';
@@ -358,6 +360,91 @@ function renderReview() {
     } else if (!playable && media.querySelector('.placeholder')) {
       text(media.querySelector('.placeholder'), j.state === 'succeeded' ? 'no preview (not an MP4)' : j.state);
     }
+    renderVerdict(card, j);
+  }
+}
+
+// A job's video or thumbnail, with the page's token (?token=: a <video> or an <img> sends
+// no header).
+function jobUrl(runId, index, what) {
+  return '/v1/runs/' + encodeURIComponent(runId) + '/jobs/' + index + '/' + what +
+    (token ? '?token=' + encodeURIComponent(token) : '');
+}
+
+// The card's video in place of its thumbnail, playing: served by this node, range requests
+// letting the browser seek. How far it played is kept on the card (data-played, seconds).
+function play(card, runId, index) {
+  const media = card.querySelector('.media');
+  const v = document.createElement('video');
+  v.controls = true;
+  v.muted = true;
+  v.preload = 'auto';
+  v.poster = jobUrl(runId, index, 'thumbnail');
+  v.src = jobUrl(runId, index, 'video');
+  v.ontimeupdate = () => {
+    if (!(v.currentTime <= Number(card.dataset.played || 0))) card.dataset.played = v.currentTime.toFixed(2);
+  };
+  media.replaceChildren(v);
+  v.play().catch(() => {});  // refused (no gesture): its controls still play it
+}
+
+// Accept / reject per take: a reject may ask for another take of the shot (the next seed),
+// which the coordinator adds to the run as jobs added are. The verdict is the
+// coordinator's (the job's `review`), shown once it says so.
+function renderVerdict(card, j) {
+  const box = card.querySelector('.verdict');
+  const rv = j.review;
+  if (rv) card.dataset.verdict = rv.verdict; else delete card.dataset.verdict;
+  const said = rv ? rv.verdict + (rv.take_index != null ? ' · another take: #' + rv.take_index : '') : '';
+  const retake = j.retake_of != null ? 'take asked by the reject of #' + j.retake_of : '';
+  const key = j.state + '|' + said + '|' + retake;
+  if (box.dataset.key === key) return;
+  box.dataset.key = key;
+  box.replaceChildren();
+  if (retake) {
+    const p = document.createElement('div');
+    p.className = 'retake';
+    p.textContent = retake;
+    box.appendChild(p);
+  }
+  if (said) {
+    const p = document.createElement('div');
+    p.className = 'said said-' + rv.verdict;
+    p.textContent = said;
+    box.appendChild(p);
+  }
+  if (j.state !== 'succeeded' && j.state !== 'reused') return;
+  const buttons = [['accept', 'Accept', false], ['reject', 'Reject', false],
+                   ['retake', 'Reject + another take', true]];
+  for (const [action, label, another] of buttons) {
+    const b = document.createElement('button');
+    b.type = 'button';
+    b.dataset.action = action;
+    b.textContent = label;
+    b.onclick = () => review(card, j.index, action === 'accept' ? 'accept' : 'reject', another);
+    box.appendChild(b);
+  }
+}
+
+async function review(card, index, verdict, anotherTake) {
+  const r = view.run;
+  const err = card.querySelector('.verdict');
+  try {
+    const res = await fetch('/v1/runs/' + encodeURIComponent(r.run_id) + '/jobs/' + index + '/review', {
+      method: 'POST',
+      headers: Object.assign({ 'Content-Type': 'application/json' }, headers),
+      body: JSON.stringify({ verdict: verdict, another_take: anotherTake }),
+    });
+    const body = await res.json();
+    if (!res.ok) throw new Error(body.error || res.status);
+    const j = view.jobs.get(index);
+    if (j) j.review = { verdict: body.verdict, take_index: body.take ? body.take.index : null };
+    schedule();
+  } catch (e) {
+    const p = document.createElement('div');
+    p.className = 'error';
+    p.textContent = 'review: ' + e.message;
+    err.appendChild(p);
   }
 }
 

@@ -31,6 +31,8 @@
 #include "nodes/verbs/line_text.hpp"
 #include "nodes/exit_codes.hpp"
 #include "nodes/http_events.hpp"
+#include "nodes/http_review.hpp"
+#include "nodes/http_thumbnail.hpp"
 #include "nodes/http_video.hpp"
 #include "nodes/inputs.hpp"
 #include "vidline/dashboard_files.hpp"
@@ -567,6 +569,12 @@ struct http_server::impl {
   void cluster_status(const httplib::Request&, httplib::Response& res);
   void gpus(const httplib::Request&, httplib::Response& res);
   void video(const httplib::Request& req, httplib::Response& res);
+  void thumbnail(const httplib::Request& req, httplib::Response& res);
+  /// Job {i} of run {id} (the request's path) and a local path of its video, or nullopt
+  /// when answered with an error (no such job, not made, not fetched).
+  std::optional<std::pair<json, std::string>> job_video(const httplib::Request& req,
+                                                        httplib::Response& res);
+  void review(const httplib::Request& req, httplib::Response& res);
   void events(const httplib::Request& req, httplib::Response& res, bool follow_latest);
   void dashboard(const httplib::Request& req, httplib::Response& res);
   void put_input(const httplib::Request& req, httplib::Response& res);
@@ -590,6 +598,8 @@ std::vector<http_server::impl::route> http_server::impl::routes() {
     {"GET", run + "/gantt\\.svg", true, [this](auto& q, auto& s) { gantt(q, s); }},
     {"GET", run + "/events", true, [this](auto& q, auto& s) { events(q, s, false); }},
     {"GET", run + "/jobs/([0-9]{1,9})/video", false, [this](auto& q, auto& s) { video(q, s); }},
+    {"GET", run + "/jobs/([0-9]{1,9})/thumbnail", false, [this](auto& q, auto& s) { thumbnail(q, s); }},
+    {"POST", run + "/jobs/([0-9]{1,9})/review", true, [this](auto& q, auto& s) { review(q, s); }},
     {"PUT", "/v1/inputs/([^/]*)", true, [this](auto& q, auto& s) { put_input(q, s); }},
     {"GET", "/v1/cluster", true, [this](auto& q, auto& s) { cluster_status(q, s); }},
     {"GET", "/v1/gpus", true, [this](auto& q, auto& s) { gpus(q, s); }},
@@ -641,8 +651,9 @@ void http_server::impl::install() {
     if (!token.empty() && !is_dashboard_path(q.path)) {
       const std::string auth = q.get_header_value("Authorization");
       const std::string prefix = "Bearer ";
-      // A <video> element sends no header: a video's GET may give the token as ?token=.
-      static const std::regex video_path("/v1/runs/[A-Za-z0-9._-]+/jobs/[0-9]{1,9}/video");
+      // A <video> or <img> element sends no header: a video's or a thumbnail's GET may
+      // give the token as ?token=.
+      static const std::regex video_path("/v1/runs/[A-Za-z0-9._-]+/jobs/[0-9]{1,9}/(video|thumbnail)");
       const bool video_token = q.method == "GET" && q.has_param("token") &&
                                std::regex_match(q.path, video_path) &&
                                same_secret(q.get_param_value("token"), token);
@@ -872,12 +883,13 @@ void http_server::impl::gpus(const httplib::Request&, httplib::Response& res) {
                              {"drains", st->value("drains", json::object())}});
 }
 
-void http_server::impl::video(const httplib::Request& req, httplib::Response& res) {
+std::optional<std::pair<json, std::string>> http_server::impl::job_video(
+  const httplib::Request& req, httplib::Response& res) {
   const std::string run_id = req.matches[1];
   const auto index = std::stoul(std::string(req.matches[2]));
   auto st = status_of_run(run_id, res);
   if (!st)
-    return;
+    return std::nullopt;
   const json* job = nullptr;
   for (auto& j : (*st)["jobs"])
     if (j.value("index", uint64_t{0}) == index)
@@ -885,20 +897,65 @@ void http_server::impl::video(const httplib::Request& req, httplib::Response& re
   if (job == nullptr) {
     send_error(res, 404, "run " + run_id + " has no job " + std::to_string(index) + " (it has " +
                              std::to_string((*st)["jobs"].size()) + ")");
-    return;
+    return std::nullopt;
   }
-  if ((*job)["state"] != "succeeded" || !(*job)["output"].is_string()) {
+  if (((*job)["state"] != "succeeded" && (*job)["state"] != "reused") || !(*job)["output"].is_string()) {
     send_error(res, 409, "job " + std::to_string(index) + " of run " + run_id + " is " +
                              (*job)["state"].get<std::string>() + ": its video is not made");
-    return;
+    return std::nullopt;
   }
   std::string why;
   int why_status = 404;
   const std::string path = local_video(*cluster, *self, run_id, *job, why, why_status);
   if (path.empty()) {
     send_error(res, why_status, why);
+    return std::nullopt;
+  }
+  return std::make_pair(*job, path);
+}
+
+// A frame of the video for its review card (nodes/http_thumbnail.hpp).
+void http_server::impl::thumbnail(const httplib::Request& req, httplib::Response& res) {
+  auto v = job_video(req, res);
+  if (!v)
+    return;
+  const auto& [job, path] = *v;
+  const std::string sha = job["output_sha256"].is_string() ? job["output_sha256"].get<std::string>() : "";
+  if (path.size() < 4 || path.compare(path.size() - 4, 4, ".mp4") != 0 || sha.size() != 64) {
+    // A sim video holds no picture: a placeholder of the same size says so.
+    res.set_content(std::string("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"320\" "
+                                "height=\"180\"><rect width=\"320\" height=\"180\" "
+                                "fill=\"#eef1f4\"/><text x=\"160\" y=\"95\" "
+                                "text-anchor=\"middle\" font-family=\"sans-serif\" "
+                                "font-size=\"14\" fill=\"#8a949e\">no picture (a sim video)"
+                                "</text></svg>"),
+                    "image/svg+xml");
     return;
   }
+  std::string why;
+  int status = 500;
+  const std::string jpeg = thumbnail_of(path, sha, self->data_dir, why, status);
+  if (jpeg.empty()) {
+    send_error(res, status, why);
+    return;
+  }
+  std::ifstream in(jpeg, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!in && !in.eof()) {
+    send_error(res, 500, "cannot read the thumbnail " + jpeg);
+    return;
+  }
+  res.set_header("Cache-Control", "private, max-age=86400");  // by the video's digest: fixed
+  res.set_content(bytes, "image/jpeg");
+}
+
+void http_server::impl::video(const httplib::Request& req, httplib::Response& res) {
+  auto v = job_video(req, res);
+  if (!v)
+    return;
+  const auto& [job_rec, path] = *v;
+  const json* job = &job_rec;
+  const auto index = job->value("index", uint64_t{0});
   std::error_code ec;
   const auto size = std::filesystem::file_size(path, ec);
   auto in = std::make_shared<std::ifstream>(path, std::ios::binary);
@@ -924,6 +981,22 @@ void http_server::impl::video(const httplib::Request& req, httplib::Response& re
         return false;
       return sink.write(buf.data(), static_cast<size_t>(got));
     });
+}
+
+// A reviewer's verdict on a take (nodes/http_review.hpp).
+void http_server::impl::review(const httplib::Request& req, httplib::Response& res) {
+  api_error err;
+  auto r = parse_review(req.matches[1], static_cast<uint32_t>(std::stoul(std::string(req.matches[2]))),
+                        req.body, err);
+  if (!r) {
+    send_error(res, err.status, err.message);
+    return;
+  }
+  auto a = request_review(*cluster, *r);
+  if (const int status = review_status(a); status != 200)
+    send_error(res, status, a.error);
+  else
+    send_json(res, 200, review_json(a));
 }
 
 void http_server::impl::events(const httplib::Request& req, httplib::Response& res,

@@ -5,6 +5,7 @@
 
 #include "messages/actor_types.hpp"
 #include "messages/gpu_actor_types.hpp"
+#include "messages/review_actor_types.hpp"
 
 namespace vidline::nodes {
 
@@ -30,6 +31,7 @@ router::router(std::string self_host, msg::decode_limits limits)
   handlers_[msg::cancel_run::wire_name] = [this](const inbound& in) { route_client<msg::cancel_run>(in); };
   handlers_[msg::submit_jobs::wire_name] = [this](const inbound& in) { route_client<msg::submit_jobs>(in); };
   handlers_[msg::drain_request::wire_name] = [this](const inbound& in) { route_client<msg::drain_request>(in); };
+  handlers_[msg::review_take::wire_name] = [this](const inbound& in) { route_client<msg::review_take>(in); };
 }
 
 void router::drop(const inbound& in, const char* why) {

@@ -21,11 +21,13 @@
 #include "actors/coordinator/admission.hpp"
 #include "actors/coordinator/dispatch_setup.hpp"
 #include "actors/coordinator/gpu_view.hpp"
+#include "actors/coordinator/review_index.hpp"
 #include "common/metrics.hpp"
 #include "common/sha256.hpp"
 #include "common/text.hpp"
 #include "messages/actor_types.hpp"
 #include "messages/gpu_actor_types.hpp"
+#include "messages/review_actor_types.hpp"
 
 namespace vidline::actors {
 namespace {
@@ -547,6 +549,59 @@ msg::resume_reply resume(shell& sh, const std::string& run_id) {
   return reply;
 }
 
+/// A reviewer's verdict (review_take): recorded by the machine, which adds the take a
+/// reject asks for; a run the state forgot comes back from the journal. The verdict also
+/// goes into the run index on this host when its video's line is there.
+msg::review_reply review(shell& sh, const msg::review_take& req) {
+  msg::review_reply out;
+  out.run_id = req.run_id;
+  out.index = req.index;
+  sched::ev_review ev{req.run_id, req.index, req.verdict, req.another_take, std::nullopt};
+  const sched::run* r = sh.st.find_run(req.run_id);
+  if (r == nullptr) {
+    std::string err;
+    ev.recalled = from_journal(sh, req.run_id, err);
+    if (!ev.recalled) {
+      out.error = err.empty() ? "no run " + req.run_id : err;
+      out.code = msg::reply_code::no_such_run;
+      return out;
+    }
+    r = &*ev.recalled;
+  }
+  const auto max_jobs = sh.ctx.cluster->knobs.max_jobs_per_run;
+  if (req.another_take && req.index < r->jobs.size() && r->jobs[req.index].retake < 0
+      && r->jobs.size() + 1 > max_jobs) {
+    out.error = "the run has " + std::to_string(r->jobs.size()) + " jobs: another take is over "
+                "max_jobs_per_run (" + std::to_string(max_jobs) + ")";
+    out.code = "not_reviewable";
+    return out;
+  }
+  auto fx = sched::step(sh.st, ev, sh.ctx.run_now(), sh.ctx.mono_now());
+  for (auto& x : fx)
+    if (auto* a = std::get_if<sched::fx_review_answer>(&x)) {
+      out.error = a->error;
+      out.code = a->code;
+      out.verdict = a->verdict;
+      out.take_index = a->take;
+      out.take_seed = a->take_seed;
+    }
+  execute(sh, fx);
+  sh.recent.reset();  // perhaps recalled: the state holds it now
+  if (auto* now = sh.st.find_run(req.run_id)) {
+    out.state = run_state(*now);
+    if (out.error.empty() && req.index < now->jobs.size()) {
+      try {
+        index_verdict(sh.ctx.data_dir, now->jobs[req.index],
+                      sh.ctx.run_now() * sh.ctx.time_scale);
+      } catch (const std::exception& e) {
+        spdlog::warn("coordinator: the verdict on {}/{} is journaled, not indexed: {}",
+                     req.run_id, req.index, e.what());
+      }
+    }
+  }
+  return out;
+}
+
 } // namespace
 
 void adopt_in_flight(sched::state& s, double now, double mono) {
@@ -719,6 +774,9 @@ caf::behavior coordinator_actor(caf::event_based_actor* self, context ctx,
         }
       execute(*sh, fx);
       sh->ctx.out->reply(c.reply_to, c.correlation, reply);
+    },
+    [sh](msg::client_call<msg::review_take>& c) {
+      sh->ctx.out->reply(c.reply_to, c.correlation, review(*sh, c.body));
     },
     [sh](msg::client_call<msg::submit_run>& c) {
       auto reply = submit(*sh, c.body);

@@ -102,6 +102,18 @@ json prompt_start(const std::string& p) {
   return p.substr(0, n) + "...";
 }
 
+/// A job's review in the status (null: none): the verdict, when (run clock and unix
+/// seconds) and the take its reject added (null: none).
+template <class Rel, class Unix>
+json review_record(const sched::job& j, const Rel& rel, const Unix& unix_of) {
+  if (j.verdict.empty())
+    return nullptr;
+  return {{"verdict", j.verdict},
+          {"at_s", rel(j.reviewed_at)},
+          {"at_unix", unix_of(j.reviewed_at)},
+          {"take_index", j.retake >= 0 ? json(j.retake) : json(nullptr)}};
+}
+
 json clock_record(const sched::stage_clock& c) {
   return json::array({c.pool_start, c.sampler_start, c.sampler_end, c.decode_ordered,
                       c.fetch_start, c.fetched, c.decode_start, c.decode_end});
@@ -179,7 +191,11 @@ json job_record(const sched::job& j) {
           {"attempt_at", j.attempt_at},
           {"ran", clock_record(j.ran)},
           {"failures", failures_record(j.failures)},
-          {"failures_total", j.failures_total}};
+          {"failures_total", j.failures_total},
+          {"verdict", j.verdict},
+          {"reviewed_at", j.reviewed_at},
+          {"retake", j.retake},
+          {"retake_of", j.retake_of}};
 }
 
 sched::job job_from_record(const json& r) {
@@ -227,6 +243,10 @@ sched::job job_from_record(const json& r) {
   j.ran = clock_from(r.value("ran", json()));
   j.failures = failures_from(r.value("failures", json()));
   j.failures_total = r.value("failures_total", static_cast<uint32_t>(j.failures.size()));
+  j.verdict = r.value("verdict", "");  // a journal older than the review: none
+  j.reviewed_at = r.value("reviewed_at", -1.0);
+  j.retake = r.value("retake", int64_t{-1});
+  j.retake_of = r.value("retake_of", int64_t{-1});
   return j;
 }
 
@@ -516,7 +536,9 @@ json status_json(const sched::state& s, const sched::run& r, const clock_note& c
                     {"times", std::move(times)},
                     {"stages", std::move(stages)},
                     {"running", std::move(running)},
-                    {"failed_attempts", std::move(failed)}});
+                    {"failed_attempts", std::move(failed)},
+                    {"review", review_record(j, rel, unix_of)},
+                    {"retake_of", j.retake_of >= 0 ? json(j.retake_of) : json(nullptr)}});
     // What its output is made from (workflow, model, params, input digests, ident, version).
     jobs.back().update(config::shot_record(j.spec));
     // Only the newest failures are kept (sched::max_failures_kept): the count of all, when

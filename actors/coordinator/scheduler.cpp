@@ -1,6 +1,7 @@
 #include "actors/coordinator/scheduler.hpp"
 #include "actors/coordinator/drain.hpp"
 #include "actors/coordinator/index.hpp"
+#include "actors/coordinator/review.hpp"
 #include "actors/coordinator/graph.hpp"
 #include "config/shot_identity.hpp"
 
@@ -977,7 +978,7 @@ struct stepper {
 
   /// A forgotten run back from the journal for a resume, behind the runs here: when it has
   /// a failed job and was not cancelled (else nothing is to be done and it stays out).
-  run* recall(const run& from_journal) {
+  run* recall(const run& from_journal, bool need_failed = true) {
     if (from_journal.cancelled || from_journal.jobs.empty())
       return nullptr;
     bool any_failed = false;
@@ -987,14 +988,14 @@ struct stepper {
         return nullptr;  // not a finished run as this machine forgot it
       any_failed = any_failed || j.state == job_state::failed;
     }
-    if (!any_failed)
+    if (need_failed && !any_failed)
       return nullptr;
     for (auto it = s.journaled.begin(); it != s.journaled.end();)
       it = it->second == from_journal.id ? s.journaled.erase(it) : std::next(it);
     s.runs.push_back(from_journal);
     index_run(s, s.runs.size() - 1);
     order_runs(s);
-    log(2, "run " + from_journal.id + " recalled from the journal to be resumed");
+    log(2, "run " + from_journal.id + " recalled from the journal");
     return &s.runs.back();
   }
 
@@ -1174,6 +1175,48 @@ struct stepper {
     fx.push_back(fx_persist_run{r->id});
     log(2, "run " + r->id + ": " + std::to_string(r->jobs.size() - first) + " jobs added");
     refuse_impossible(*r);
+  }
+
+  /// A verdict recorded on its job; another take added as jobs are (ev_add_jobs), the run
+  /// opened again for it when it had finished (review.hpp).
+  void on(const ev_review& e) {
+    run* r = s.find_run(e.run_id);
+    const bool recalled = r == nullptr && e.recalled && e.recalled->id == e.run_id
+                          && !e.recalled->cancelled;
+    if (r == nullptr && !recalled) {
+      fx.push_back(fx_review_answer{"no run " + e.run_id, "no_such_run", "", -1, 0});
+      return;
+    }
+    // Checked first: a verdict refused leaves a forgotten run where it is.
+    auto plan = plan_review(recalled ? *e.recalled : *r, e);
+    if (!plan.error.empty()) {
+      fx.push_back(fx_review_answer{plan.error, plan.code, "", -1, 0});
+      return;
+    }
+    if (recalled && (r = recall(*e.recalled, false)) == nullptr) {
+      fx.push_back(fx_review_answer{"run " + e.run_id + " is not a finished run in the journal",
+                                    "not_reviewable", "", -1, 0});
+      return;
+    }
+    const std::string id = r->id;
+    r->jobs[e.index].verdict = plan.verdict;
+    r->jobs[e.index].reviewed_at = now;
+    persist(r->jobs[e.index]);
+    if (plan.take) {
+      if (r->done) {  // open again for the take (as a resume opens it)
+        r->done = false;
+        r->finished_at = -1;
+      }
+      on(ev_add_jobs{id, {*plan.take}, ""});
+      r = s.find_run(id);
+      r->jobs[e.index].retake = static_cast<int64_t>(r->jobs.size()) - 1;
+      persist(r->jobs[e.index]);
+    }
+    const auto& j = r->jobs[e.index];
+    fx.push_back(fx_review_answer{"", "", j.verdict, j.retake,
+                                  j.retake >= 0 ? r->jobs[j.retake].spec.seed : 0});
+    log(2, "run " + id + ": job " + std::to_string(e.index) + " " + j.verdict
+             + (plan.take ? ", another take added as job " + std::to_string(j.retake) : ""));
   }
 
   void on(const ev_tick&) {

@@ -145,6 +145,11 @@ struct job {
   /// When its inputs taken from other shots were last asked for (fx_make_input; not
   /// journaled: a restarted coordinator asks again).
   double inputs_asked_at = -1;
+  // -- the review (ev_review; docs/http.md, "Review") ---------------------------------------
+  std::string verdict;             ///< the reviewer's: "" none, "accepted", "rejected"
+  double reviewed_at = -1;         ///< run-clock time of the verdict
+  int64_t retake = -1;             ///< the index of the take its reject added (-1 = none)
+  int64_t retake_of = -1;          ///< the job whose reject added this take (-1 = none)
 };
 
 /// One batch submitted together. Open runs share the line (docs/design.md, "The queue"):
@@ -525,6 +530,18 @@ struct ev_cancel { std::string run_id; std::optional<uint32_t> job; };
 /// Jobs added to an open run (`vidline submit RUN`); a request id seen before for this run
 /// adds nothing again (a retried submit).
 struct ev_add_jobs { std::string run_id; std::vector<job> jobs; std::string request_id; };
+/// A reviewer's verdict on job `index`'s video ("accept" | "reject"), answered by
+/// fx_review_answer. A reject with `another_take` adds a take of the job's shot with the
+/// shot's next seed, as ev_add_jobs adds jobs; a finished run opens again for it (one no
+/// longer in the state comes back from `recalled`, as ev_resume's does). Asked again, a
+/// reject adds no second take: the answer names the first.
+struct ev_review {
+  std::string run_id;
+  uint32_t index = 0;
+  std::string verdict;
+  bool another_take = false;
+  std::optional<run> recalled;
+};
 /// `vidline drain` / `undrain` (`drain` false): a pool, a decoder, or every pool and
 /// decoder of a host (`kind` "pool" | "decoder" | "host"). Answered by fx_drain_answer.
 struct ev_drain { std::string kind; std::string name; bool drain = true; std::string reason; };
@@ -545,7 +562,8 @@ struct ev_input_made { std::string run_id; uint32_t index = 0; std::string name;
 
 using event = std::variant<ev_submit, ev_pool_status, ev_decoder_status, ev_sample_result,
                            ev_decode_result, ev_peer, ev_tick, ev_resume, ev_latent_holdings,
-                           ev_cancel, ev_add_jobs, ev_drain, ev_gpu_health, ev_input_made>;
+                           ev_cancel, ev_add_jobs, ev_drain, ev_gpu_health, ev_input_made,
+                           ev_review>;
 
 // -- effects -------------------------------------------------------------------------------
 
@@ -582,10 +600,14 @@ struct fx_persist_drains {};
 struct fx_drain_changed { std::string target; bool drained = false; std::string reason; };
 /// The answer to ev_drain: the targets it named, or why none.
 struct fx_drain_answer { std::vector<std::string> targets; std::string error; };
+/// The answer to ev_review: the verdict recorded and the take added (-1 = none), or why
+/// not (`code`: "no_such_run", "not_reviewable", "invalid").
+struct fx_review_answer { std::string error; std::string code; std::string verdict;
+                          int64_t take = -1; uint64_t take_seed = 0; };
 using effect = std::variant<fx_persist_job, fx_persist_run, fx_send_sample, fx_send_decode,
                             fx_ack, fx_job_final, fx_run_done, fx_log, fx_release, fx_grant,
                             fx_drop_runs, fx_accepted, fx_persist_drains, fx_drain_changed,
-                            fx_drain_answer, fx_make_input>;
+                            fx_drain_answer, fx_make_input, fx_review_answer>;
 
 /// Puts drains read back from the journal into the state (a restarted coordinator): the
 /// views of the pools and decoders they name are marked; names no longer in the config

@@ -217,6 +217,35 @@ TEST_CASE("http: a run submitted and followed through the API, bad requests 4xx,
   CHECK(resumed->status == 200);
   CHECK(json::parse(resumed->body)["reopened"] == 0);
 
+  // The review: a reject asking for another take adds the shot's next take to the finished
+  // run (opened again); asked again it adds none; a bad verdict or job is refused.
+  const auto jobs_before = status["jobs"].size();
+  const std::string review_path = "/v1/runs/" + run_id + "/jobs/2/review";
+  auto rejected = c.Post(review_path.c_str(), auth(), R"({"verdict":"reject","another_take":true})",
+                         "application/json");
+  REQUIRE(rejected);
+  INFO(rejected->body);
+  REQUIRE(rejected->status == 200);
+  auto rv = json::parse(rejected->body);
+  CHECK(rv["verdict"] == "rejected");
+  CHECK(rv["take"]["index"] == jobs_before);
+  CHECK(rv["state"] == "running");
+  auto again = c.Post(review_path.c_str(), auth(), R"({"verdict":"reject","another_take":true})",
+                      "application/json");
+  REQUIRE(again);
+  CHECK(json::parse(again->body)["take"] == rv["take"]);
+  expect_error(c.Post(review_path.c_str(), auth(), R"({"verdict":"maybe"})", "application/json"),
+               400, "verdict");
+  expect_error(c.Post(("/v1/runs/" + run_id + "/jobs/99/review").c_str(), auth(),
+                      R"({"verdict":"accept"})", "application/json"),
+               404, "no job 99");
+  auto reviewed = json::parse(c.Get(("/v1/runs/" + run_id).c_str(), auth())->body);
+  REQUIRE(reviewed["jobs"].size() == jobs_before + 1);
+  CHECK(reviewed["jobs"][2]["review"]["verdict"] == "rejected");
+  CHECK(reviewed["jobs"][2]["review"]["take_index"] == jobs_before);
+  CHECK(reviewed["jobs"][jobs_before]["retake_of"] == 2);
+  CHECK(reviewed["jobs"][jobs_before]["seed"] == rv["take"]["seed"]);
+
   // /metrics on both nodes: the format parses; the decoder's queue peaked at 1.
   httplib::Client cb("127.0.0.1", l.http_b);
   auto mb = cb.Get("/metrics", auth());
@@ -270,7 +299,9 @@ TEST_CASE("http: a run submitted and followed through the API, bad requests 4xx,
         if (method == "post")
           return c.Post(p.c_str(), auth(),
                    path == "/v1/runs" ? submit_body(1, 500).dump()
-                   : path == "/v1/runs/{run_id}/jobs" ? add_body.dump() : std::string("{}"),
+                   : path == "/v1/runs/{run_id}/jobs" ? add_body.dump()
+                   : path == "/v1/runs/{run_id}/jobs/{index}/review" ? R"({"verdict":"accept"})"
+                                                                     : std::string("{}"),
                    "application/json");
         return c.Get(p.c_str(), auth());
       };
@@ -686,11 +717,16 @@ TEST_CASE("http: the dashboard in headless Chromium follows a run to its end") {
   CHECK(dom.find("data-run-state=\"succeeded\"") != std::string::npos);
   CHECK(dom.find("data-connected=\"yes\"") != std::string::npos);
   CHECK(dom.find("data-host=\"host_b\"") != std::string::npos);
-  std::size_t rows = 0;
-  for (auto at = dom.find("data-state=\"succeeded\""); at != std::string::npos;
-       at = dom.find("data-state=\"succeeded\"", at + 1))
-    ++rows;
-  CHECK(rows == 6);
+  // Six jobs succeeded: a row of the job table and a review card each.
+  auto count = [&dom](const std::string& what) {
+    std::size_t n = 0;
+    for (auto at = dom.find(what); at != std::string::npos; at = dom.find(what, at + 1))
+      ++n;
+    return n;
+  };
+  CHECK(count("data-state=\"succeeded\"><td>") == 6);
+  CHECK(count("class=\"card\" data-index=") == 7);
+  CHECK(count("data-state=\"succeeded\"") == 12);
   CHECK(dom.find("data-state=\"cancelled\"") != std::string::npos);
   CHECK(dom.find("class=\"state-cancelled\"") != std::string::npos);
   CHECK(dom.find(">rtx3080ti</text>") != std::string::npos);  // its lane in the Gantt

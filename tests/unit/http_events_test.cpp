@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "nodes/http_events.hpp"
+#include "nodes/http_review.hpp"
 #include "nodes/http_server.hpp"
 #include "nodes/verbs/line_text.hpp"
 
@@ -229,4 +230,49 @@ TEST_CASE("events: every event of a job names its shot beside the index") {
   j["shot"] = "night";
   j["take"] = 2;
   CHECK(job_label(j) == "job 2 night take 3");
+}
+
+TEST_CASE("api: a review's body, each wrong field named") {
+  api_error err;
+  auto r = parse_review("r1", 4, R"({"verdict":"reject","another_take":true})", err);
+  REQUIRE(r);
+  CHECK(r->run_id == "r1");
+  CHECK(r->index == 4);
+  CHECK(r->verdict == "reject");
+  CHECK(r->another_take);
+  r = parse_review("r1", 0, R"({"verdict":"accept"})", err);
+  REQUIRE(r);
+  CHECK_FALSE(r->another_take);
+  auto bad = [](const std::string& body) {
+    api_error e;
+    CHECK_FALSE(parse_review("r1", 0, body, e));
+    CHECK(e.status == 400);
+    return e.message;
+  };
+  CHECK_THAT(bad(""), Catch::Contains("not JSON"));
+  CHECK_THAT(bad("[]"), Catch::Contains("JSON object"));
+  CHECK_THAT(bad("{}"), Catch::Contains("'verdict'"));
+  CHECK_THAT(bad(R"({"verdict":"maybe"})"), Catch::Contains("\"accept\" or \"reject\""));
+  CHECK_THAT(bad(R"({"verdict":"reject","another_take":"yes"})"), Catch::Contains("'another_take'"));
+  CHECK_THAT(bad(R"({"verdict":"accept","another_take":true})"), Catch::Contains("goes with the verdict \"reject\""));
+  CHECK_THAT(bad(R"({"verdict":"accept","seed":3})"), Catch::Contains("unknown field 'seed'"));
+  // The answer's HTTP status by the coordinator's code.
+  vidline::msg::review_reply a;
+  CHECK(review_status(a) == 200);
+  a.error = "x";
+  a.code = "no_such_run";
+  CHECK(review_status(a) == 404);
+  a.code = "not_reviewable";
+  CHECK(review_status(a) == 409);
+  a.code = "invalid";
+  CHECK(review_status(a) == 400);
+  a = {};
+  a.run_id = "r1";
+  a.index = 4;
+  a.verdict = "rejected";
+  a.take_index = 9;
+  a.take_seed = 105;
+  a.state = "running";
+  CHECK(review_json(a) == json{{"run_id", "r1"}, {"index", 4}, {"verdict", "rejected"},
+                               {"take", {{"index", 9}, {"seed", 105}}}, {"state", "running"}});
 }
