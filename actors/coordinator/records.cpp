@@ -128,7 +128,9 @@ json job_record(const sched::job& j) {
           {"attempt_at", j.attempt_at},
           {"ran", clock_record(j.ran)},
           {"failures", failures_record(j.failures)},
-          {"failures_total", j.failures_total}};
+          {"failures_total", j.failures_total},
+          {"sampling_energy_j", j.sampling_energy_j},
+          {"decode_energy_j", j.decode_energy_j}};
 }
 
 sched::job job_from_record(const json& r) {
@@ -174,6 +176,8 @@ sched::job job_from_record(const json& r) {
   j.ran = clock_from(r.value("ran", json()));
   j.failures = failures_from(r.value("failures", json()));
   j.failures_total = r.value("failures_total", static_cast<uint32_t>(j.failures.size()));
+  j.sampling_energy_j = r.value("sampling_energy_j", -1.0);
+  j.decode_energy_j = r.value("decode_energy_j", -1.0);
   return j;
 }
 
@@ -244,6 +248,14 @@ std::string run_state(const sched::run& r) {
 
 namespace {
 double ms3(double t) { return std::round(t * 1000) / 1000; }
+
+/// An energy figure rounded to `decimals`, null when unknown (< 0).
+json known(double v, int decimals) {
+  if (v < 0)
+    return nullptr;
+  const double f = std::pow(10.0, decimals);
+  return std::round(v * f) / f;
+}
 } // namespace
 
 nlohmann::json runs_json(const sched::state& s, double now, bool all,
@@ -276,6 +288,7 @@ nlohmann::json runs_json(const sched::state& s, double now, bool all,
       }
     }
     done = succeeded + failed + cancelled;
+    const auto sum = sched::summarize(r);
     const uint32_t total = static_cast<uint32_t>(r.jobs.size());
     // The ETA at the run's own pace so far (run-clock seconds): what is left at the rate
     // its jobs have finished since it was submitted. None before the first finish.
@@ -298,7 +311,9 @@ nlohmann::json runs_json(const sched::state& s, double now, bool all,
                    {"in_flight", running},
                    {"eta_s", eta},
                    {"age_s", ms3(now - r.submitted_at)},
-                   {"from_journal", it->second}});
+                   {"from_journal", it->second},
+                   {"wh_per_clip", known(sum.wh_per_clip, 3)},
+                   {"clips_per_kwh", known(sum.clips_per_kwh, 2)}});
   }
   // Oldest first, as submitted.
   std::reverse(out.begin(), out.end());
@@ -309,6 +324,17 @@ namespace {
 
 /// Milliseconds are what a status shows: rounded so it stays small and its numbers agree.
 double ms(double t) { return std::round(t * 1000) / 1000; }
+
+/// A job's energy by stage (joules, null where unknown): the pool's cards over conditioning
+/// and sampling, the decoder's card over the decode, and their sum.
+json energy_json(const sched::job& j) {
+  double total = -1;
+  for (double e : {j.sampling_energy_j, j.decode_energy_j})
+    if (e >= 0)
+      total = std::max(total, 0.0) + e;
+  return {{"sampling", known(j.sampling_energy_j, 1)}, {"decode", known(j.decode_energy_j, 1)},
+          {"total", known(total, 1)}};
+}
 
 /// The lanes of a run's chart: the mode's pools (decoders) in the config's order, then any
 /// other one its jobs name, by name.
@@ -452,6 +478,7 @@ json status_json(const sched::state& s, const sched::run& r, const clock_note& c
                     {"done_twice", j.duplicates},
                     {"fenced", j.fenced},
                     {"times", std::move(times)},
+                    {"energy_j", energy_json(j)},
                     {"stages", std::move(stages)},
                     {"running", std::move(running)},
                     {"failed_attempts", std::move(failed)}});
@@ -496,7 +523,10 @@ json status_json(const sched::state& s, const sched::run& r, const clock_note& c
                        {"fenced", sum.fenced},
                        {"first_finish_s", sum.first_finish_s},
                        {"makespan_s", sum.makespan_s},
-                       {"clips_per_hour", sum.clips_per_hour}}}};
+                       {"clips_per_hour", sum.clips_per_hour},
+                       {"energy_j", known(sum.energy_j, 1)},
+                       {"wh_per_clip", known(sum.wh_per_clip, 3)},
+                       {"clips_per_kwh", known(sum.clips_per_kwh, 2)}}}};
 }
 
 } // namespace vidline::actors
