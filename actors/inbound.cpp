@@ -77,7 +77,37 @@ std::string check_job(const msg::job_spec& j, const config::knobs& k) {
     return "name is not a safe file stem";
   if (!j.reference_sha256.empty() && !is_sha256_hex(j.reference_sha256))
     return "reference_sha256 is not 64 lowercase hex digits";
+  if (auto why = check_shot_fields(j, k); !why.empty())
+    return why;
   return check_reference(j.reference);
+}
+
+std::string check_shot_fields(const msg::job_spec& j, const config::knobs& k) {
+  if (j.negative_prompt.size() > k.max_prompt_bytes || !text::is_valid_utf8(j.negative_prompt))
+    return "negative_prompt is over max_prompt_bytes or not valid UTF-8";
+  if (!j.workflow.empty())
+    if (auto why = name_problem("workflow", j.workflow); !why.empty())
+      return why;
+  if (!j.model.empty())
+    if (auto why = name_problem("model", j.model); !why.empty())
+      return why;
+  for (auto& p : j.params) {
+    if (auto why = name_problem("a param's name", p.name); !why.empty())
+      return why;
+    if (p.type != "string" && p.type != "integer" && p.type != "number" && p.type != "boolean")
+      return "param " + p.name + " has an unknown type";
+    if (p.text.size() > k.max_prompt_bytes || !text::is_valid_utf8(p.text))
+      return "param " + p.name + " is over max_prompt_bytes or not valid UTF-8";
+  }
+  for (auto& i : j.inputs) {
+    if (auto why = name_problem("an input's name", i.name); !why.empty())
+      return why;
+    if (!i.sha256.empty() && !is_sha256_hex(i.sha256))
+      return "input " + i.name + ": sha256 is not 64 lowercase hex digits";
+    if (auto why = check_reference(i.path); !why.empty())
+      return "input " + i.name + ": " + why;
+  }
+  return "";
 }
 
 std::string check_order(const msg::sample_order& o, const config::knobs& k) {

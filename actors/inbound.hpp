@@ -34,6 +34,11 @@ std::string check_reference(const std::string& path);
 /// most 8192; seconds 1..3600 (the bounds of `vidline run`). Otherwise why not.
 std::string check_size(uint32_t width, uint32_t height, uint32_t seconds);
 
+/// "" when a job's shot fields are acceptable: negative prompt valid UTF-8 within
+/// max_prompt_bytes; workflow, model, param and input names safe names; param types known
+/// and texts valid UTF-8; input digests 64 hex digits and paths as check_reference.
+std::string check_shot_fields(const msg::job_spec& j, const config::knobs& k);
+
 /// "" when a job from an order is acceptable (see the file comment); otherwise why not.
 std::string check_job(const msg::job_spec& j, const config::knobs& k);
 

@@ -32,6 +32,7 @@ const std::vector<std::string>& all_points() {
     "output.during_rename",    // the video file is fsynced under its temporary name
     "video.before_commit",     // the decoder made the video; not yet renamed/receipted
     "video.after_commit",      // video, receipt and ledger line durable; not yet indexed or reported
+    "video.after_index",       // video, receipt, ledger and index line durable; not yet reported
     "decoder.after_dequeue",   // the decoder took an order; not yet acknowledged it
   };
   return points;

@@ -91,7 +91,7 @@ host read_host(const json& j, const std::string& path, const std::string& base_d
 /// ignored, which is how a config quietly stops meaning what its author thinks.
 backend read_backend(const std::string& name, const json& j, const std::string& path,
                      const std::string& base_dir) {
-  const object_reader r(j, path, {"type", "time_scale", "profile", "options"});
+  const object_reader r(j, path, {"type", "time_scale", "profile", "options", "workflows"});
   backend b;
   b.name = name;
   b.type = r.string("type");
@@ -107,6 +107,8 @@ backend read_backend(const std::string& name, const json& j, const std::string& 
     b.options = r.required("options");
     expect_object(b.options, r.path_of("options"));
   }
+  if (r.has("workflows"))
+    b.workflows = read_workflows(r.required("workflows"), r.path_of("workflows"), base_dir, b.type);
   return b;
 }
 

@@ -109,6 +109,8 @@ json backend_to_json(const backend& b) {
   }
   if (!b.options.is_null())
     j["options"] = b.options;
+  if (!b.workflows.empty())  // left out when none, so older configs keep their digest
+    j["workflows"] = detail::workflows_to_json(b.workflows);
   return j;
 }
 

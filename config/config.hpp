@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "config/knobs.hpp"
+#include "config/workflow.hpp"
 
 namespace vidline::config {
 
@@ -72,6 +73,9 @@ struct backend {
   /// sim: profile file; empty = the embedded reference profile.
   std::string profile;
   nlohmann::json options;  ///< type-specific options (exec, comfyui), validated by the backend
+  /// The workflows its pools offer (docs/config.md, "Workflows"); empty = one implicit
+  /// default (config::workflows_of).
+  std::vector<workflow> workflows;
 };
 
 /// GPUs of one host that sample together (sequence-parallel).

@@ -46,6 +46,14 @@ void check_one_of(const std::string& value, const std::vector<std::string>& allo
 /// document leaves out stay empty; see fill_default_profiles.
 cluster read_cluster(const nlohmann::json& doc, const std::string& base_dir);
 
+/// Reads a backend's "workflows" array at `path` (names, model keys, params, inputs, the
+/// default, comfyui templates resolved against `base_dir`) and checks it.
+std::vector<workflow> read_workflows(const nlohmann::json& j, const std::string& path,
+                                     const std::string& base_dir, const std::string& type);
+
+/// The JSON of a backend's declared workflows (round-trips through read_workflows).
+nlohmann::json workflows_to_json(const std::vector<workflow>& ws);
+
 /// Reads the "knobs" object at `path` over the defaults; checks types, not ranges.
 knobs read_knobs(const nlohmann::json& j, const std::string& path);
 

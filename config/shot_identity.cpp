@@ -59,7 +59,7 @@ std::string ident_text(const msg::job_spec& job) {
   return t;
 }
 
-digest ident(const msg::job_spec& job) { return sha256_of(ident_text(job)); }
+vidline::digest ident(const msg::job_spec& job) { return sha256_of(ident_text(job)); }
 
 bool inputs_known(const msg::job_spec& job) {
   return std::all_of(job.inputs.begin(), job.inputs.end(),

@@ -31,7 +31,7 @@ nlohmann::json param_json(const msg::param_value& p);
 std::string ident_text(const msg::job_spec& job);
 
 /// SHA-256 of ident_text: the 32 bytes a sim latent's blocks end with.
-digest ident(const msg::job_spec& job);
+vidline::digest ident(const msg::job_spec& job);
 
 /// True when every input's digest is known (none still waits for another shot's output).
 bool inputs_known(const msg::job_spec& job);

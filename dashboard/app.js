@@ -191,7 +191,7 @@ function renderHeader() {
   document.body.dataset.runState = state;
 }
 
-const FINAL = new Set(['succeeded', 'failed', 'cancelled']);  // cancelled: `vidline cancel`
+const FINAL = new Set(['succeeded', 'failed', 'cancelled', 'reused']);  // cancelled: `vidline cancel`; reused: its job key's output existed
 
 function jobsDone() {
   let n = 0;
@@ -298,6 +298,11 @@ function renderJobs() {
     const tr = tb.insertRow();
     tr.dataset.index = j.index;
     tr.dataset.state = j.state;
+    if (j.workflow) {  // what the job is made with: shown on hover
+      tr.dataset.workflow = j.workflow;
+      tr.dataset.model = j.model || '';
+      tr.title = 'workflow ' + j.workflow + (j.model ? ' (model ' + j.model + ')' : '');
+    }
     const p = j.progress ? j.progress.step + '/' + j.progress.steps : (j.running ? j.running.stage : '');
     const end = j.times && j.times.decode_end_s != null ? fmtS(j.times.decode_end_s) : '';
     const cells = [j.index, shotWords(j), j.seed, j.state, j.pool || '', j.decoder || '', p, end, j.error || ''];

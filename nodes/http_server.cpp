@@ -1,4 +1,5 @@
 #include "nodes/http_server.hpp"
+#include "nodes/verbs/shot_graph_fields.hpp"
 
 #include <sys/statvfs.h>
 
@@ -34,6 +35,7 @@
 #include "nodes/inputs.hpp"
 #include "vidline/dashboard_files.hpp"
 #include "vidline/version.hpp"
+#include "config/workflows.hpp"
 
 namespace vidline::nodes {
 
@@ -180,6 +182,25 @@ std::optional<json> read_body(const std::string& body, const std::vector<std::st
   return doc;
 }
 
+/// A shot's params and inputs (each input {"sha256": ...} of an uploaded one): "" or
+/// "NAME': what is wrong" (the field's name completes the caller's message).
+std::string read_shot_model(const json& j, msg::shot& s) {
+  if (j.contains("params"))
+    if (auto why = config::params_from_json(j["params"], s.params); !why.empty())
+      return why.substr(0, why.find(": ")) + "': " + why.substr(why.find(": ") + 2);
+  if (!j.contains("inputs"))
+    return "";
+  if (!j["inputs"].is_object())
+    return "inputs': must be an object of named inputs ({\"first_frame\": {\"sha256\": ...}})";
+  for (auto& [name, v] : j["inputs"].items()) {
+    msg::job_input in;
+    if (auto why = config::input_from_json(name, v, false, in); !why.empty())
+      return "inputs." + text::to_valid_utf8(name) + "': " + why;
+    s.inputs.push_back(std::move(in));
+  }
+  return "";
+}
+
 /// One shot of a shot list (`vidline run --jobs FILE`, docs/shots.md): the fields of a shot
 /// line, the prompt given as text (`prompt_file` is the CLI's: a file beside the list).
 bool read_shot(const json& j, const std::string& where, msg::shot& s, api_error& err) {
@@ -189,8 +210,21 @@ bool read_shot(const json& j, const std::string& where, msg::shot& s, api_error&
     return false;
   }
   if (!check_fields(j, {"prompt", "width", "height", "seconds", "seed"},
-                    {"takes", "name", "priority", "reference", "reference_sha256"}, err, where))
+                    {"takes", "name", "priority", "reference", "reference_sha256",
+                     "negative_prompt", "workflow", "params", "inputs", "sequence"}, err, where))
     return false;
+  if ((j.contains("negative_prompt") && !read_text(j, "negative_prompt", s.negative_prompt, err, where)) ||
+      (j.contains("workflow") && !read_text(j, "workflow", s.workflow, err, where)))
+    return false;
+  if (auto why = read_shot_model(j, s); !why.empty()) {
+    err = {400, "field '" + where + why};
+    return false;
+  }
+  // Shots that follow shots: the sequence this shot is a part of.
+  if (auto why = nodes::read_graph_fields(j, s); !why.empty()) {
+    err = {400, "field '" + where + why.substr(0, why.find(':')) + "'" + why.substr(why.find(':'))};
+    return false;
+  }
   uint64_t w = 0, h = 0, sec = 0, takes = 1;
   if (!read_text(j, "prompt", s.prompt, err, where) ||
       !read_uint(j, "width", 8, 8192, w, err, where) ||
@@ -249,7 +283,7 @@ std::optional<msg::submit_run> parse_submit(const std::string& body, api_error& 
                                                 "count", "seed"};
   auto doc = read_body(body, {"mode"},
                        {"prompt", "width", "height", "seconds", "count", "seed", "shots",
-                        "reference", "reference_sha256", "request_id", "priority"},
+                        "reference", "reference_sha256", "request_id", "priority", "rerender"},
                        err);
   if (!doc)
     return std::nullopt;
@@ -283,7 +317,8 @@ std::optional<msg::submit_run> parse_submit(const std::string& body, api_error& 
       return std::nullopt;
   } else {
     if (!check_fields(*doc, uniform,
-                      {"mode", "reference", "reference_sha256", "request_id", "priority"}, err) ||
+                      {"mode", "reference", "reference_sha256", "request_id", "priority", "rerender"},
+                      err) ||
         !read_batch(*doc, r, err))
       return std::nullopt;
   }
@@ -295,18 +330,57 @@ std::optional<msg::submit_run> parse_submit(const std::string& body, api_error& 
       return std::nullopt;
     r.priority = static_cast<int32_t>(p);
   }
+  if (doc->contains("rerender")) {
+    if (!(*doc)["rerender"].is_boolean()) {
+      err = {400, "field 'rerender' must be true or false, got " + type_of((*doc)["rerender"])};
+      return std::nullopt;
+    }
+    r.rerender = (*doc)["rerender"].get<bool>();
+  }
   return r;
 }
 
 std::optional<msg::submit_jobs> parse_add_jobs(const std::string& run_id, const std::string& body,
                                                api_error& err) {
-  auto doc = read_body(body, {"prompt", "width", "height", "seconds", "count", "seed"},
-                       {"reference", "reference_sha256", "request_id"}, err);
+  static const std::vector<std::string> batch{"prompt", "width", "height", "seconds", "count",
+                                              "seed"};
+  auto doc = read_body(body, {},
+                       {"prompt", "width", "height", "seconds", "count", "seed", "shots",
+                        "reference", "reference_sha256", "request_id"}, err);
   if (!doc)
     return std::nullopt;
   msg::submit_jobs r;
   r.run_id = run_id;
-  if (!read_batch(*doc, r, err))
+  if (doc->contains("shots")) {
+    // The shot form, as POST /v1/runs takes it (names included).
+    for (auto& k : batch)
+      if (doc->contains(k)) {
+        err = {400, "field '" + k + "': shots ('shots') come without prompt, width, height, "
+                                    "seconds, count and seed (each shot has its own)"};
+        return std::nullopt;
+      }
+    const json& shots = (*doc)["shots"];
+    if (!shots.is_array() || shots.empty()) {
+      err = {400, "field 'shots' must be a non-empty array of shots, got " +
+                      (shots.is_array() ? std::string("an empty array") : type_of(shots))};
+      return std::nullopt;
+    }
+    for (std::size_t i = 0; i < shots.size(); ++i) {
+      msg::shot s;
+      if (!read_shot(shots[i], "shots[" + std::to_string(i) + "].", s, err))
+        return std::nullopt;
+      r.shots.push_back(std::move(s));
+    }
+    if (doc->contains("request_id") && !read_text(*doc, "request_id", r.request_id, err))
+      return std::nullopt;
+    if (doc->contains("reference") || doc->contains("reference_sha256")) {
+      err = {400, "field 'reference': with 'shots', each shot names its own reference"};
+      return std::nullopt;
+    }
+    return r;
+  }
+  if (!check_fields(*doc, batch, {"reference", "reference_sha256", "request_id"}, err) ||
+      !read_batch(*doc, r, err))
     return std::nullopt;
   if (!read_digest(*doc, "reference_sha256", r.reference_sha256, err))
     return std::nullopt;

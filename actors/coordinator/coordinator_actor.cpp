@@ -15,7 +15,10 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/coordinator/records.hpp"
+#include "actors/coordinator/input_maker.hpp"
+#include "config/shot_graph.hpp"
 #include "actors/inbound.hpp"
+#include "actors/coordinator/admission.hpp"
 #include "actors/coordinator/dispatch_setup.hpp"
 #include "actors/coordinator/gpu_view.hpp"
 #include "common/metrics.hpp"
@@ -33,7 +36,8 @@ struct shell {
   sched::state st;
   clock_note clock;
   /// The state's counters as last put in the registry (its counters take the growth).
-  uint64_t forgotten_seen = 0, unknown_seen = 0;
+  uint64_t forgotten_seen = 0, unknown_seen = 0, reused_seen = 0;
+  double gpu_s_seen = 0;  ///< sched::state::gpu_s_redone at the last look
   /// The forgotten run read last from the journal: a client reading a big one page by page
   /// reads the journal once. A forgotten run does not change; the copy goes when its
   /// records are dropped or it is resumed (back in the state).
@@ -97,7 +101,8 @@ void execute(shell& sh, const std::vector<sched::effect>& fx) {
 void observe(const shell& sh) {
   std::map<std::string, double> jobs, runs;
   for (auto s : {sched::job_state::queued, sched::job_state::sampling, sched::job_state::sampled,
-                 sched::job_state::decoding, sched::job_state::succeeded, sched::job_state::failed})
+                 sched::job_state::decoding, sched::job_state::succeeded, sched::job_state::failed,
+                 sched::job_state::waiting, sched::job_state::reused})
     jobs[sched::to_string(s)] = 0;
   for (auto s : {"running", "succeeded", "failed"})
     runs[s] = 0;
@@ -127,6 +132,10 @@ void count(shell& sh) {
           static_cast<double>(sh.st.runs_forgotten - sh.forgotten_seen));
   reg.add("vidline_unknown_job_results_total", {},
           static_cast<double>(sh.st.unknown_job_results - sh.unknown_seen));
+  reg.add("vidline_gpu_seconds_paid_twice_total", {}, sh.st.gpu_s_redone - sh.gpu_s_seen);
+  sh.gpu_s_seen = sh.st.gpu_s_redone;
+  reg.add("vidline_jobs_reused_total", {}, static_cast<double>(sh.st.jobs_reused - sh.reused_seen));
+  sh.reused_seen = sh.st.jobs_reused;
   sh.forgotten_seen = sh.st.runs_forgotten;
   sh.unknown_seen = sh.st.unknown_job_results;
 }
@@ -152,10 +161,16 @@ std::optional<sched::run> from_journal(shell& sh, const std::string& run_id, std
 std::optional<sched::fx_accepted> handle(shell& sh, const sched::event& e) {
   auto fx = sched::step(sh.st, e, sh.ctx.run_now(), sh.ctx.mono_now());
   std::optional<sched::fx_accepted> accepted;
+  std::vector<sched::fx_make_input> inputs;
   for (auto& x : fx)
     if (auto* a = std::get_if<sched::fx_accepted>(&x))
       accepted = *a;
+    else if (auto* m = std::get_if<sched::fx_make_input>(&x))
+      inputs.push_back(*m);
   execute(sh, std::move(fx));
+  // Inputs of shots that follow shots, made once the state that asked for them is durable.
+  for (auto& m : inputs)
+    handle(sh, make_input(sh.ctx, m));
   return accepted;
 }
 
@@ -185,8 +200,9 @@ std::optional<uint64_t> stored_input_size(const shell& sh, const std::string& sh
   return static_cast<uint64_t>(n);
 }
 
-/// Every reference a run names by digest is an input this host holds: "" and `sizes`
-/// filled (digest -> bytes), or the first that is not, named by its shot.
+/// Every input a run names by digest (its reference, each shot's reference and inputs) is
+/// one this host holds: "" and `sizes` filled (digest -> bytes), or the first that is not,
+/// named by its shot and field.
 std::string check_inputs(const shell& sh, const msg::submit_run& req,
                          std::map<std::string, uint64_t>& sizes) {
   auto need = [&](const std::string& sha, const std::string& who) -> std::string {
@@ -194,17 +210,21 @@ std::string check_inputs(const shell& sh, const msg::submit_run& req,
       return "";
     auto n = stored_input_size(sh, sha);
     if (!n)
-      return who + "reference_sha256 " + sha + " names no input the coordinator holds "
-             "(upload the image first: `vidline run` does, or PUT /v1/inputs/" + sha + ")";
+      return who + " " + sha + " names no input the coordinator holds "
+             "(upload the file first: `vidline run` does, or PUT /v1/inputs/" + sha + ")";
     sizes[sha] = *n;
     return "";
   };
-  if (auto why = need(req.reference_sha256, ""); !why.empty())
+  if (auto why = need(req.reference_sha256, "reference_sha256"); !why.empty())
     return why;
-  for (std::size_t i = 0; i < req.shots.size(); ++i)
-    if (auto why = need(req.shots[i].reference_sha256, "shot " + std::to_string(i + 1) + ": ");
-        !why.empty())
+  for (std::size_t i = 0; i < req.shots.size(); ++i) {
+    const std::string at = "shot " + std::to_string(i + 1) + ": ";
+    if (auto why = need(req.shots[i].reference_sha256, at + "reference_sha256"); !why.empty())
       return why;
+    for (auto& in : req.shots[i].inputs)
+      if (auto why = need(in.sha256, at + "inputs." + in.name + ".sha256"); !why.empty())
+        return why;
+  }
   return "";
 }
 
@@ -235,9 +255,12 @@ msg::submit_reply submit(shell& sh, const msg::submit_run& req) {
   r.mode = req.mode;
   r.request_id = req.request_id;
   r.priority = req.priority;
+  r.rerender = req.rerender;
+  const auto cat = dispatching::run_catalog(*sh.ctx.cluster, req.mode);
   if (!req.shots.empty()) {
     std::map<std::string, std::string> sha_of;  // prompt -> its SHA-256 (the cache key)
-    for (auto& spec : dispatching::shot_jobs(req.shots, r.id, req.reference, req.reference_sha256)) {
+    for (auto& spec : dispatching::shot_jobs(req.shots, r.id, req.reference, req.reference_sha256,
+                                             &cat)) {
       sched::job j;
       j.spec = std::move(spec);
       auto it = sha_of.find(j.spec.prompt);
@@ -246,6 +269,10 @@ msg::submit_reply submit(shell& sh, const msg::submit_run& req) {
       j.spec.prompt_sha256 = it->second;
       r.jobs.push_back(std::move(j));
     }
+    std::vector<msg::job_spec> specs;
+    for (auto& j : r.jobs)
+      specs.push_back(j.spec);
+    r.sequences = config::graph::sequence_parts(req.shots, specs);
   }
   auto prompt_sha = req.shots.empty() ? to_hex(sha256_of(req.prompt)) : std::string();
   for (uint32_t i = 0; req.shots.empty() && i < req.count; ++i) {
@@ -253,11 +280,11 @@ msg::submit_reply submit(shell& sh, const msg::submit_run& req) {
     j.spec = msg::job_spec{r.id, i, req.seed + i, req.width, req.height, req.seconds,
                            req.prompt, prompt_sha, req.reference};
     j.spec.reference_sha256 = req.reference_sha256;
+    dispatching::resolve_uniform_job(cat, j.spec);
     r.jobs.push_back(std::move(j));
   }
   for (auto& j : r.jobs)
-    if (!j.spec.reference_sha256.empty())
-      j.spec.reference_bytes = input_sizes[j.spec.reference_sha256];
+    dispatching::set_input_sizes(j.spec, input_sizes);
   auto id = r.id;
   auto a = handle(sh, sched::ev_submit{std::move(r)});
   return {a ? a->run_id : id, ""};
@@ -282,6 +309,8 @@ msg::submit_jobs_reply add_jobs(shell& sh, const msg::submit_jobs& req) {
     if (auto it = r->added_requests.find(req.request_id); it != r->added_requests.end()) {
       out.first_index = it->second;
       out.count = req.count;
+      for (auto& shot : req.shots)
+        out.count += shot.takes;
       return out;  // a retried submit: added before
     }
   if (r->done || r->cancelled) {
@@ -299,43 +328,53 @@ msg::submit_jobs_reply add_jobs(shell& sh, const msg::submit_jobs& req) {
   as_run.seed = req.seed;
   as_run.request_id = req.request_id;
   as_run.reference_sha256 = req.reference_sha256;
-  if (auto why = check_submit(*sh.ctx.cluster, as_run); !why.empty()) {
-    out.error = why;
-    return out;
-  }
+  as_run.shots = req.shots;  // the shot form: each shot its own prompt, size, seed and takes
+  uint64_t adding = req.count;
+  for (auto& s : req.shots)
+    adding += s.takes;
+  std::string why = check_submit(*sh.ctx.cluster, as_run);
   std::map<std::string, uint64_t> input_sizes;
-  if (auto why = check_inputs(sh, as_run, input_sizes); !why.empty()) {
-    out.error = why;
-    return out;
-  }
-  if (uint64_t{r->jobs.size()} + req.count > sh.ctx.cluster->knobs.max_jobs_per_run) {
-    out.error = "the run has " + std::to_string(r->jobs.size()) + " jobs; " + std::to_string(req.count)
-                + " more is over max_jobs_per_run ("
-                + std::to_string(sh.ctx.cluster->knobs.max_jobs_per_run) + ")";
-    return out;
-  }
-  if (auto why = dispatching::capacity_refusal(sh.st, r->mode, req.width, req.height, req.seconds);
-      !why.empty()) {
-    out.error = why;
-    return out;
-  }
+  if (why.empty())
+    why = check_inputs(sh, as_run, input_sizes);
+  if (why.empty() && uint64_t{r->jobs.size()} + adding > sh.ctx.cluster->knobs.max_jobs_per_run)
+    why = "the run has " + std::to_string(r->jobs.size()) + " jobs; " + std::to_string(adding)
+          + " more is over max_jobs_per_run ("
+          + std::to_string(sh.ctx.cluster->knobs.max_jobs_per_run) + ")";
+  if (why.empty())
+    why = req.shots.empty()
+            ? dispatching::capacity_refusal(sh.st, r->mode, req.width, req.height, req.seconds)
+            : dispatching::shots_capacity_refusal(sh.st, r->mode, req.shots);
+  if (why.empty())
+    why = dispatching::added_names_problem(*r, req.shots);
   as_run.priority = r->priority;
-  if (auto why = check_queue(sh.st, sh.ctx.cluster->knobs, as_run, false); !why.empty()) {
+  if (why.empty())
+    why = check_queue(sh.st, sh.ctx.cluster->knobs, as_run, false);
+  if (!why.empty()) {
     out.error = why;
     return out;
   }
   sched::ev_add_jobs ev;
   ev.run_id = r->id;
+  const auto cat = dispatching::run_catalog(*sh.ctx.cluster, r->mode);
   auto prompt_sha = to_hex(sha256_of(req.prompt));
   for (uint32_t i = 0; i < req.count; ++i) {
     sched::job j;
     j.spec = msg::job_spec{r->id, 0, req.seed + i, req.width, req.height, req.seconds,
                            req.prompt, prompt_sha, req.reference};
     j.spec.reference_sha256 = req.reference_sha256;
-    if (!req.reference_sha256.empty())
-      j.spec.reference_bytes = input_sizes[req.reference_sha256];
+    dispatching::resolve_uniform_job(cat, j.spec);
     ev.jobs.push_back(std::move(j));
   }
+  for (auto& spec : dispatching::shot_jobs(req.shots, r->id, "", "", &cat)) {
+    sched::job j;
+    j.spec = std::move(spec);
+    j.spec.index = 0;  // the machine numbers added jobs after the run's own
+    j.spec.prompt_sha256 = to_hex(sha256_of(j.spec.prompt));
+    ev.jobs.push_back(std::move(j));
+  }
+  for (auto& j : ev.jobs)
+    dispatching::set_input_sizes(j.spec, input_sizes);
+  out.count = static_cast<uint32_t>(ev.jobs.size());
   ev.request_id = req.request_id;  // the machine records it with the run (journaled)
   if (auto a = handle(sh, ev)) {
     out.first_index = a->first_index;
@@ -562,7 +601,11 @@ std::string check_submit(const config::cluster& c, const msg::submit_run& r) {
   if (r.priority < -max_priority || r.priority > max_priority)
     return "priority " + std::to_string(r.priority) + " is out of range (-"
            + std::to_string(max_priority) + " .. " + std::to_string(max_priority) + ")";
-  return "";
+  // Last: the workflows the run's pools declare (the same check as the CLI's and the API's).
+  const auto cat = dispatching::run_catalog(c, r.mode);
+  return r.shots.empty()
+           ? dispatching::uniform_workflow_problem(cat, r.reference, r.reference_sha256)
+           : dispatching::shots_workflow_problem(cat, r.shots, r.reference, r.reference_sha256);
 }
 
 namespace {
@@ -622,6 +665,7 @@ caf::behavior coordinator_actor(caf::event_based_actor* self, context ctx,
   sh->st = dispatching::initial_state(*sh->ctx.cluster, sh->ctx.time_scale);
   dispatching::configure_dispatch(sh->st, *sh->ctx.cluster);
   sh->jnl->load(sh->st.runs, sh->st.next_attempt);
+  dispatching::name_default_workflows(*sh->ctx.cluster, sh->st.runs);
   sched::restore_drains(sh->st, sh->jnl->load_drains());
   adopt_in_flight(sh->st, sh->ctx.run_now(), sh->ctx.mono_now());
   bool simulated = true;

@@ -1,4 +1,6 @@
 #include "actors/coordinator/dispatch_setup.hpp"
+#include "config/shot_graph.hpp"
+#include "actors/coordinator/admission.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -226,6 +228,14 @@ std::string shot_problem(const msg::shot& s, const config::knobs& k) {
            + std::to_string(k.max_prompt_bytes) + ")";
   if (!text::is_valid_utf8(s.prompt))
     return "prompt: is not valid UTF-8";
+  if (s.negative_prompt.size() > k.max_prompt_bytes)
+    return "negative_prompt: is " + std::to_string(s.negative_prompt.size())
+           + " bytes, over knobs.max_prompt_bytes (" + std::to_string(k.max_prompt_bytes) + ")";
+  if (!text::is_valid_utf8(s.negative_prompt))
+    return "negative_prompt: is not valid UTF-8";
+  for (auto& i : s.inputs)
+    if (auto why = actors::inbound::check_reference(i.path); !why.empty())
+      return "inputs." + i.name + ": " + why;
   if (auto why = actors::inbound::check_reference(s.reference); !why.empty())
     return "reference: " + why;
   if (!s.reference_sha256.empty() && !is_sha256_hex(s.reference_sha256))
@@ -262,19 +272,28 @@ std::string shots_problem(const std::vector<msg::shot>& shots, const config::kno
         return shot_label(i, s) + ": name: output '" + shot_stem(s, t)
                + "' is also another shot's output";
   }
-  return "";
+  return config::graph::graph_problem(shots, [&](std::size_t i) { return shot_label(i, shots[i]); });
 }
 
 std::vector<msg::job_spec> shot_jobs(const std::vector<msg::shot>& shots,
                                      const std::string& run_id, const std::string& reference,
-                                     const std::string& reference_sha256) {
+                                     const std::string& reference_sha256,
+                                     const config::catalog* cat) {
   std::vector<std::size_t> order(shots.size());
   for (std::size_t i = 0; i < order.size(); ++i)
     order[i] = i;
+  // Among equal priorities, a shot that starts a longer chain of shots goes first
+  // (critical path first: config/shot_graph.hpp).
+  const bool graph = config::graph::has_graph(shots);
+  const auto rank = graph ? config::graph::shot_ranks(shots) : std::vector<double>(shots.size());
   std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-    return shots[a].priority > shots[b].priority;
+    if (shots[a].priority != shots[b].priority)
+      return shots[a].priority > shots[b].priority;
+    return rank[a] > rank[b];
   });
   std::vector<msg::job_spec> out;
+  std::vector<std::size_t> shot_of;
+  std::vector<uint32_t> takes;
   for (std::size_t i : order) {
     const auto& s = shots[i];
     for (uint32_t t = 0; t < s.takes; ++t) {
@@ -291,9 +310,21 @@ std::vector<msg::job_spec> shot_jobs(const std::vector<msg::shot>& shots,
       j.reference = own ? s.reference : reference;
       j.reference_sha256 = own ? s.reference_sha256 : reference_sha256;
       j.name = shot_stem(s, t);
+      j.negative_prompt = s.negative_prompt;
+      j.shot = s.name;
+      j.take = t;
+      j.sequence = s.sequence;
+      if (cat != nullptr) {
+        config::resolved_shot r;
+        if (resolve_run_shot(*cat, s, reference, reference_sha256, r).empty())
+          config::apply_resolved(r, j);
+      }
       out.push_back(std::move(j));
+      shot_of.push_back(i);
+      takes.push_back(t);
     }
   }
+  config::graph::link_jobs(out, shots, shot_of, takes);
   return out;
 }
 
@@ -329,6 +360,7 @@ sched::state initial_state(const config::cluster& c, double time_scale) {
     v.name = p.name;
     v.host = p.host;
     v.kind = p.profile_key;
+    v.gpus = std::max<uint32_t>(1, static_cast<uint32_t>(p.gpus.size()));
     for (auto& g : p.gpus)
       v.cards.push_back(p.host + "/" + g);
     if (auto* e = c.find_encoder_of_host(p.host))

@@ -17,6 +17,7 @@
 #include "actors/coordinator/policy.hpp"
 #include "actors/coordinator/scheduler.hpp"
 #include "config/config.hpp"
+#include "config/workflows.hpp"
 #include "config/profile/profile.hpp"
 
 namespace vidline::dispatching {
@@ -115,9 +116,13 @@ std::string shots_problem(const std::vector<msg::shot>& shots, const config::kno
 /// so the scheduler, which takes a run's lowest queued index first, honours priority within
 /// the run. A shot without a reference gets `reference` (the run's, "" none) and its
 /// digest. prompt_sha256 is left empty for the caller.
+/// With `cat`, each job also gets its shot's workflow, model, params (defaults applied) and
+/// inputs (dispatching::resolve_run_shot; the shots were checked before), and every job its
+/// shot's negative prompt, name, take and sequence.
 std::vector<msg::job_spec> shot_jobs(const std::vector<msg::shot>& shots,
                                      const std::string& run_id, const std::string& reference,
-                                     const std::string& reference_sha256);
+                                     const std::string& reference_sha256,
+                                     const config::catalog* cat = nullptr);
 
 /// capacity_refusal for each shot of a list: the first shot no pool of `mode` can hold, as
 /// "shot N (name): <capacity_refusal>"; "" when every shot fits some pool of the mode.

@@ -2,6 +2,7 @@
 // or backing off, by mode, pool and home, kept current by every state change so dispatch
 // never scans all runs. reindex rebuilds it; check_index compares it with a rebuild.
 #include "actors/coordinator/index.hpp"
+#include "actors/coordinator/graph.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -44,8 +45,10 @@ void enter(state& s, std::size_t rp, const job& j) {
     case job_state::decoding: s.idx.decoding[j.decoder].emplace(rp, i); break;
     case job_state::succeeded:
     case job_state::failed:
+    case job_state::reused:
     case job_state::cancelled: --ri.unfinished; break;
-    case job_state::sampling: break;
+    case job_state::sampling:
+    case job_state::waiting: break;
   }
 }
 
@@ -75,8 +78,10 @@ void leave(state& s, std::size_t rp, const job& j) {
     }
     case job_state::succeeded:
     case job_state::failed:
+    case job_state::reused:
     case job_state::cancelled: ++ri.unfinished; break;
-    case job_state::sampling: break;
+    case job_state::sampling:
+    case job_state::waiting: break;
   }
 }
 
@@ -168,6 +173,7 @@ void index_run(state& s, std::size_t rp) {
         it->second = std::min(it->second, j.sample_start);
     }
   }
+  graph::index_run_graph(s, rp);
 }
 
 /// The runs in dispatch order: priority (higher first), then submission order.

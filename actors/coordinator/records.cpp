@@ -1,4 +1,7 @@
 #include "actors/coordinator/records.hpp"
+#include "actors/coordinator/graph_records.hpp"
+
+#include "config/shot_record.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -19,6 +22,28 @@ json spec_record(const msg::job_spec& s) {
           {"reference_sha256", s.reference_sha256}};
   if (s.reference_bytes != 0)  // an input the sampling host pulls (nodes/inputs.hpp)
     j["reference_bytes"] = s.reference_bytes;
+  // The shot model's fields, each only when set (a journal older than them reads as unset).
+  for (auto [key, v] : {std::pair<const char*, const std::string*>{"negative_prompt", &s.negative_prompt},
+                        {"workflow", &s.workflow}, {"model", &s.model}, {"shot", &s.shot},
+                        {"key", &s.key}, {"sequence", &s.sequence}})
+    if (!v->empty())
+      j[key] = *v;
+  if (s.take != 0)
+    j["take"] = s.take;
+  if (!s.params.empty()) {
+    json ps = json::array();
+    for (auto& p : s.params)
+      ps.push_back({{"name", p.name}, {"type", p.type}, {"text", p.text}});
+    j["params"] = ps;
+  }
+  if (!s.inputs.empty()) {
+    json is = json::array();
+    for (auto& i : s.inputs)
+      is.push_back({{"name", i.name}, {"sha256", i.sha256}, {"bytes", i.bytes}, {"path", i.path},
+                    {"from", i.from}, {"from_index", i.from_index}, {"frame", i.frame},
+                    {"latent", i.latent}});
+    j["inputs"] = is;
+  }
   return j;
 }
 
@@ -36,6 +61,30 @@ msg::job_spec spec_from(const json& r) {
   s.name = r.value("name", "");  // a journal older than shot lists: unnamed
   s.reference_sha256 = r.value("reference_sha256", "");
   s.reference_bytes = r.value("reference_bytes", uint64_t{0});
+  s.negative_prompt = r.value("negative_prompt", "");
+  s.workflow = r.value("workflow", "");
+  s.model = r.value("model", "");
+  s.shot = r.value("shot", "");
+  s.key = r.value("key", "");
+  s.sequence = r.value("sequence", "");
+  s.take = r.value("take", uint32_t{0});
+  if (auto it = r.find("params"); it != r.end() && it->is_array())
+    for (auto& p : *it)
+      s.params.push_back({p.at("name").get<std::string>(), p.at("type").get<std::string>(),
+                          p.at("text").get<std::string>()});
+  if (auto it = r.find("inputs"); it != r.end() && it->is_array())
+    for (auto& i : *it) {
+      msg::job_input in;
+      in.name = i.at("name").get<std::string>();
+      in.sha256 = i.value("sha256", "");
+      in.bytes = i.value("bytes", uint64_t{0});
+      in.path = i.value("path", "");
+      in.from = i.value("from", "");
+      in.from_index = i.value("from_index", int64_t{-1});
+      in.frame = i.value("frame", "");
+      in.latent = i.value("latent", false);
+      s.inputs.push_back(std::move(in));
+    }
   return s;
 }
 
@@ -124,6 +173,8 @@ json job_record(const sched::job& j) {
           {"latent_attempt", j.latent_attempt},
           {"duplicates", j.duplicates},
           {"fenced", j.fenced},
+          {"retracted", j.retracted},
+          {"gpu_s_redone", j.gpu_s_redone},
           {"counted_attempts", j.counted_attempts},
           {"attempt_at", j.attempt_at},
           {"ran", clock_record(j.ran)},
@@ -171,6 +222,8 @@ sched::job job_from_record(const json& r) {
   j.latent_attempt = r.value("latent_attempt", uint64_t{0});
   j.duplicates = r.value("duplicates", 0u);
   j.fenced = r.value("fenced", 0u);
+  j.retracted = r.value("retracted", 0u);
+  j.gpu_s_redone = r.value("gpu_s_redone", 0.0);
   j.counted_attempts = r.value("counted_attempts", std::set<uint64_t>{});
   j.attempt_at = r.value("attempt_at", -1.0);
   j.ran = clock_from(r.value("ran", json()));
@@ -185,7 +238,8 @@ json run_record(const sched::run& r) {
   return {{"id", r.id}, {"mode", r.mode}, {"request_id", r.request_id},
           {"submitted_at", r.submitted_at}, {"finished_at", r.finished_at}, {"done", r.done},
           {"priority", r.priority}, {"cancelled", r.cancelled},
-          {"added_requests", r.added_requests}};
+          {"added_requests", r.added_requests}, {"rerender", r.rerender},
+          {"sequences", r.sequences}};
 }
 
 sched::run run_from_record(const json& j) {
@@ -199,6 +253,8 @@ sched::run run_from_record(const json& j) {
   r.priority = j.value("priority", 0);
   r.cancelled = j.value("cancelled", false);
   r.added_requests = j.value("added_requests", std::map<std::string, uint32_t>{});
+  r.rerender = j.value("rerender", false);
+  r.sequences = j.value("sequences", std::map<std::string, std::vector<uint32_t>>{});
   return r;
 }
 
@@ -238,7 +294,7 @@ std::string run_state(const sched::run& r) {
   for (auto& j : r.jobs) {
     if (j.state == sched::job_state::failed)
       return "failed";
-    any_succeeded = any_succeeded || j.state == sched::job_state::succeeded;
+    any_succeeded = any_succeeded || sched::has_output(j.state);
     any_cancelled = any_cancelled || j.state == sched::job_state::cancelled;
   }
   // Some jobs cancelled one by one: the run succeeded when the rest did; every job
@@ -278,12 +334,15 @@ nlohmann::json runs_json(const sched::state& s, double now, bool all,
       continue;
     finished_shown += r.done ? 1 : 0;
     uint32_t done = 0, succeeded = 0, failed = 0, cancelled = 0, queued = 0, running = 0;
+    uint32_t reused = 0;  // counted in succeeded too: their videos are there
     for (auto& j : r.jobs) {
       switch (j.state) {
         case sched::job_state::succeeded: ++succeeded; break;
         case sched::job_state::failed: ++failed; break;
         case sched::job_state::cancelled: ++cancelled; break;
-        case sched::job_state::queued: ++queued; break;
+        case sched::job_state::queued:
+        case sched::job_state::waiting: ++queued; break;
+        case sched::job_state::reused: ++succeeded; ++reused; break;
         default: ++running; break;
       }
     }
@@ -307,6 +366,7 @@ nlohmann::json runs_json(const sched::state& s, double now, bool all,
                    {"succeeded", succeeded},
                    {"failed", failed},
                    {"cancelled", cancelled},
+                   {"reused", reused},
                    {"queued", queued},
                    {"in_flight", running},
                    {"eta_s", eta},
@@ -477,15 +537,22 @@ json status_json(const sched::state& s, const sched::run& r, const clock_note& c
                                    : json(nullptr)},
                     {"done_twice", j.duplicates},
                     {"fenced", j.fenced},
+                    {"products_retracted", j.retracted},
+                    {"gpu_s_paid_twice", std::round(j.gpu_s_redone * 1000) / 1000},
                     {"times", std::move(times)},
                     {"energy_j", energy_json(j)},
                     {"stages", std::move(stages)},
                     {"running", std::move(running)},
                     {"failed_attempts", std::move(failed)}});
+    // What its output is made from (workflow, model, params, input digests, ident, version).
+    jobs.back().update(config::shot_record(j.spec));
     // Only the newest failures are kept (sched::max_failures_kept): the count of all, when
     // some were left out.
     if (j.failures_total > j.failures.size())
       jobs.back()["failed_attempts_total"] = j.failures_total;
+    put_graph_status(jobs.back(), j.spec);
+    if (j.state == sched::job_state::waiting && !j.error.empty())
+      jobs.back()["error"] = j.error;
   }
   // Hosts down while the run ran (or still down).
   const double until = r.done && r.finished_at >= 0 ? r.finished_at : now;
@@ -500,7 +567,7 @@ json status_json(const sched::state& s, const sched::run& r, const clock_note& c
                        {"to_unix", o.to < 0 ? json(nullptr) : json(unix_of(o.to))}});
   }
   auto sum = sched::summarize(r);
-  return {{"run_id", r.id},
+  json out = {{"run_id", r.id},
           {"state", run_state(r)},
           {"mode", r.mode},
           {"priority", r.priority},
@@ -519,14 +586,19 @@ json status_json(const sched::state& s, const sched::run& r, const clock_note& c
           {"summary", {{"succeeded", sum.succeeded},
                        {"failed", sum.failed},
                        {"cancelled", sum.cancelled},
+                       {"reused", sum.reused},
                        {"done_twice", sum.done_twice},
                        {"fenced", sum.fenced},
+                       {"products_retracted", sum.products_retracted},
+                       {"gpu_s_paid_twice", std::round(sum.gpu_s_paid_twice * 1000) / 1000},
                        {"first_finish_s", sum.first_finish_s},
                        {"makespan_s", sum.makespan_s},
                        {"clips_per_hour", sum.clips_per_hour},
                        {"energy_j", known(sum.energy_j, 1)},
                        {"wh_per_clip", known(sum.wh_per_clip, 3)},
                        {"clips_per_kwh", known(sum.clips_per_kwh, 2)}}}};
+  put_sequences_status(out, r);
+  return out;
 }
 
 } // namespace vidline::actors

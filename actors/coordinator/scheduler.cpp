@@ -1,6 +1,8 @@
 #include "actors/coordinator/scheduler.hpp"
 #include "actors/coordinator/drain.hpp"
 #include "actors/coordinator/index.hpp"
+#include "actors/coordinator/graph.hpp"
+#include "config/shot_identity.hpp"
 
 #include <cmath>
 
@@ -21,6 +23,8 @@ const char* to_string(job_state s) {
     case job_state::succeeded: return "succeeded";
     case job_state::failed: return "failed";
     case job_state::cancelled: return "cancelled";
+    case job_state::waiting: return "waiting";
+    case job_state::reused: return "reused";
   }
   return "unknown";
 }
@@ -28,7 +32,7 @@ const char* to_string(job_state s) {
 std::optional<job_state> job_state_from(const std::string& s) {
   for (auto st : {job_state::queued, job_state::sampling, job_state::sampled,
                   job_state::decoding, job_state::succeeded, job_state::failed,
-                  job_state::cancelled})
+                  job_state::cancelled, job_state::waiting, job_state::reused})
     if (s == to_string(st))
       return st;
   return std::nullopt;
@@ -251,7 +255,9 @@ struct stepper {
 
   /// The job's current attempt failed or was lost: kept for the status, if it was one
   /// (the job was sampling or decoding).
-  void note_failure(job& j, const std::string& why) {
+  /// `redone`: the stage is to run again (a sampling attempt's GPU time is paid twice);
+  /// false when the job ends here (failed, cancelled).
+  void note_failure(job& j, const std::string& why, bool redone = true) {
     failed_attempt f;
     if (j.state == job_state::sampling) {
       f.stage = "sampling";
@@ -267,6 +273,14 @@ struct stepper {
     if (f.start < 0 || f.start > f.end)
       f.start = f.end;
     f.reason = why;
+    if (f.stage == "sampling" && redone) {
+      // Paid twice: the job samples again from step 0. An attempt lost with its host is
+      // counted until it was given up (at most a lease after its host went silent).
+      auto p = s.pools.find(f.lane);
+      const double gpu_s = (f.end - f.start) * (p == s.pools.end() ? 1 : p->second.gpus);
+      j.gpu_s_redone += gpu_s;
+      s.gpu_s_redone += gpu_s;
+    }
     j.failures.push_back(std::move(f));
     if (j.failures.size() > max_failures_kept)
       j.failures.erase(j.failures.begin());
@@ -306,7 +320,7 @@ struct stepper {
 
   void finish(job& j, job_state final_state, std::string error) {
     if (final_state == job_state::failed)
-      note_failure(j, error);
+      note_failure(j, error, false);
     set_state(j, final_state);
     j.error = std::move(error);
     j.order_sent_at = -1;
@@ -316,6 +330,30 @@ struct stepper {
       log(3, "job " + job_name(j) + " failed: " + j.error);
     else
       log(2, "job " + job_name(j) + " succeeded: " + j.output);
+    if (final_state == job_state::succeeded)
+      graph::on_output(s, j, fx, now);
+    else if (final_state == job_state::failed && !cascading)
+      end_dependents(j, job_state::failed);
+  }
+
+  bool cascading = false;  ///< ending a job's dependents (graph.hpp): not again for theirs
+
+  /// A job that failed for good or was cancelled: the jobs waiting for its video (and for
+  /// theirs) fail, or are cancelled, naming it.
+  void end_dependents(const job& j, job_state how) {
+    auto deps = graph::dependents(s, j);
+    if (deps.empty())
+      return;
+    cascading = true;
+    const std::string shot = j.spec.shot.empty() ? "" : "shot " + j.spec.shot + " ";
+    for (job* d : deps) {
+      if (how == job_state::cancelled)
+        cancel_job(*d);
+      else if (d->state == job_state::waiting)
+        finish(*d, job_state::failed, "an input's source " + shot + "(job "
+                                        + std::to_string(j.spec.index) + ") failed: " + j.error);
+    }
+    cascading = false;
   }
 
   /// An attempt lost to a crash or a host going down is given back, up to a bound that
@@ -388,14 +426,35 @@ struct stepper {
     s.runs.push_back(e.r);
     auto& r = s.runs.back();
     r.submitted_at = now;
+    const auto finals = graph::admit(s, r);
     index_run(s, s.runs.size() - 1);
     order_runs(s);
     fx.push_back(fx_persist_run{r.id});
     for (auto& j : r.jobs)
       persist(j);
+    announce_finals(r, finals);
     log(2, "run " + r.id + " submitted: " + std::to_string(r.jobs.size()) + " jobs, mode "
              + r.mode);
     refuse_impossible(r);
+  }
+
+  /// Jobs final when they came (graph::admit): reused, or naming no job of the run.
+  void announce_finals(const run& r, const std::vector<uint32_t>& finals) {
+    for (uint32_t i : finals) {
+      const auto& j = r.jobs[i];
+      fx.push_back(fx_job_final{r.id, i});
+      if (j.state == job_state::reused)
+        log(2, "job " + job_name(j) + " reused " + j.output + " (job key " + j.spec.key + ")");
+      else
+        log(3, "job " + job_name(j) + " failed: " + j.error);
+    }
+    graph::ask_inputs(s, fx, now);
+  }
+
+  void on(const ev_input_made& e) {
+    auto [j, why] = graph::on_input_made(s, e, fx, now);
+    if (j != nullptr)
+      finish(*j, job_state::failed, why);
   }
 
   /// A job no pool of its mode can hold fails at once instead of waiting forever.
@@ -747,14 +806,15 @@ struct stepper {
         return ack(r.host, target, r.attempt);
       if (j->counted_attempts.insert(r.attempt).second) {
         ++j->duplicates;
+        ++j->retracted;
         persist(*j);
       }
       log(3, "job " + job_name(*j) + " was decoded twice: attempt " + std::to_string(r.attempt)
-               + " on decoder " + r.decoder + " finished after " + j->decoder
-               + "'s video was published; that one is removed");
+               + " on decoder " + r.decoder + " (host " + r.host + ") published " + r.output
+               + " after " + j->decoder + "'s video was published; that one is retracted");
       return ack(r.host, target, r.attempt, true);
     }
-    if (j->state == job_state::failed)
+    if (j->state == job_state::failed || j->state == job_state::reused)
       return ack(r.host, target, r.attempt);
     // The job still waits for a video and this one is made: it is the job's. A current
     // attempt elsewhere is given up on (its grant says so) and its video removed.
@@ -924,8 +984,10 @@ struct stepper {
       j.sample_attempts = j.decode_attempts = j.corrupt_handoffs = 0;
       j.lost_attempts = j.handoff_failures = 0;
       j.error.clear();
-      set_state(j, (!j.latent_sha256.empty() && !j.latent_host.empty()) ? job_state::sampled
-                                                                          : job_state::queued);
+      const bool waits = !config::inputs_known(j.spec);
+      set_state(j, waits ? job_state::waiting
+                         : (!j.latent_sha256.empty() && !j.latent_host.empty()) ? job_state::sampled
+                                                                                : job_state::queued);
       persist(j);
       ++reopened;
     }
@@ -935,6 +997,8 @@ struct stepper {
     r->finished_at = -1;
     fx.push_back(fx_persist_run{r->id});
     log(2, "run " + r->id + ": " + std::to_string(reopened) + " failed jobs resumed");
+    graph::refresh_due(s, s.idx.run_pos.at(r->id));
+    graph::ask_inputs(s, fx, now);
     refuse_impossible(*r);
   }
 
@@ -1005,6 +1069,7 @@ struct stepper {
           p.ordered_at = -1;
         }
       s.forgotten_jobs[r.mode] += r.jobs.size();
+      graph::remember_outputs(s, r);
       if (s.p.journal_keep_finished_s >= 0)
         s.journaled.emplace(r.finished_at >= 0 ? r.finished_at : r.submitted_at, r.id);
       ++s.runs_forgotten;
@@ -1043,9 +1108,15 @@ struct stepper {
         send_cancel(it->second.host, "decoder:" + it->first, it->second.epoch,
                     it->second.last_seq, j.attempt);
     }
+    if (was == job_state::waiting)
+      for (auto it = s.idx.inputs_due.begin(); it != s.idx.inputs_due.end(); ++it)
+        if (s.runs[it->first].id == j.spec.run_id && it->second == j.spec.index) {
+          s.idx.inputs_due.erase(it);
+          break;
+        }
     if (was == job_state::sampling || was == job_state::decoding) {
       s.idx.cancelled_attempts.insert(j.attempt);
-      note_failure(j, "cancelled");  // the stage cut short, for the status and its chart
+      note_failure(j, "cancelled", false);  // the stage cut short, for the status and its chart
     }
     const bool had_latent = !j.latent_sha256.empty() && !j.latent_host.empty();
     set_state(j, job_state::cancelled);
@@ -1056,6 +1127,8 @@ struct stepper {
     if (had_latent && (was == job_state::sampled || was == job_state::decoding))
       fx.push_back(fx_release{j.latent_host, {j.latent_sha256}});
     log(2, "job " + job_name(j) + " cancelled (was " + to_string(was) + ")");
+    if (!cascading)
+      end_dependents(j, job_state::cancelled);
   }
 
   void send_cancel(const std::string& host, const std::string& target, uint64_t epoch,
@@ -1115,11 +1188,13 @@ struct stepper {
       j.state = job_state::queued;
       r->jobs.push_back(std::move(j));
     }
+    const auto finals = graph::admit(s, *r, first);
     // The later runs' turns move on: the index is rebuilt (a rare, user-driven event).
     reindex(s);
     r = s.find_run(e.run_id);
     for (uint32_t i = first; i < r->jobs.size(); ++i)
       persist(r->jobs[i]);
+    announce_finals(*r, finals);
     fx.push_back(fx_persist_run{r->id});
     log(2, "run " + r->id + ": " + std::to_string(r->jobs.size() - first) + " jobs added");
     refuse_impossible(*r);
@@ -1127,6 +1202,7 @@ struct stepper {
 
   void on(const ev_tick&) {
     retain();
+    graph::ask_inputs(s, fx, now);
     expire_leases();
     // Latents on a host that stays down are sampled again elsewhere (in job order).
     if (s.host_down_since.empty())
@@ -1481,9 +1557,13 @@ summary summarize(const run& r) {
       ++out.failed;
     } else if (j.state == job_state::cancelled) {
       ++out.cancelled;
+    } else if (j.state == job_state::reused) {
+      ++out.reused;
     }
     out.done_twice += j.duplicates;
     out.fenced += j.fenced;
+    out.products_retracted += j.retracted;
+    out.gpu_s_paid_twice += j.gpu_s_redone;
     for (double e : {j.sampling_energy_j, j.decode_energy_j})
       if (e >= 0)
         out.energy_j = std::max(out.energy_j, 0.0) + e;

@@ -42,10 +42,18 @@
 namespace vidline::sched {
 
 /// `cancelled`: the user stopped it (`vidline cancel`); final like succeeded and failed.
-enum class job_state { queued, sampling, sampled, decoding, succeeded, failed, cancelled };
-/// succeeded, failed or cancelled: nothing more happens to the job.
+/// `waiting`: an input taken from another shot is not made yet (graph.hpp); it is queued
+/// once it is. `reused`: final, its output is one made before under the same job key.
+enum class job_state { queued, sampling, sampled, decoding, succeeded, failed, cancelled,
+                       waiting, reused };
+/// succeeded, failed, cancelled or reused: nothing more happens to the job.
 inline bool is_final(job_state s) {
-  return s == job_state::succeeded || s == job_state::failed || s == job_state::cancelled;
+  return s == job_state::succeeded || s == job_state::failed || s == job_state::cancelled
+         || s == job_state::reused;
+}
+/// succeeded or reused: the job has its video.
+inline bool has_output(job_state s) {
+  return s == job_state::succeeded || s == job_state::reused;
 }
 const char* to_string(job_state s);
 std::optional<job_state> job_state_from(const std::string& s);
@@ -117,6 +125,13 @@ struct job {
   uint32_t duplicates = 0;         ///< stages done twice: another attempt's product came
                                    ///< after the job had its own
   uint32_t fenced = 0;             ///< products removed unpublished: their lease had ended
+  /// Videos published, then removed (result_ack.discard): another attempt's had won. Each
+  /// is also a stage done twice (duplicates).
+  uint32_t retracted = 0;
+  /// GPU-seconds of sampling paid twice (run clock): for every sampling attempt that ended
+  /// without the job's latent and made it sample again (a node killed, a worker crashed, a
+  /// lease expired, a transient error, out of memory), its span times its pool's GPUs.
+  double gpu_s_redone = 0;
   std::set<uint64_t> counted_attempts;  ///< late attempts counted in duplicates or fenced
   double attempt_at = -1;          ///< when the current attempt was ordered
   stage_clock ran;                 ///< when the stages of its latent and video ran
@@ -132,6 +147,9 @@ struct job {
   double retry_at = -1;
   uint32_t retry_streak = 0;       ///< transient failures in a row (not journaled): the
                                    ///< next backoff is retry_backoff_s x 2^(streak - 1)
+  /// When its inputs taken from other shots were last asked for (fx_make_input; not
+  /// journaled: a restarted coordinator asks again).
+  double inputs_asked_at = -1;
 };
 
 /// One batch submitted together. Open runs share the line (docs/design.md, "The queue"):
@@ -149,6 +167,11 @@ struct run {
   /// `vidline submit` request ids already applied -> the first index they added (a
   /// retried submit adds nothing twice).
   std::map<std::string, uint32_t> added_requests;
+  /// `vidline run --rerender`: every job renders, even one whose key names an output held.
+  bool rerender = false;
+  /// Sequences of the run: name -> its parts' job indexes in the shot list's order (a
+  /// sequence is joined from them once all have their video: docs/shots.md, "Sequences").
+  std::map<std::string, std::vector<uint32_t>> sequences;
 };
 
 /// The coordinator's view of one pool, rebuilt from its status reports.
@@ -185,6 +208,7 @@ struct pool_view {
   /// sampling estimates for this pool by it. Not journaled: a live view only.
   double speed_factor = 1;
   uint32_t speed_observed = 0;     ///< results folded into speed_factor this epoch
+  uint32_t gpus = 1;               ///< GPUs it samples on (GPU-seconds paid twice)
   /// Drained (state::drains): no new order; a stage it runs finishes. Kept equal to
   /// `drains` having an entry for it by the drain handlers (drain.cpp).
   bool drained = false;
@@ -364,6 +388,17 @@ struct run_index {
   /// in_turn's rotation is over the whole queue, not per run: job i of this run has turn
   /// turn_base + i, turn_base = the jobs of the runs of its mode submitted before it.
   uint64_t turn_base = 0;
+  /// job -> the jobs that take an input from it (graph.hpp); empty without a graph.
+  std::vector<std::vector<uint32_t>> takers;
+};
+
+/// An output a job made, found again by its job key (graph.hpp, "Job keys").
+struct held_output {
+  std::string output;       ///< its path on the decoder's host
+  std::string sha256;
+  std::string decoder;      ///< the decoder that made it
+  std::string run_id;       ///< the job that made it
+  uint32_t index = 0;
 };
 
 /// Lookups that keep a step's cost independent of the number of jobs: queues per run,
@@ -399,6 +434,11 @@ struct state_index {
   /// Attempts of cancelled jobs: a worker still running one is told to stop it
   /// (lease_grant::cancelled), not only that it ended.
   std::set<uint64_t> cancelled_attempts;
+  /// Waiting jobs whose sources all have their video: their inputs are being made
+  /// (fx_make_input), (run, job).
+  std::set<std::pair<std::size_t, uint32_t>> inputs_due;
+  /// Outputs of the state's jobs by job key (succeeded, with a key).
+  std::map<std::string, held_output> outputs_by_key;
 };
 
 /// The whole machine state.
@@ -427,6 +467,13 @@ struct state {
   /// Results naming a job the state does not hold (a forgotten run's, or an unknown one):
   /// acknowledged and otherwise ignored; counted since start (a metric).
   uint64_t unknown_job_results = 0;
+  /// GPU-seconds of sampling paid twice (job::gpu_s_redone) since start, every run (a metric).
+  double gpu_s_redone = 0;
+  /// Outputs by job key of runs the state forgot (graph::remember_outputs; not journaled:
+  /// a restarted coordinator finds those of the runs it loads again).
+  std::map<std::string, held_output> held_outputs;
+  std::deque<std::string> held_order;                     ///< their keys, oldest first
+  uint64_t jobs_reused = 0;                               ///< since start (a metric)
   /// Drained pools and decoders by target ("pool:NAME", "decoder:NAME"); journaled
   /// (fx_persist_drains), so a restarted coordinator keeps them.
   std::map<std::string, drain> drains;
@@ -504,6 +551,10 @@ struct ev_gpu_health {
   std::vector<std::string> users;
 };
 
+/// The shell made (or could not make: `error`) input `name` of a waiting job from its
+/// source's video (fx_make_input): stored as an input by its SHA-256.
+struct ev_input_made { std::string run_id; uint32_t index = 0; std::string name;
+                       std::string sha256; uint64_t bytes = 0; std::string error; };
 /// Power readings of cards (a node's gpu_report): each at its node's wall-clock time.
 struct ev_gpu_power {
   struct reading {
@@ -516,7 +567,8 @@ struct ev_gpu_power {
 
 using event = std::variant<ev_submit, ev_pool_status, ev_decoder_status, ev_sample_result,
                            ev_decode_result, ev_peer, ev_tick, ev_resume, ev_latent_holdings,
-                           ev_cancel, ev_add_jobs, ev_drain, ev_gpu_health, ev_gpu_power>;
+                           ev_cancel, ev_add_jobs, ev_drain, ev_gpu_health, ev_input_made,
+                           ev_gpu_power>;
 
 // -- effects -------------------------------------------------------------------------------
 
@@ -541,6 +593,12 @@ struct fx_drop_runs { std::vector<std::string> run_ids; };
 /// request id names: `duplicate`) and where the jobs added start.
 struct fx_accepted { std::string run_id; uint32_t first_index = 0; uint32_t count = 0;
                      bool duplicate = false; };
+/// Make input `name` of job (run_id, index) from frame `frame` (of `frames`) of the video
+/// of its source job: its file `output` (SHA-256 `output_sha256`) made by `decoder`. The
+/// shell stores it as an input and answers ev_input_made (asked again while unanswered).
+struct fx_make_input { std::string run_id; uint32_t index = 0; std::string name;
+                       uint32_t source = 0; std::string output; std::string output_sha256;
+                       std::string decoder; uint32_t frame = 0; uint32_t frames = 0; };
 /// Write state::drains to the journal (whole: it is small).
 struct fx_persist_drains {};
 /// A pool or decoder was drained or put back (for the log, the event stream, the metric).
@@ -550,7 +608,7 @@ struct fx_drain_answer { std::vector<std::string> targets; std::string error; };
 using effect = std::variant<fx_persist_job, fx_persist_run, fx_send_sample, fx_send_decode,
                             fx_ack, fx_job_final, fx_run_done, fx_log, fx_release, fx_grant,
                             fx_drop_runs, fx_accepted, fx_persist_drains, fx_drain_changed,
-                            fx_drain_answer>;
+                            fx_drain_answer, fx_make_input>;
 
 /// Puts drains read back from the journal into the state (a restarted coordinator): the
 /// views of the pools and decoders they name are marked; names no longer in the config
@@ -580,8 +638,11 @@ struct summary {
   uint32_t succeeded = 0;
   uint32_t failed = 0;
   uint32_t cancelled = 0;
+  uint32_t reused = 0;             ///< outputs made before under the same key
   uint32_t done_twice = 0;         ///< stages done twice (job::duplicates, summed)
   uint32_t fenced = 0;             ///< products removed unpublished (job::fenced, summed)
+  uint32_t products_retracted = 0; ///< videos removed after publication (job::retracted)
+  double gpu_s_paid_twice = 0;     ///< sampling GPU-seconds redone (job::gpu_s_redone)
   double first_finish_s = 0;
   double makespan_s = 0;
   double clips_per_hour = 0;

@@ -19,6 +19,7 @@
 #include "common/stage_records.hpp"
 #include "common/sha256.hpp"
 #include "messages/actor_types.hpp"
+#include "messages/envelope.hpp"
 
 namespace vidline::actors {
 namespace {
@@ -59,6 +60,57 @@ std::string staged_path(const shell& sh, const msg::job_spec& j, uint64_t attemp
 
 void execute(caf::event_based_actor* self, const std::shared_ptr<shell>& sh,
            std::vector<decoding::effect> fx);
+
+/// Where a published video's result is kept until the coordinator acknowledges it:
+/// <data>/unacked/<decoder>/<attempt>.result (the decode_result, msgpack). A restarted
+/// decoder reports these again (decoder_machine.hpp, ev_recovered).
+std::string unacked_dir(const shell& sh) { return sh.ctx.data_dir + "/unacked/" + sh.dec.name; }
+
+std::string unacked_path(const shell& sh, uint64_t attempt) {
+  return unacked_dir(sh) + "/" + std::to_string(attempt) + ".result";
+}
+
+/// Keeps a result durably until its ack (written before the video is published, so no
+/// published video is without it; one whose video never got published is dropped at start).
+void keep_unacked(shell& sh, const msg::decode_result& r) {
+  files::make_dirs(unacked_dir(sh));
+  files::write_atomic(unacked_path(sh, r.attempt), msg::pack_body(r));
+}
+
+/// The kept results of an earlier epoch whose video is still there with its digest; kept
+/// results that do not read, or whose video is gone or changed, are removed.
+std::vector<msg::decode_result> recover_unacked(shell& sh) {
+  std::vector<msg::decode_result> out;
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator(unacked_dir(sh), ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    const std::string path = it->path().string();
+    if (it->path().extension() != ".result")
+      continue;
+    msg::decode_result r;
+    bool ok = false;
+    std::string why = "it does not read";
+    try {
+      ok = msg::unpack_body_as(files::read_all(path), msg::decode_limits{}, r)
+           && r.outcome == msg::outcome::ok && r.decoder == sh.dec.name;
+      if (ok && sha256_file_hex(r.output) != r.output_sha256) {
+        ok = false;
+        why = "its video " + r.output + " is gone or changed";
+      }
+    } catch (const std::exception& x) {
+      ok = false;
+      why = x.what();
+    }
+    if (ok) {
+      out.push_back(std::move(r));
+      continue;
+    }
+    spdlog::warn("decoder {}: kept result {} dropped: {}", sh.dec.name, path, why);
+    std::error_code rec;
+    std::filesystem::remove(path, rec);
+  }
+  return out;
+}
 
 /// The held order of `attempt`, or nullptr.
 const decoding::held* held_of(const shell& sh, uint64_t attempt) {
@@ -241,6 +293,7 @@ void index_video(shell& sh, const decoding::fx_commit& c) {
 /// Publishes a video within its lease: renamed into place, receipt, ledger line
 /// (records::publish, the sequence the pools' latents follow too), index line.
 void commit_video(shell& sh, const decoding::fx_commit& c) {
+  keep_unacked(sh, c.result);
   if (c.staged == c.output) {
     index_video(sh, c);  // reused: published by an earlier attempt (its line, if missing)
     return;
@@ -249,12 +302,41 @@ void commit_video(shell& sh, const decoding::fx_commit& c) {
   records::publish({sh.ctx.data_dir, "decoded", job.run_id, job.index, c.order.attempt,
                     c.staged, c.output, c.sha256, c.order.latent_sha256});
   index_video(sh, c);
+  crash::point("video.after_index");
 }
 
-/// Removes a video that lost the race; the ledger says so (and the machine counts it).
+/// Removes a video that lost the race; the ledger says so (and the machine counts it). A
+/// published one goes with its index line and its collection link.
 void discard_video(shell& sh, const decoding::fx_discard& d) {
+  if (d.published) {
+    std::filesystem::path video(d.path);
+    try {
+      if (!d.sha256.empty())
+        output_index::remove(sh.indexed, video.parent_path().string() + "/" + output_index::file_name,
+                             video.stem().string(), d.sha256);
+    } catch (const std::exception& x) {
+      spdlog::error("decoder {}: {}/{}: the index line of the removed video {} stays: {}",
+                    sh.dec.name, d.run_id, d.index, d.path, x.what());
+    }
+    if (is_sha256_hex(d.sha256)) {
+      const std::string link = sh.ctx.data_dir + "/" + output_blobs_subdir + "/" + d.sha256;
+      std::error_code ec;
+      if (std::filesystem::equivalent(link, d.path, ec) && !ec
+          && std::filesystem::hard_link_count(link, ec) == 2)
+        std::filesystem::remove(link, ec);
+    }
+  }
   records::retract(sh.ctx.data_dir, "decoded", d.run_id, d.index, d.attempt, d.path,
                    d.published);
+  metrics::global().add("vidline_products_retracted_total",
+                        {{"lane", sh.dec.name},
+                         {"reason", d.published ? "another_won" : "lease_ended"}});
+}
+
+/// The coordinator acknowledged a published video's result: its kept copy goes.
+void forget_unacked(shell& sh, uint64_t attempt) {
+  std::error_code ec;
+  std::filesystem::remove(unacked_path(sh, attempt), ec);
 }
 
 void execute(caf::event_based_actor* self, const std::shared_ptr<shell>& sh,
@@ -270,6 +352,8 @@ void execute(caf::event_based_actor* self, const std::shared_ptr<shell>& sh,
       commit_video(*sh, *c);
     else if (auto* x = std::get_if<decoding::fx_discard>(&e))
       discard_video(*sh, *x);
+    else if (auto* f = std::get_if<decoding::fx_forget>(&e))
+      forget_unacked(*sh, f->attempt);
     else if (auto* l = std::get_if<decoding::fx_log>(&e))
       spdlog::log(static_cast<spdlog::level::level_enum>(l->level), "decoder {}: {}",
                   sh->dec.name, l->text);
@@ -302,8 +386,13 @@ caf::behavior decoder_actor(caf::event_based_actor* self, context ctx, config::d
                                         {sh->dec.gpu}, knobs.log_file_bytes, knobs.log_files});
   self->attach_functor([cancel = sh->cancel] { *cancel = true; });
   auto interval = std::chrono::milliseconds(sh->ctx.cluster->knobs.status_interval_ms);
-  self->send(self, msg::status_atom::value);
   spdlog::info("decoder {}: up (epoch {:x})", sh->dec.name, sh->st.epoch);
+  // Videos published before a restart whose results the coordinator never acknowledged:
+  // reported again, so it adopts or retracts each.
+  if (auto kept = recover_unacked(*sh); !kept.empty())
+    execute(self, sh, decoding::step(sh->st, decoding::ev_recovered{std::move(kept)},
+                                     sh->ctx.run_now()));
+  self->send(self, msg::status_atom::value);
   return {
     [self, sh](msg::decode_order& o) {
       auto fx = decoding::step(sh->st, decoding::ev_order{std::move(o)}, sh->ctx.run_now());

@@ -92,7 +92,7 @@ void drop(state& s, uint64_t attempt, std::vector<effect>& fx) {
 /// Publishes a confirmed product.
 void commit(state& s, held& h, std::vector<effect>& fx) {
   fx.push_back(fx_commit{h.order, h.staged, h.made.output, h.made.output_sha256,
-                               h.made.handoff_s, h.made.decode_s});
+                         h.made.handoff_s, h.made.decode_s, h.made});
   const uint64_t attempt = h.order.attempt;
   finish(s, attempt, h.made);
 }
@@ -103,7 +103,7 @@ void discard(state& s, held& h, std::vector<effect>& fx) {
   const bool made_before = h.staged == h.made.output;  // reused: not this attempt's
   if (!made_before)
     fx.push_back(fx_discard{h.order.job.run_id, h.order.job.index, h.order.attempt, h.staged,
-                            false});
+                            false, h.made.output_sha256});
   fx.push_back(fx_log{3, "attempt " + std::to_string(h.order.attempt) + " of "
                            + h.order.job.run_id + "/" + std::to_string(h.order.job.index)
                            + ": its lease ended and the coordinator gave the job to another "
@@ -230,21 +230,40 @@ std::vector<effect> step(state& s, const event& e, double now) {
     maybe_start(s, fx, now);
     fx.push_back(fx_report{});
   } else if (auto* a = std::get_if<ev_ack>(&e)) {
-    for (auto& r : s.unacked)
-      if (r.attempt == a->attempt && a->discard && r.outcome == msg::outcome::ok) {
-        // Published before the coordinator heard of it, and another attempt's video won.
+    for (auto& r : s.unacked) {
+      if (r.attempt != a->attempt || r.outcome != msg::outcome::ok)
+        continue;
+      if (a->discard) {
+        // Published before the coordinator heard of it (or before this decoder restarted),
+        // and another attempt's video won.
         ++s.fenced;
-        fx.push_back(fx_discard{r.run_id, r.index, r.attempt, r.output, true});
+        ++s.retracted;
+        fx.push_back(fx_discard{r.run_id, r.index, r.attempt, r.output, true, r.output_sha256});
         fx.push_back(fx_log{3, "attempt " + std::to_string(r.attempt) + " of " + r.run_id + "/"
                                  + std::to_string(r.index)
                                  + ": another decoder's video was published first: "
-                                   "this one is removed"});
+                                   "this one is removed with its index line"});
       }
+      fx.push_back(fx_forget{r.attempt});  // a published result: its kept copy goes
+    }
     s.unacked.erase(std::remove_if(s.unacked.begin(), s.unacked.end(),
                                    [&](const msg::decode_result& r) {
                                      return r.attempt == a->attempt;
                                    }),
                     s.unacked.end());
+  } else if (auto* v = std::get_if<ev_recovered>(&e)) {
+    for (auto& r : v->results) {
+      if (r.outcome != msg::outcome::ok || known(s, r.attempt))
+        continue;
+      s.unacked.push_back(r);
+      remember_done(s, r.attempt);
+      ++s.recovered;
+      fx.push_back(fx_log{3, "attempt " + std::to_string(r.attempt) + " of " + r.run_id + "/"
+                               + std::to_string(r.index) + ": its video was published before "
+                               "a restart and never acknowledged: reported again"});
+    }
+    if (!v->results.empty())
+      fx.push_back(fx_report{});
   } else if (auto* g = std::get_if<ev_grant>(&e)) {
     if (g->grant.epoch != s.epoch)
       return fx;

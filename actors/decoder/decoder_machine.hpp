@@ -25,6 +25,14 @@
 ///
 /// An attempt the coordinator ended is dropped wherever it is; its product, if any, is
 /// removed and never published.
+///
+/// A published video's result survives a restart of the decoder: the shell keeps it on disk
+/// from its commit until the coordinator acknowledges it (fx_commit, fx_forget), and hands
+/// it back after a restart (ev_recovered), so the status of the new epoch reports it again.
+/// The coordinator then adopts the video if its job still waits for one, or answers
+/// `discard` when another attempt's video won: removed with its index line, counted
+/// (`retracted`). A video committed while the coordinator was down and its host then
+/// killed is therefore never left published beside the winner.
 
 #include <cstdint>
 #include <deque>
@@ -79,6 +87,8 @@ struct state {
   sent_reports reports;
   uint64_t fenced = 0;                     ///< products removed: their lease had ended
   uint64_t dropped = 0;                    ///< ended attempts dropped before a product
+  uint64_t retracted = 0;                  ///< published videos removed: another attempt's won
+  uint64_t recovered = 0;                  ///< unacknowledged results an earlier epoch left
   /// Real seconds per run-clock second: the `now` of step() times this is the unix time
   /// the results are stamped with (the run clock is unix time / time_scale, nodes/node.cpp).
   double time_scale = 1.0;
@@ -104,21 +114,30 @@ struct ev_decoded { uint64_t attempt = 0; std::string outcome; std::string error
 struct ev_ack { uint64_t attempt = 0; bool discard = false; };
 /// The coordinator answered a status report; `mono_s` is when the grant arrived.
 struct ev_grant { msg::lease_grant grant; double mono_s = 0; };
-using event = std::variant<ev_order, ev_fetched, ev_decoded, ev_ack, ev_grant>;
+/// At start: the results of videos an earlier epoch of this decoder published and the
+/// coordinator never acknowledged (kept by the shell since their fx_commit, products checked
+/// still there). Reported again, so the coordinator adopts or retracts each.
+struct ev_recovered { std::vector<msg::decode_result> results; };
+using event = std::variant<ev_order, ev_fetched, ev_decoded, ev_ack, ev_grant, ev_recovered>;
 
 struct fx_fetch { msg::decode_order order; };         ///< pull the latent, verify, store
 struct fx_decode { msg::decode_order order; };        ///< run the backend on it
 struct fx_report {};                                  ///< send status() to the coordinator
 struct fx_log { int level = 2; std::string text; };
-/// Publish the product: rename `staged` to `output`, write its receipt and ledger line and
-/// the run's index line (with the stage seconds it took).
+/// Publish the product: keep `result` durably until it is acknowledged (fx_forget), then
+/// rename `staged` to `output`, write its receipt and ledger line and the run's index line
+/// (with the stage seconds it took).
 struct fx_commit { msg::decode_order order; std::string staged; std::string output;
-                   std::string sha256; double handoff_s = 0; double decode_s = 0; };
-/// Remove a product that lost the race (staged, or published: `published`), log and
-/// count it in the ledger.
+                   std::string sha256; double handoff_s = 0; double decode_s = 0;
+                   msg::decode_result result; };
+/// Remove a product that lost the race (staged, or published: `published`, then with its
+/// index line), log and count it in the ledger.
 struct fx_discard { std::string run_id; uint32_t index = 0; uint64_t attempt = 0;
-                    std::string path; bool published = false; };
-using effect = std::variant<fx_fetch, fx_decode, fx_report, fx_log, fx_commit, fx_discard>;
+                    std::string path; bool published = false; std::string sha256; };
+/// The coordinator acknowledged `attempt`'s published result: its kept copy goes.
+struct fx_forget { uint64_t attempt = 0; };
+using effect = std::variant<fx_fetch, fx_decode, fx_report, fx_log, fx_commit, fx_discard,
+                            fx_forget>;
 
 /// Applies one event at run-clock time `now`.
 std::vector<effect> step(state& s, const event& e, double now);

@@ -1,5 +1,7 @@
 #include "actors/decoder/output_index.hpp"
 
+#include "config/shot_record.hpp"
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -59,6 +61,9 @@ std::string line(const entry& e) {
                          {"decode_s", e.decode_s}}},
             {"output_sha256", e.output_sha256},
             {"bytes", e.bytes}};
+  // What it was made from: workflow, model, params, input digests, ident, vidline version.
+  l.update(config::shot_record(j));
+  l["negative_prompt"] = j.negative_prompt.empty() ? json(nullptr) : json(j.negative_prompt);
   return l.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
@@ -124,6 +129,35 @@ bool append_line(cache& c, const std::string& path, const std::string& name,
     files::fsync_dir(std::filesystem::path(path).parent_path().string());
   it->second.insert(std::move(key));
   return true;
+}
+
+std::size_t remove(cache& c, const std::string& path, const std::string& name,
+                   const std::string& sha256) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return 0;
+  std::string kept;
+  std::string text;
+  std::size_t gone = 0;
+  while (std::getline(in, text)) {
+    auto j = json::parse(text, nullptr, false);
+    if (!j.is_discarded() && j.is_object() && j.value("name", json()).is_string()
+        && j.value("output_sha256", json()).is_string()
+        && j["name"].get<std::string>() == name
+        && j["output_sha256"].get<std::string>() == sha256) {
+      ++gone;
+      continue;
+    }
+    kept += text;
+    kept += '\n';
+  }
+  in.close();
+  if (gone == 0)
+    return 0;
+  files::write_atomic(path, kept);
+  if (auto it = c.keys.find(path); it != c.keys.end())
+    it->second.erase({name, sha256});
+  return gone;
 }
 
 } // namespace vidline::actors::output_index

@@ -4,8 +4,11 @@
 /// from (prompt and reference digests, seed, size), where (pool, decoder), how long each
 /// stage took, and the video's SHA-256.
 ///
-/// Lines are only ever appended (one write(2) with O_APPEND, then fsync), never rewritten:
-/// a line once there keeps its bytes. A crash in the middle of an append can at worst leave
+/// Lines are appended (one write(2) with O_APPEND, then fsync) and never edited: a line once
+/// there keeps its bytes. The one exception is a video retracted after it was published
+/// (another attempt's video of the job won): its line is taken out (remove), the file
+/// rewritten whole and renamed over the old one, so a reader sees it with or without the
+/// line, never torn. A crash in the middle of an append can at worst leave
 /// a last line without its newline; the next append first ends it with a newline, so that
 /// fragment stays a line of its own that readers skip (it is not valid JSON) and every later
 /// line is whole. A video already indexed with the same SHA-256 is not indexed again (a
@@ -36,7 +39,9 @@ struct entry {
 
 /// The line (JSON, no newline) of an entry. Keys: name (the file's stem), file, run_id,
 /// index, seed, width, height, seconds, prompt_sha256, reference_sha256 (null: none), pool,
-/// decoder, timings {conditioning_s, sampling_s, handoff_s, decode_s}, output_sha256, bytes.
+/// decoder, timings {conditioning_s, sampling_s, handoff_s, decode_s}, output_sha256, bytes,
+/// and what it was made from (config::shot_record: workflow, model, params, inputs,
+/// negative_prompt_sha256, ident, vidline_version), with negative_prompt.
 std::string line(const entry& e);
 
 /// The (name, output_sha256) pairs an index file holds (lines that do not parse skipped).
@@ -60,5 +65,12 @@ bool append(cache& c, const std::string& path, const entry& e);
 /// (JSON, no newline) unless the index holds (`name`, `sha256`) already.
 bool append_line(cache& c, const std::string& path, const std::string& name,
                  const std::string& sha256, const std::string& line);
+
+/// Takes the lines of (`name`, `sha256`) out of the index at `path` (a retracted video):
+/// the rest is written to a temporary file, fsynced and renamed over it. Returns how many
+/// lines went (0: none there, or no index: the file is left as it is). Throws
+/// std::runtime_error on an I/O error.
+std::size_t remove(cache& c, const std::string& path, const std::string& name,
+                   const std::string& sha256);
 
 } // namespace vidline::actors::output_index

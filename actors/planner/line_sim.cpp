@@ -9,6 +9,8 @@
 
 #include "actors/decoder/decoder_machine.hpp"
 #include "actors/pool/pool_machine.hpp"
+#include "common/sha256.hpp"
+#include "config/shot_graph.hpp"
 
 namespace vidline::planner {
 namespace {
@@ -156,6 +158,13 @@ private:
         if (finals_[fin->index])
           violation("job " + std::to_string(fin->index) + " reached a final state twice");
         finals_[fin->index] = true;
+      } else if (auto* mi = std::get_if<sched::fx_make_input>(&e)) {
+        // The coordinator's shell makes a frame input at once (a sim frame is a hash).
+        std::string frame = config::graph::sim_frame(mi->output_sha256, mi->frame);
+        if (frame.empty())
+          frame = mi->run_id + "/" + std::to_string(mi->source) + "/" + std::to_string(mi->frame);
+        send(to_coordinator{sched::ev_input_made{mi->run_id, mi->index, mi->name,
+                                                 to_hex(sha256_of(frame)), frame.size(), ""}});
       } else if (auto* d = std::get_if<sched::fx_run_done>(&e)) {
         open_.erase(d->run_id);
         if (open_.empty())

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <algorithm>
 #include <filesystem>
 #include <memory>
 
@@ -153,10 +154,28 @@ void sample(caf::event_based_actor* self, const std::shared_ptr<shell>& sh,
         return msg::stage_done{attempt, msg::outcome::ok, "", r->sha256, r->bytes, 0, false,
                                r->product, ""};
       }
-      // The reference image travels by digest: the backend is given this host's verified
-      // copy, pulled from the coordinator's host when it is not here (docs/shots.md). A job
-      // without a size (journaled by a coordinator older than inputs) keeps its path.
-      if (!job.reference_sha256.empty() && job.reference_bytes != 0) {
+      // Every input (the reference image among them) travels by digest: the backend is
+      // given this host's verified copy, pulled from the coordinator's host when it is not
+      // here (docs/shots.md). An input without a size (journaled by a coordinator older than
+      // inputs) keeps its path.
+      for (auto& in : job.inputs) {
+        if (in.sha256.empty() || in.bytes == 0)
+          continue;
+        auto got = ensure_input(ctx, source, in.sha256, in.bytes, cancel.get());
+        if (!got.error.empty()) {
+          spdlog::warn("pool {}: {}/{}: input {}: {}", pool, job.run_id, job.index, in.name,
+                       got.error);
+          const std::string what = in.name == "reference" ? "reference: " : "input " + in.name + ": ";
+          return msg::stage_done{attempt, msg::outcome::transient, what + got.error, "",
+                                 0, 0, false, "", ""};
+        }
+        in.path = got.path;
+        if (in.name == "reference")
+          job.reference = got.path;
+      }
+      const bool listed = std::any_of(job.inputs.begin(), job.inputs.end(),
+                                      [](const auto& i) { return i.name == "reference"; });
+      if (!listed && !job.reference_sha256.empty() && job.reference_bytes != 0) {
         auto in = ensure_input(ctx, source, job.reference_sha256, job.reference_bytes,
                                cancel.get());
         if (!in.error.empty()) {

@@ -1,5 +1,7 @@
 #include "backends/comfyui/comfyui_backend.hpp"
 
+#include "config/shot_identity.hpp"
+
 #include <chrono>
 #include <mutex>
 #include <filesystem>
@@ -350,8 +352,9 @@ public:
 
 protected:
   template_values common_values(const msg::job_spec& job) const {
-    return {{"prompt", job.prompt},
-            {"negative_prompt", o_.negative_prompt},
+    template_values v{{"prompt", job.prompt},
+            {"negative_prompt", job.negative_prompt.empty() ? o_.negative_prompt
+                                                            : job.negative_prompt},
             {"seed", job.seed},
             {"width", job.width},
             {"height", job.height},
@@ -361,6 +364,15 @@ protected:
             {"run_id", job.run_id},
             {"index", job.index},
             {"job", job.run_id + "-" + std::to_string(job.index)}};
+    for (auto& p : job.params)  // the shot's params, typed ({{param.steps}} stays a number)
+      v["param." + p.name] = config::param_json(p);
+    return v;
+  }
+
+  /// The sample template of the job's workflow: its own, else the backend's.
+  const json& sample_template(const msg::job_spec& job) const {
+    auto it = o_.workflow_templates.find(job.workflow);
+    return it != o_.workflow_templates.end() ? it->second : *o_.sample_workflow;
   }
 
   std::string prompt_id(const char* stage, const msg::job_spec& job, const stage_env& env,
@@ -468,7 +480,27 @@ public:
       a.set_id(id);
       template_values v = common_values(job);
       v["latent_prefix"] = "vidline/" + id + "/latent";
-      auto uses = placeholders_of(*o_.sample_workflow);
+      const json& tmpl = sample_template(job);
+      auto uses = placeholders_of(tmpl);
+      // Each named input the template uses is placed for the server as the reference is.
+      for (auto& in : job.inputs) {
+        const std::string key = "input." + in.name;
+        if (std::find(uses.begin(), uses.end(), key) == uses.end())
+          continue;
+        if (in.path.empty() || !fs::is_regular_file(in.path))
+          end_with(msg::outcome::transient,
+                   a.who() + ": input " + in.name + " is not readable on this host", a.elapsed());
+        std::string ext = fs::path(in.path).extension().string();
+        if (ext.size() > 8 || !safe_relative(ext, false))
+          ext = "";
+        v[key] = a.place(in.path, in.name + ext);
+      }
+      for (auto& n : uses)
+        if (is_shot_placeholder(n) && !v.count(n))
+          end_with(msg::outcome::fatal,
+                   a.who() + ": the workflow's template uses {{" + n + "}}, which job "
+                   + job.run_id + "/" + std::to_string(job.index) + " does not carry",
+                   a.elapsed());
       if (std::find(uses.begin(), uses.end(), "reference_image") != uses.end()) {
         if (job.reference.empty())
           end_with(msg::outcome::fatal,
@@ -484,7 +516,7 @@ public:
           ext = "";
         v["reference_image"] = a.place(job.reference, "reference" + ext);
       }
-      json workflow = rendered(*o_.sample_workflow, v, a, "sample");
+      json workflow = rendered(tmpl, v, a, "sample");
       json entry = a.run(workflow, id);
       a.check_entry(entry);
       std::vector<bundle_part> parts;
@@ -551,7 +583,9 @@ comfyui_options options_for(const backend_params& p) {
   if (p.backend.type != "comfyui")
     throw std::runtime_error("backend '" + p.backend.name + "': type is '" + p.backend.type +
                              "', not 'comfyui'");
-  return parse_comfyui_options(p.backend.name, p.backend.options);
+  auto o = parse_comfyui_options(p.backend.name, p.backend.options);
+  load_workflow_templates(p.backend, o);
+  return o;
 }
 
 } // namespace
@@ -574,7 +608,8 @@ std::unique_ptr<encoder_backend> make_comfyui_encoder(const backend_params& p) {
 
 std::unique_ptr<sampler_backend> make_comfyui_sampler(const backend_params& p) {
   auto o = options_for(p);
-  if (!o.sample_workflow)
+  if (!o.sample_workflow && (p.backend.workflows.empty() ||
+                             o.workflow_templates.size() < p.backend.workflows.size()))
     throw config::config_error("/backends/" + p.backend.name + "/options",
                                "'sample_workflow' is missing, and " + p.owner + " needs it");
   return std::make_unique<comfyui_sampler>(std::move(o), p);

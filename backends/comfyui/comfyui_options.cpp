@@ -52,6 +52,8 @@ void check_placeholders(const json& w, const std::string& path,
     bool ok = std::find(allowed.begin(), allowed.end(), n) != allowed.end();
     if (!ok && latent_parts && n.rfind("latent_", 0) == 0 && valid_part_name(n.substr(7)))
       ok = true;
+    if (!ok && !latent_parts && is_shot_placeholder(n))  // the shot's params and inputs
+      ok = true;
     if (!ok)
       throw config_error(path, "the workflow uses {{" + n + "}}, which this stage does not have" +
                                  config::detail::did_you_mean(n, allowed) +
@@ -242,6 +244,18 @@ comfyui_options parse_comfyui_options(const std::string& name, const nlohmann::j
   if (r.has("process"))
     o.process = read_process(r.required("process"), r.path_of("process"));
   return o;
+}
+
+void load_workflow_templates(const config::backend& b, comfyui_options& o) {
+  for (std::size_t i = 0; i < b.workflows.size(); ++i) {
+    const auto& w = b.workflows[i];
+    if (w.template_file.empty())
+      continue;
+    const std::string at = "/backends/" + b.name + "/workflows/" + std::to_string(i) + "/template";
+    json t = load_workflow(json(w.template_file), at);
+    check_placeholders(t, at, sample_workflow_placeholders(), false);
+    o.workflow_templates[w.name] = std::move(t);
+  }
 }
 
 } // namespace vidline::backends::comfyui

@@ -10,6 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "config/config.hpp"
+
 #include "backends/comfyui/client.hpp"
 
 namespace vidline::backends::comfyui {
@@ -33,6 +35,9 @@ struct comfyui_options {
   std::string url;
   std::optional<nlohmann::json> sample_workflow;   ///< the template, loaded
   std::optional<nlohmann::json> decode_workflow;
+  /// A sample template per declared workflow (its `template`), by workflow name; a job of a
+  /// workflow without one uses sample_workflow.
+  std::map<std::string, nlohmann::json> workflow_templates;
   std::map<std::string, std::string> latents;      ///< part -> SaveLatent node id
   std::string video_output;                        ///< node id whose output is the video
   double poll_interval_s = 0.5;
@@ -57,6 +62,11 @@ struct comfyui_options {
 /// format; only known placeholders; the latents / video_output nodes exist). Throws
 /// config::config_error at "/backends/<name>/options/...".
 comfyui_options parse_comfyui_options(const std::string& name, const nlohmann::json& options);
+
+/// Loads the sample template of each of `b`'s declared workflows that names one, checked as
+/// sample_workflow is (shot placeholders {{param.NAME}} / {{input.NAME}} allowed). Throws
+/// config::config_error at "/backends/<name>/workflows/<i>/template".
+void load_workflow_templates(const config::backend& b, comfyui_options& o);
 
 /// Placeholders the sample and decode workflows may use (`latent_<part>` in the decode
 /// workflow for each part a sampler saved).

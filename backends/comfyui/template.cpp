@@ -18,6 +18,19 @@ struct piece {
 bool name_start(char c) { return (c >= 'a' && c <= 'z') || c == '_'; }
 bool name_char(char c) { return name_start(c) || (c >= '0' && c <= '9'); }
 
+} // namespace
+
+bool is_shot_placeholder(std::string_view n) {
+  for (std::string_view group : {"param.", "input."})
+    if (n.size() > group.size() && n.substr(0, group.size()) == group)
+      return std::all_of(n.begin() + group.size(), n.end(), [](char c) {
+        return name_char(c) || (c >= 'A' && c <= 'Z') || c == '-' || c == '.';
+      });
+  return false;
+}
+
+namespace {
+
 /// Splits a template string; nullopt and `error` set when a "{{" is not a placeholder.
 std::optional<std::vector<piece>> split(std::string_view s, std::string& error) {
   std::vector<piece> out;
@@ -36,9 +49,11 @@ std::optional<std::vector<piece>> split(std::string_view s, std::string& error) 
       return std::nullopt;
     }
     std::string_view name = s.substr(open + 2, close - open - 2);
-    if (name.empty() || !name_start(name[0]) || !std::all_of(name.begin(), name.end(), name_char)) {
+    if (!is_shot_placeholder(name) &&
+        (name.empty() || !name_start(name[0]) || !std::all_of(name.begin(), name.end(), name_char))) {
       error = "'{{" + std::string(name.substr(0, 40)) +
-              "}}' is not a placeholder (names are lowercase a-z, 0-9, _)";
+              "}}' is not a placeholder (names are lowercase a-z, 0-9, _; or param.NAME, "
+              "input.NAME)";
       return std::nullopt;
     }
     out.push_back({true, std::string(name)});

@@ -50,6 +50,10 @@ std::vector<std::string> placeholders_of(const nlohmann::json& tmpl);
 /// ["<node id>", <output index>] naming a node of the workflow. Otherwise what is wrong.
 std::string check_api_format(const nlohmann::json& workflow);
 
+/// Whether `n` is a shot's own placeholder: param.NAME or input.NAME (NAME as a workflow
+/// declares it: A-Z a-z 0-9 _ . -).
+bool is_shot_placeholder(std::string_view n);
+
 /// Whether `s` is valid UTF-8.
 bool valid_utf8(std::string_view s);
 

@@ -84,6 +84,15 @@ public:
     v["seconds"] = std::to_string(job.seconds);
     v["frames"] = std::to_string(frames_for(job.seconds, o.fps, o.frame_offset));
     v["fps"] = std::to_string(o.fps);
+    // The shot (docs/backends.md, "exec"): {param.NAME} and {input.NAME} expand to "" for
+    // one the job does not carry.
+    v["workflow"] = job.workflow;
+    v["model"] = job.model;
+    v["negative_prompt"] = job.negative_prompt;
+    for (auto& p : job.params)
+      v["param." + p.name] = p.text;
+    for (auto& i : job.inputs)
+      v["input." + i.name] = i.path;
   }
 
   /// Runs a prepared call and moves its product to env.output_path.

@@ -15,6 +15,16 @@ using json = nlohmann::json;
 
 bool name_char(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_'; }
 
+/// A shot's own placeholder: {param.NAME} or {input.NAME}, NAME as a workflow names it.
+bool shot_placeholder(std::string_view n) {
+  for (std::string_view group : {"param.", "input."})
+    if (n.size() > group.size() && n.substr(0, group.size()) == group)
+      return std::all_of(n.begin() + group.size(), n.end(), [](char c) {
+        return name_char(c) || (c >= 'A' && c <= 'Z') || c == '-' || c == '.';
+      });
+  return false;
+}
+
 /// Calls on_text(literal) and on_name(placeholder) in order; throws on a malformed template.
 template <class Text, class Name>
 void scan(std::string_view t, Text on_text, Name on_name) {
@@ -33,7 +43,8 @@ void scan(std::string_view t, Text on_text, Name on_name) {
         throw std::invalid_argument("'{' at offset " + std::to_string(i) +
                                     " is not closed (write '{{' for a literal brace)");
       auto name = t.substr(i + 1, close - i - 1);
-      if (name.empty() || !std::all_of(name.begin(), name.end(), name_char))
+      if (name.empty() || (!std::all_of(name.begin(), name.end(), name_char)
+                           && !shot_placeholder(name)))
         throw std::invalid_argument("'{" + std::string(name) +
                                     "}' is not a placeholder (names are a-z, 0-9, _; write "
                                     "'{{' for a literal brace)");
@@ -72,8 +83,9 @@ void check_placeholders(const std::string& tmpl, const std::string& path,
   } catch (const std::invalid_argument& e) {
     throw config_error(path, e.what());
   }
+  const bool shot = std::find(allowed.begin(), allowed.end(), "workflow") != allowed.end();
   for (auto& n : names)
-    if (std::find(allowed.begin(), allowed.end(), n) == allowed.end())
+    if (!(shot && shot_placeholder(n)) && std::find(allowed.begin(), allowed.end(), n) == allowed.end())
       throw config_error(path, "the " + std::string(stage) + " stage has no placeholder {" + n +
                                  "}" + config::detail::did_you_mean(n, allowed) +
                                  "; it has: " + config::detail::join(allowed));
@@ -130,14 +142,15 @@ const std::vector<std::string>& sample_placeholders() {
   static const std::vector<std::string> p{
     "prompt_file", "conditioning", "reference", "output", "work_dir", "devices", "vendor",
     "run_id",      "index",        "seed",      "width",  "height",   "seconds", "frames",
-    "fps"};
+    "fps",         "workflow",     "model",     "negative_prompt"};
   return p;
 }
 
 const std::vector<std::string>& decode_placeholders() {
   static const std::vector<std::string> p{
     "latent",  "latent_sha256", "output", "work_dir", "devices", "vendor", "run_id", "index",
-    "seed",    "width",         "height", "seconds",  "frames",  "fps",    "prompt_file"};
+    "seed",    "width",         "height", "seconds",  "frames",  "fps",    "prompt_file",
+    "workflow", "model",        "negative_prompt"};
   return p;
 }
 
@@ -153,6 +166,8 @@ std::string expand(std::string_view tmpl, const std::map<std::string, std::strin
     tmpl, [&](std::string_view t) { out.append(t); },
     [&](std::string_view n) {
       auto it = values.find(std::string(n));
+      if (it == values.end() && shot_placeholder(n))
+        return;  // a param or input the job does not carry
       if (it == values.end())
         throw std::invalid_argument("no value for placeholder {" + std::string(n) + "}");
       out += it->second;

@@ -46,11 +46,12 @@ uint64_t latent_bytes(const profile& p, uint32_t width, uint32_t height, uint32_
   return p.latent_bytes({width, height, seconds});
 }
 
-digest block(uint64_t seed, uint32_t width, uint32_t height, uint32_t seconds, uint64_t i) {
-  std::array<uint8_t, prefix_bytes + 8> message{};
-  auto prefix = make_prefix({seed, width, height, seconds});
+digest block(const latent_key& key, uint64_t i) {
+  std::array<uint8_t, prefix_bytes + 8 + 32> message{};
+  auto prefix = make_prefix(key);
   std::memcpy(message.data(), prefix.data(), prefix.size());
   put_le(message.data() + prefix_bytes, i, 8);
+  std::memcpy(message.data() + prefix_bytes + 8, key.ident.data(), key.ident.size());
   return sha256_of(message.data(), message.size());
 }
 
@@ -65,6 +66,7 @@ struct latent_generator::impl {
   uint64_t total = 0;
   uint64_t produced = 0;
   uint64_t next_block = 0;
+  digest ident{};
 
   ~impl() {
     EVP_MD_CTX_free(block_ctx);
@@ -78,6 +80,7 @@ struct latent_generator::impl {
     unsigned int len = 0;
     if (EVP_MD_CTX_copy_ex(block_ctx, prefix_ctx) != 1 ||
         EVP_DigestUpdate(block_ctx, index, sizeof index) != 1 ||
+        EVP_DigestUpdate(block_ctx, ident.data(), ident.size()) != 1 ||
         EVP_DigestFinal_ex(block_ctx, out, &len) != 1)
       openssl_failed("digest");
   }
@@ -86,6 +89,7 @@ struct latent_generator::impl {
 latent_generator::latent_generator(const latent_key& key, uint64_t total_bytes)
     : impl_(std::make_unique<impl>()) {
   impl_->total = total_bytes;
+  impl_->ident = key.ident;
   // An explicitly fetched EVP_MD skips the per-call provider lookup of EVP_sha256().
   impl_->md = EVP_MD_fetch(nullptr, "SHA256", nullptr);
   impl_->prefix_ctx = EVP_MD_CTX_new();

@@ -1,10 +1,14 @@
 #pragma once
 /// The latent a `sim` sampler produces, exactly as docs/sim-contract.md fixes
-/// it, so that anyone can recompute any job's latent and its SHA-256 from the job alone:
+/// it (version 2), so that anyone can recompute any job's latent and its SHA-256 from the
+/// job alone:
 ///
 ///     block(i) = SHA-256("vidline-sim-latent" || u64le(seed) || u32le(width)
-///                        || u32le(height) || u32le(seconds) || u64le(i))
+///                        || u32le(height) || u32le(seconds) || u64le(i) || ident)
 ///     latent   = block(0) || block(1) || ...   truncated to latent_bytes(...)
+///
+/// where `ident` is the 32-byte SHA-256 of the shot's identity text (prompt, negative prompt,
+/// workflow, model, params, input digests: config::ident).
 
 #include <cstddef>
 #include <cstdint>
@@ -21,12 +25,13 @@ namespace vidline::backends::sim {
 
 using profiles::profile;  // the latent's length comes from the timing profile
 
-/// What a latent is a function of: the job's seed and size.
+/// What a latent is a function of: the job's seed, size and ident.
 struct latent_key {
   uint64_t seed = 0;
   uint32_t width = 0;
   uint32_t height = 0;
   uint32_t seconds = 0;
+  digest ident{};  ///< config::ident(job): what the shot says
 };
 
 /// Length of a latent under profile `p`: the profile's reference length scaled by
@@ -34,13 +39,14 @@ struct latent_key {
 /// for 416x736x5 in the reference profile. 0 when any dimension is 0.
 uint64_t latent_bytes(const profile& p, uint32_t width, uint32_t height, uint32_t seconds);
 
-/// Block `i` of a latent, computed the plain way (one SHA-256 of the 46-byte message).
-digest block(uint64_t seed, uint32_t width, uint32_t height, uint32_t seconds, uint64_t i);
+/// Block `i` of a latent, computed the plain way (one SHA-256 of the 78-byte message).
+digest block(const latent_key& key, uint64_t i);
 
 /// Produces a latent's bytes in order, a piece at a time, and hashes them on the way.
 ///
 /// The 38-byte prefix is absorbed once into an OpenSSL context; each block is a copy of
-/// that context plus the 8-byte index (one SHA-256 compression per block).
+/// that context plus the 8-byte index and the 32-byte ident (78 bytes in all: two SHA-256
+/// compressions per block).
 class latent_generator {
 public:
   /// Bytes per piece (a multiple of 32, so only the last block is ever truncated).

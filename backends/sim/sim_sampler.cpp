@@ -10,6 +10,7 @@
 #include "backends/sim/faults.hpp"
 #include "backends/sim/gpu_models.hpp"
 #include "backends/sim/latent.hpp"
+#include "config/shot_identity.hpp"
 #include "backends/sim/outcome.hpp"
 #include "backends/sim/sim_backend.hpp"
 #include "common/files.hpp"
@@ -54,6 +55,8 @@ private:
   /// A failed result when the job names a reference image (reference_sha256) and the file
   /// at job.reference is missing or holds other bytes (docs/sim-contract.md).
   static std::optional<stage_result> check_reference(const msg::job_spec& job);
+  /// The same for every named input with a digest and a path on this host.
+  static std::optional<stage_result> check_inputs(const msg::job_spec& job);
 
   const profile profile_;
   const sim_settings settings_;
@@ -72,6 +75,8 @@ stage_result sim_sampler::run(const msg::job_spec& job, const std::string& condi
     if (auto bad = check_conditioning(job, conditioning_path))
       return *bad;
   if (auto bad = check_reference(job))
+    return *bad;
+  if (auto bad = check_inputs(job))
     return *bad;
   // Loading this pool's model evicts any other pool's from these GPUs.
   bool cold = !load_on_gpus(id_, settings_.host, settings_.gpus) || !warm_.load();
@@ -101,7 +106,7 @@ stage_result sim_sampler::run(const msg::job_spec& job, const std::string& condi
   }
   files::make_dirs(files::parent_of(env.output_path));
   std::string tmp = env.output_path + ".tmp";
-  latent_key key{job.seed, job.width, job.height, job.seconds};
+  latent_key key{job.seed, job.width, job.height, job.seconds, config::ident(job)};
   uint64_t bytes = latent_bytes(profile_, job.width, job.height, job.seconds);
   // Generating the latent takes real time too: it counts inside the sampling time.
   auto digest = write_latent_file(key, bytes, tmp, [&] {
@@ -141,6 +146,26 @@ std::optional<stage_result> sim_sampler::check_reference(const msg::job_spec& jo
                 "sim sampler: reference image " + job.reference + " hashes to " + got +
                     ", not the job's reference_sha256 " + job.reference_sha256,
                 0);
+}
+
+std::optional<stage_result> sim_sampler::check_inputs(const msg::job_spec& job) {
+  for (auto& in : job.inputs) {
+    if (in.sha256.empty() || in.name == "reference")
+      continue;
+    const std::string got = in.path.empty() ? std::string() : sha256_file_hex(in.path);
+    if (got.empty())
+      return failed(msg::outcome::transient,
+                    "sim sampler: input " + in.name + " (" +
+                        (in.path.empty() ? std::string("<no path>") : in.path) +
+                        ") is missing or unreadable on this host",
+                    0);
+    if (got != in.sha256)
+      return failed(msg::outcome::corrupt,
+                    "sim sampler: input " + in.name + " " + in.path + " hashes to " + got +
+                        ", not the job's " + in.sha256,
+                    0);
+  }
+  return std::nullopt;
 }
 
 std::optional<stage_result> sim_sampler::check_conditioning(const msg::job_spec& job,

@@ -58,8 +58,9 @@ std::optional<json> parse(std::string_view line, std::string& type, std::string&
     error = "no protocol version 'v'";
     return std::nullopt;
   }
-  if (v->get<int64_t>() != protocol_version) {
-    error = "protocol version " + v->dump() + ", this node speaks " + std::to_string(protocol_version);
+  if (v->get<int64_t>() < oldest_worker_version || v->get<int64_t>() > protocol_version) {
+    error = "protocol version " + v->dump() + ", this node speaks " +
+            std::to_string(oldest_worker_version) + " to " + std::to_string(protocol_version);
     return std::nullopt;
   }
   auto t = j.find("type");
@@ -80,9 +81,19 @@ std::string encode_request(const request& r) {
   j["job"] = {{"run_id", r.run_id}, {"index", r.index},     {"seed", r.seed},
               {"width", r.width},   {"height", r.height},   {"seconds", r.seconds},
               {"frames", r.frames}, {"fps", r.fps},         {"prompt", r.prompt}};
+  j["job"]["workflow"] = r.workflow;
+  j["job"]["model"] = r.model;
+  j["job"]["negative_prompt"] = r.negative_prompt;
+  json params = json::object();
+  for (auto& [name, value] : r.params_json)
+    params[name] = json::parse(value, nullptr, false);
+  j["job"]["params"] = params;
   j["inputs"] = {{"prompt_file", r.prompt_file}, {"conditioning", r.conditioning},
                  {"latent", r.latent},           {"latent_sha256", r.latent_sha256},
                  {"reference", r.reference}};
+  for (auto& [name, path] : r.named_inputs)
+    if (!j["inputs"].contains(name))  // the fixed inputs keep their meaning
+      j["inputs"][name] = path;
   j["output"] = r.output;
   j["work_dir"] = r.work_dir;
   j["timeout_s"] = r.timeout_s;
@@ -192,6 +203,16 @@ std::optional<request> decode_request(std::string_view line, std::string& error)
             field(in, "reference", r.reference, error);
   if (!ok)
     return std::nullopt;
+  r.workflow = job.value("workflow", "");
+  r.model = job.value("model", "");
+  r.negative_prompt = job.value("negative_prompt", "");
+  if (auto p = job.find("params"); p != job.end() && p->is_object())
+    for (auto& [name, value] : p->items())
+      r.params_json.emplace_back(name, value.dump());
+  for (auto& [name, value] : in.items())
+    if (value.is_string() && name != "prompt_file" && name != "conditioning" && name != "latent" &&
+        name != "latent_sha256" && name != "reference")
+      r.named_inputs.emplace_back(name, value.get<std::string>());
   if (r.id.empty() || r.output.empty()) {
     error = "request: 'id' and 'output' are required";
     return std::nullopt;

@@ -1,7 +1,11 @@
 #pragma once
-/// The worker protocol, version 1 (docs/worker.md is its spec): how a node and a
+/// The worker protocol, version 2 (docs/worker.md is its spec): how a node and a
 /// long-lived worker process talk over the one socket the worker finds at descriptor 3.
-/// Each message is one JSON object on one line, with "v": 1 and a "type".
+/// Each message is one JSON object on one line, with "v": 2 and a "type". Version 2 adds
+/// the shot to a request (job.workflow, job.model, job.negative_prompt, job.params and one
+/// inputs.NAME per named input); the worker's messages are the same in both versions, so a
+/// worker's line of version 1 is still read. A version-1 worker is told the node's version
+/// (VIDLINE_WORKER_PROTOCOL) and refuses it at start, naming both.
 ///
 ///   node -> worker: request (a stage to run), cancel (of a request), ping, shutdown
 ///   worker -> node: hello (once, when it is ready), progress (step i of n), result (one
@@ -14,11 +18,14 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace vidline::backends::worker {
 
-constexpr int protocol_version = 1;
+constexpr int protocol_version = 2;
+/// The oldest version whose worker lines the node still reads.
+constexpr int oldest_worker_version = 1;
 /// The descriptor of the worker's socket in the worker process.
 constexpr int worker_fd = 3;
 /// Longest line either side may send, in bytes (a result's error text is cut well before).
@@ -34,6 +41,11 @@ struct request {
   uint64_t seed = 0;
   uint32_t width = 0, height = 0, seconds = 0, frames = 0, fps = 0;
   std::string prompt;
+  // The shot (version 2): its workflow, model key, negative prompt and params.
+  std::string workflow, model, negative_prompt;
+  std::vector<std::pair<std::string, std::string>> params_json;  ///< name -> value as JSON text
+  /// The job's named inputs beside the fixed ones: name -> path on this host.
+  std::vector<std::pair<std::string, std::string>> named_inputs;
   // Input files ("" when the stage has none).
   std::string prompt_file, conditioning, latent, latent_sha256, reference;
   std::string output;                 ///< where the worker must leave its product

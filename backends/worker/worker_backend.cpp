@@ -1,5 +1,7 @@
 #include "backends/worker/worker_backend.hpp"
 
+#include "config/shot_identity.hpp"
+
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -212,6 +214,13 @@ request job_request(const char* stage, const msg::job_spec& job, const worker_op
   r.fps = o.fps;
   r.prompt = job.prompt;
   r.reference = job.reference;
+  r.workflow = job.workflow;
+  r.model = job.model;
+  r.negative_prompt = job.negative_prompt;
+  for (auto& p : job.params)
+    r.params_json.emplace_back(p.name, config::param_json(p).dump());
+  for (auto& i : job.inputs)
+    r.named_inputs.emplace_back(i.name, i.path);
   return r;
 }
 

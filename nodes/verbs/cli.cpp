@@ -1,5 +1,7 @@
 #include "nodes/verbs/cli.hpp"
 
+#include "actors/coordinator/admission.hpp"
+
 #include <algorithm>
 #include <cstdint>
 #include <csignal>
@@ -58,6 +60,7 @@ struct run_args {
   std::vector<std::string> given;    ///< the uniform form's options given (for --jobs)
   std::vector<std::string> missing;  ///< the uniform form's options missing
   int32_t priority = 0;
+  bool rerender = false;             ///< --rerender: render even where an output's key matches
   std::string collect;               ///< --collect DIR: copy the videos here
 };
 
@@ -172,7 +175,8 @@ int do_run(const run_args& a) {
   std::vector<std::size_t> shot_lines;  // the shot file's line of each shot
   if (!a.jobs.empty()) {
     shot_list list;
-    why = read_shot_file(a.jobs, cluster.knobs, run_max_jobs, list);
+    const auto cat = dispatching::run_catalog(cluster, a.mode);
+    why = read_shot_file(a.jobs, cluster.knobs, run_max_jobs, list, &cat);
     if (why.empty()) {
       // Capacity as the coordinator will judge it, named by line (the coordinator checks
       // again, by shot number: its word is final).
@@ -209,6 +213,7 @@ int do_run(const run_args& a) {
     req.seed = a.seed;
   }
   req.priority = a.priority;
+  req.rerender = a.rerender;
   req.request_id = random_request_id();
   coordinator_client cl(cluster);
   // Inputs travel (docs/shots.md, "References travel"): each distinct reference image goes
@@ -235,6 +240,10 @@ int do_run(const run_args& a) {
           ": reference";
       if (int rc = upload(req.shots[i].reference, req.shots[i].reference_sha256, where); rc != 0)
         return rc;
+      for (auto& in : req.shots[i].inputs)  // every named input travels as the reference does
+        if (int rc = upload(in.path, in.sha256, where.substr(0, where.size() - 9) + "inputs." + in.name);
+            rc != 0)
+          return rc;
     }
   }
   std::string run_id;
@@ -376,6 +385,9 @@ void add_line_verbs(CLI::App& app, verb_list& out) {
                   "The run's place in the queue: higher goes first, then older (default 0)")
     ->check(CLI::Range(-actors::max_priority, actors::max_priority));
   run->add_flag("--background", ra.background, "Print the run id and return at once");
+  run->add_flag("--rerender", ra.rerender,
+                "Render every job, even one whose job key names an output the cluster holds "
+                "(by default such a job is reused: docs/shots.md)");
   run->add_option("--collect", ra.collect,
                   "Copy each finished video, verified, into this directory with an index.jsonl "
                   "(docs/shots.md)");

@@ -1,6 +1,8 @@
 /// Collecting a run's videos to the submitting host (collect.hpp, docs/shots.md).
 
 #include "nodes/verbs/collect.hpp"
+#include "actors/coordinator/input_maker.hpp"
+#include "nodes/verbs/sequence_join.hpp"
 
 #include <cerrno>
 #include <cstring>
@@ -159,7 +161,10 @@ std::string fetch_output(const config::cluster& c, const std::string& host,
 }
 
 std::string collected_line(const std::string& run_id, const json& j, uint64_t bytes) {
-  const std::string file = std::filesystem::path(str_or(j, "output")).filename().string();
+  const bool reused = str_or(j, "state") == "reused";
+  std::string file = std::filesystem::path(str_or(j, "output")).filename().string();
+  if (reused && !str_or(j, "name").empty())
+    file = str_or(j, "name") + std::filesystem::path(file).extension().string();
   const auto dot = file.rfind('.');
   auto null_if_empty = [](const std::string& s) { return s.empty() ? json(nullptr) : json(s); };
   const json times = j.value("times", json::object());
@@ -182,6 +187,15 @@ std::string collected_line(const std::string& run_id, const json& j, uint64_t by
                          {"decode_s", num("decode_s")}}},
             {"output_sha256", str_or(j, "output_sha256")},
             {"bytes", bytes}};
+  if (!str_or(j, "key").empty())
+    l["key"] = str_or(j, "key");  // docs/shots.md, "Job keys"
+  if (reused)
+    l["reused"] = true;
+  // What it was made from, as the status says it (config::shot_record's fields).
+  for (const char* k : {"workflow", "model", "params", "inputs", "negative_prompt_sha256", "ident",
+                        "vidline_version"})
+    if (j.contains(k))
+      l[k] = j[k];
   return l.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
@@ -194,10 +208,65 @@ struct collector::impl {
   std::set<std::string> handled;                           // "<index>:<sha>": done, found or refused
   std::map<std::string, std::string> refusals;             // key -> its problem line
   std::map<std::string, std::string> failures;             // key -> its problem line
+  std::map<uint64_t, std::pair<std::string, std::string>> files;  // job -> (file, sha) here
+  std::set<std::string> joined;                            // sequences joined (or refused)
+  void join_sequences(const std::string& run_id, const json& status, collect_report& r);
 };
 
+/// Sequences whose parts are all collected here are joined (nodes/verbs/sequence_join.hpp)
+/// and indexed like any video, with their parts' digests.
+void collector::impl::join_sequences(const std::string& run_id, const json& status,
+                                     collect_report& r) {
+  for (const auto& q : status.value("sequences", json::array())) {
+    const std::string name = str_or(q, "name");
+    if (name.empty() || joined.count(name) || !q.value("done", false))
+      continue;
+    std::vector<std::string> paths, shas;
+    json parts = json::array();
+    bool sim = true, all_here = true;
+    for (const auto& p : q.value("parts", json::array())) {
+      auto it = files.find(p.value("index", uint64_t{0}));
+      if (it == files.end()) {
+        all_here = false;
+        break;
+      }
+      paths.push_back(it->second.first);
+      shas.push_back(it->second.second);
+      sim = sim && actors::decoder_backend_type(c, str_or(p, "decoder")) == "sim";
+      parts.push_back({{"name", std::filesystem::path(it->second.first).stem().string()},
+                       {"output_sha256", it->second.second}});
+    }
+    if (!all_here || paths.empty())
+      continue;
+    const std::string file = name + std::filesystem::path(paths.front()).extension().string();
+    const std::string dest = dir + "/" + file;
+    joined.insert(name);
+    std::error_code ec;
+    if (std::filesystem::exists(dest, ec)) {
+      r.problems.push_back("sequence " + name + ": refused: " + dest
+                           + " exists; it is not overwritten");
+      continue;
+    }
+    if (auto why = nodes::join_sequence(sim, paths, shas, dest); !why.empty()) {
+      r.problems.push_back("sequence " + name + ": not joined: " + why);
+      continue;
+    }
+    uint64_t bytes = 0;
+    const std::string sha = sha256_file_hex(dest, &bytes);
+    json l = {{"name", name}, {"file", file}, {"run_id", run_id}, {"sequence", true},
+              {"parts", std::move(parts)}, {"output_sha256", sha}, {"bytes", bytes}};
+    try {
+      actors::output_index::append_line(idx, index, name, sha, l.dump());
+      ++r.collected;
+    } catch (const std::exception& e) {
+      r.problems.push_back("sequence " + name + ": joined, but its index line was not written: "
+                           + e.what());
+    }
+  }
+}
+
 collector::collector(const config::cluster& c, std::string dir)
-    : p_(std::make_unique<impl>(impl{c, std::move(dir), "", {}, {}, {}, {}, {}})) {
+    : p_(std::make_unique<impl>(impl{c, std::move(dir), "", {}, {}, {}, {}, {}, {}, {}})) {
   files::make_dirs(p_->dir);
   p_->index = p_->dir + "/" + actors::output_index::file_name;
 }
@@ -215,7 +284,8 @@ void collector::pass(const json& status, bool final) {
   for (const auto& j : status.value("jobs", json::array())) {
     const std::string sha = str_or(j, "output_sha256");
     const std::string output = str_or(j, "output");
-    if (str_or(j, "state") != "succeeded" || output.empty() || !is_sha256_hex(sha)) {
+    const std::string state = str_or(j, "state");
+    if ((state != "succeeded" && state != "reused") || output.empty() || !is_sha256_hex(sha)) {
       if (final)
         ++r_.not_made;
       continue;
@@ -224,7 +294,12 @@ void collector::pass(const json& status, bool final) {
     if (P.handled.count(key) || (!final && P.failures.count(key)))
       continue;
     P.failures.erase(key);
-    const std::string file = std::filesystem::path(output).filename().string();
+    // A reused video (made by an earlier job with the same key) is collected under this
+    // job's own name.
+    const std::string own = str_or(j, "name");
+    const std::string file = state == "reused" && !own.empty()
+                               ? own + std::filesystem::path(output).extension().string()
+                               : std::filesystem::path(output).filename().string();
     const std::string label = fmt::format("job {} ({})", j.value("index", uint64_t{0}), file);
     if (!safe_file_name(file)) {
       P.failures[key] = label + ": not a file name to collect under";
@@ -279,6 +354,7 @@ void collector::pass(const json& status, bool final) {
       actors::output_index::append_line(P.idx, P.index, stem, sha,
                                         collected_line(run_id, j, bytes));
       P.handled.insert(key);
+      P.files[j.value("index", uint64_t{0})] = {dest, sha};
     } catch (const std::exception& e) {
       P.failures[key] = label + ": collected, but its index line was not written: " + e.what();
     }
@@ -286,6 +362,7 @@ void collector::pass(const json& status, bool final) {
   r_.refused = static_cast<uint32_t>(P.refusals.size());
   r_.failed = static_cast<uint32_t>(P.failures.size());
   r_.problems.clear();
+  P.join_sequences(run_id, status, r_);
   for (auto& [k, why] : P.refusals)
     r_.problems.push_back(why);
   for (auto& [k, why] : P.failures)

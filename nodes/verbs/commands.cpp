@@ -231,6 +231,9 @@ std::string job_line(const json& j, bool sim) {
       << j["state"].get<std::string>();
   if (!j["pool"].is_null())
     out << "  pool " << j["pool"].get<std::string>();
+  if (j.contains("workflow") && j["workflow"].is_string())
+    out << "  workflow " << j["workflow"].get<std::string>()
+        << (j.contains("model") && j["model"].is_string() ? " (model " + j["model"].get<std::string>() + ")" : "");
   if (j.contains("progress") && j["progress"].is_object())
     out << "  step " << j["progress"].value("step", 0) << "/" << j["progress"].value("steps", 0);
   auto& t = j["times"];
@@ -383,10 +386,12 @@ std::string format_status(const json& st) {
     out << "; " << fmt("%.2f", wh.get<double>()) << " Wh/clip ("
         << fmt("%.1f", s.value("clips_per_kwh", 0.0)) << " clips/kWh)";
   // A stage done twice, or a product removed because its lease had ended (issue 16).
-  const int twice = s.value("done_twice", 0), fenced = s.value("fenced", 0);
-  if (twice != 0 || fenced != 0)
+  const int twice = s.value("done_twice", 0), fenced = s.value("fenced", 0),
+            retracted = s.value("products_retracted", 0);
+  if (twice != 0 || fenced != 0 || retracted != 0)
     out << "; " << twice << " stages done twice, " << fenced
-        << " products removed unpublished (lease ended)";
+        << " products removed unpublished (lease ended), " << retracted
+        << " videos retracted after publication (another won)";
   out << "\n";
   return out.str();
 }

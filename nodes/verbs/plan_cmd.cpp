@@ -1,5 +1,7 @@
 #include "nodes/verbs/plan_cmd.hpp"
 
+#include "actors/coordinator/admission.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -208,7 +210,8 @@ int run_plan(const plan_options& o_in) {
     // The knobs of the config planned on (the reference's when none is given).
     auto c = o.config.empty() ? config::parse(embedded::reference_config, "")
                               : config::load(o.config);
-    if (auto why = read_shot_file(o.jobs, c.knobs, plan_max_jobs, list); !why.empty()) {
+    const auto cat = dispatching::run_catalog(c, o.mode);
+    if (auto why = read_shot_file(o.jobs, c.knobs, plan_max_jobs, list, &cat); !why.empty()) {
       std::fprintf(stderr, "error: --jobs: %s\n", why.c_str());
       return exit_code::usage;
     }

@@ -9,6 +9,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "actors/coordinator/admission.hpp"
 #include "nodes/verbs/cli.hpp"
 #include "nodes/verbs/cli_checks.hpp"
 #include "nodes/verbs/commands.hpp"
@@ -52,7 +53,8 @@ std::string request_id() {
 }
 
 struct queue_options {
-  std::string config, run_id, prompt_file, reference_file;
+  std::string config, run_id, prompt_file, reference_file, jobs;
+  std::vector<std::string> given, missing;  ///< submit: the batch options given / left out
   bool json = false, all = false;
   int64_t job = -1;
   uint32_t width = 0, height = 0, seconds = 0, count = 1;
@@ -126,7 +128,65 @@ int do_cancel(const queue_options& o) {
   return exit_code::ok;
 }
 
+/// Sends jobs to add and prints the answer.
+int send_jobs(const queue_options& o, coordinator_client& cl, const msg::submit_jobs& req) {
+  try {
+    auto r = cl.submit_jobs(req, static_cast<int>(o.timeout_s * 1000));
+    if (o.json)
+      std::printf("%s\n", json{{"run_id", r.run_id}, {"first_index", r.first_index},
+                               {"count", r.count}}
+                            .dump()
+                            .c_str());
+    else
+      std::printf("run %s: jobs %u..%u added\n", r.run_id.c_str(), r.first_index,
+                  r.first_index + r.count - 1);
+  } catch (const coordinator_error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return e.exit_code();
+  }
+  return exit_code::ok;
+}
+
+/// `vidline submit RUN --jobs FILE`: the shots of a list, read and checked as `run --jobs`
+/// reads them, their inputs uploaded by digest. "" or the error (exit code in `rc`).
+std::string submit_shot_list(const queue_options& o, const config::cluster& cluster,
+                             coordinator_client& cl, msg::submit_jobs& req, int& rc) {
+  rc = exit_code::usage;
+  shot_list list;
+  const auto cat = dispatching::run_catalog(cluster, "");  // the run's mode: the coordinator's check
+  if (auto why = read_shot_file(o.jobs, cluster.knobs, run_max_jobs, list, &cat); !why.empty())
+    return "--jobs: " + why;
+  for (std::size_t i = 0; i < list.shots.size(); ++i) {
+    auto& sh = list.shots[i];
+    std::vector<std::pair<std::string, std::string>> files{{sh.reference, sh.reference_sha256}};
+    for (auto& in : sh.inputs)
+      files.emplace_back(in.path, in.sha256);
+    for (auto& [path, sha] : files) {
+      if (path.empty() || sha.empty())
+        continue;
+      bool unreachable = false;
+      if (auto w = cl.upload_input(path, sha, nullptr, &unreachable); !w.empty()) {
+        rc = unreachable ? exit_code::unreachable : exit_code::usage;
+        return o.jobs + ":" + std::to_string(list.lines[i]) + ": " + path
+               + " was not uploaded to the coordinator: " + w;
+      }
+    }
+  }
+  req.shots = std::move(list.shots);
+  return "";
+}
+
 int do_submit(const queue_options& o) {
+  if (!o.jobs.empty() && !o.given.empty()) {
+    std::fprintf(stderr, "error: --jobs FILE gives each shot its prompt, size and seed: it goes "
+                         "without %s\n", o.given.front().c_str());
+    return exit_code::usage;
+  }
+  if (o.jobs.empty() && !o.missing.empty()) {
+    std::fprintf(stderr, "error: %s is required (or --jobs FILE, a shot list)\n",
+                 o.missing.front().c_str());
+    return exit_code::usage;
+  }
   if (auto why = cli_checks::seed_range_error(o.seed, o.count); !why.empty()) {
     std::fprintf(stderr, "error: %s\n", why.c_str());
     return exit_code::usage;
@@ -134,6 +194,16 @@ int do_submit(const queue_options& o) {
   auto cluster = cluster_for(o.config);
   msg::submit_jobs req;
   req.run_id = o.run_id;
+  if (!o.jobs.empty()) {
+    req.request_id = request_id();
+    coordinator_client cl(cluster);
+    int rc = exit_code::ok;
+    if (auto why = submit_shot_list(o, cluster, cl, req, rc); !why.empty()) {
+      std::fprintf(stderr, "error: %s\nnothing was submitted\n", why.c_str());
+      return rc;
+    }
+    return send_jobs(o, cl, req);
+  }
   std::string why;
   req.prompt = read_prompt_file(o.prompt_file, cluster.knobs, why);
   if (!why.empty()) {
@@ -164,21 +234,7 @@ int do_submit(const queue_options& o) {
       return unreachable ? exit_code::unreachable : exit_code::usage;
     }
   }
-  try {
-    auto r = cl.submit_jobs(req, static_cast<int>(o.timeout_s * 1000));
-    if (o.json)
-      std::printf("%s\n", json{{"run_id", r.run_id}, {"first_index", r.first_index},
-                               {"count", r.count}}
-                            .dump()
-                            .c_str());
-    else
-      std::printf("run %s: jobs %u..%u added\n", r.run_id.c_str(), r.first_index,
-                  r.first_index + r.count - 1);
-  } catch (const coordinator_error& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return e.exit_code();
-  }
-  return exit_code::ok;
+  return send_jobs(o, cl, req);
 }
 
 } // namespace
@@ -243,20 +299,31 @@ void add_queue_verbs(CLI::App& app, verb_list& out) {
   auto* submit = app.add_subcommand("submit", "Add jobs to an open run (the options of run's batch)");
   submit->add_option("run_id", o->run_id, "Run id")->required();
   submit->add_option("--config", o->config, "Cluster config (default: the last one used)");
-  submit->add_option("--prompt-file", o->prompt_file,
-                     "File holding the prompt text (at most knobs.max_prompt_bytes)")->required();
+  // The batch options are required unless --jobs names a shot list, which excludes them.
+  std::vector<CLI::Option*> batch = {
+    submit->add_option("--prompt-file", o->prompt_file,
+                       "File holding the prompt text (at most knobs.max_prompt_bytes)"),
+    submit->add_option("--width", o->width, "Width in pixels")->check(whole_number(8, 8192)),
+    submit->add_option("--height", o->height, "Height in pixels")->check(whole_number(8, 8192)),
+    submit->add_option("--seconds", o->seconds, "Clip length in seconds")->check(whole_number(1, 3600)),
+    submit->add_option("--count", o->count, "Jobs to add")->check(whole_number(1, 1000000)),
+    submit->add_option("--seed", o->seed, "Seed of the first job added (then seed + 1, ...)")
+      ->check(whole_number(0, UINT64_MAX))};
   submit->add_option("--reference-file", o->reference_file, "Reference image for the jobs");
-  submit->add_option("--width", o->width, "Width in pixels")->required()->check(whole_number(8, 8192));
-  submit->add_option("--height", o->height, "Height in pixels")->required()->check(whole_number(8, 8192));
-  submit->add_option("--seconds", o->seconds, "Clip length in seconds")->required()->check(whole_number(1, 3600));
-  submit->add_option("--count", o->count, "Jobs to add")->required()->check(whole_number(1, 1000000));
-  submit->add_option("--seed", o->seed, "Seed of the first job added (then seed + 1, ...)")
-    ->required()
-    ->check(whole_number(0, UINT64_MAX));
+  submit->add_option("--jobs", o->jobs,
+                     "A shot list (JSON Lines or CSV, docs/shots.md) instead of the batch options");
   submit->add_flag("--json", o->json, "Print the answer as JSON");
   submit->add_option("--timeout", o->timeout_s, "Seconds to wait for the answer")
     ->check(seconds(0, true));
-  out.push_back({submit, [o] { return do_submit(*o); }});
+  out.push_back({submit, [o, batch] {
+                   for (auto* opt : batch) {
+                     if (opt->count() > 0)
+                       o->given.push_back(opt->get_name());
+                     else if (opt->get_name() != "--count")  // --count defaults to 1
+                       o->missing.push_back(opt->get_name());
+                   }
+                   return do_submit(*o);
+                 }});
 }
 
 } // namespace vidline::nodes

@@ -1,6 +1,9 @@
 #include "nodes/verbs/shot_file.hpp"
+#include "config/shot_graph.hpp"
+#include "nodes/verbs/shot_graph_fields.hpp"
 
 #include <cctype>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -153,6 +156,15 @@ std::string csv_object(const std::vector<std::string>& header, const std::string
   for (std::size_t c = 0; c < cells.size(); ++c) {
     if (cells[c].empty())
       continue;
+    // param.NAME and input.NAME columns: members of params and inputs (params as text,
+    // read as their declared types when checked).
+    for (const char* group : {"param.", "input."})
+      if (header[c].rfind(group, 0) == 0 && header[c].size() > std::strlen(group)) {
+        out[group[0] == 'p' ? "params" : "inputs"][header[c].substr(std::strlen(group))] = cells[c];
+        break;
+      }
+    if (header[c].rfind("param.", 0) == 0 || header[c].rfind("input.", 0) == 0)
+      continue;
     if (!numeric_field(header[c])) {
       out[header[c]] = cells[c];
       continue;
@@ -173,7 +185,8 @@ std::string shot_of(const json& j, const std::filesystem::path& folder, const co
                     msg::shot& s) {
   static const std::set<std::string> known = {"prompt", "prompt_file", "reference", "width",
                                               "height", "seconds", "seed", "takes", "name",
-                                              "priority"};
+                                              "priority", "negative_prompt", "workflow",
+                                              "params", "inputs", "sequence"};
   if (!j.is_object())
     return "line: must be a JSON object ({...}), got " + std::string(j.type_name());
   for (auto& [key, v] : j.items())
@@ -233,6 +246,10 @@ std::string shot_of(const json& j, const std::filesystem::path& folder, const co
              + std::to_string(INT32_MAX) + ", got " + p.dump();
     s.priority = static_cast<int32_t>(p.get<int64_t>());
   }
+  if (auto why = read_shot_model(j, folder.string(), s); !why.empty())
+    return why;
+  if (auto why = read_graph_fields(j, s); !why.empty())
+    return why;
   if (auto why = dispatching::shot_problem(s, k); !why.empty())
     return why;
   // Last: the only field that reads a large file.
@@ -255,7 +272,7 @@ bool ends_with(const std::string& s, const std::string& tail) {
 } // namespace
 
 std::string read_shot_file(const std::string& path, const config::knobs& k, uint64_t max_jobs,
-                           shot_list& out) {
+                           shot_list& out, const config::catalog* cat) {
   out = {};
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
@@ -327,6 +344,15 @@ std::string read_shot_file(const std::string& path, const config::knobs& k, uint
       refuse(at + why);
       continue;
     }
+    if (cat != nullptr) {
+      config::resolved_shot r;
+      if (auto why = config::resolve_shot(*cat, s, r, csv); !why.empty()) {
+        refuse(at + why);
+        continue;
+      }
+      if (csv)
+        s.params = r.params;  // typed now, as a JSON line would have given them
+    }
     if (!s.name.empty()) {
       if (auto [it, fresh] = name_line.emplace(s.name, n); !fresh) {
         refuse(at + "name: '" + s.name + "' is also the name on line " + std::to_string(it->second));
@@ -362,6 +388,10 @@ std::string read_shot_file(const std::string& path, const config::knobs& k, uint
   }
   if (got.shots.empty())
     return path + ": holds no shots (every line blank or a # comment)";
+  if (auto why = config::graph::graph_problem(
+        got.shots, [&](std::size_t i) { return path + ":" + std::to_string(got.lines[i]); });
+      !why.empty())
+    return why;
   out = std::move(got);
   return "";
 }

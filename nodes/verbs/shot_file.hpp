@@ -8,8 +8,11 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "actors/coordinator/scheduler.hpp"
 #include "config/knobs.hpp"
+#include "config/workflows.hpp"
 #include "messages/messages.hpp"
 
 namespace vidline::nodes {
@@ -20,7 +23,8 @@ inline constexpr uint32_t run_max_jobs = 1000000;
 
 /// The fields a shot line may have.
 inline constexpr const char* shot_fields =
-  "prompt, prompt_file, reference, width, height, seconds, seed, takes, name, priority";
+  "prompt, prompt_file, reference, width, height, seconds, seed, takes, name, priority, "
+  "negative_prompt, workflow, params, inputs, sequence";
 
 /// The largest reference image a shot may name (bytes).
 inline constexpr uint64_t max_reference_image_bytes = 64ull << 20;
@@ -40,11 +44,15 @@ struct shot_list {
 /// (dispatching::shot_problem), names and output stems unique, takes summed at most `max_jobs`.
 /// Returns "" and fills `out`, or the errors "FILE:LINE: FIELD: what is wrong", one line each
 /// for every bad line up to max_bad_lines (nothing else of the file is kept).
+/// With `cat`, each shot's workflow, params and inputs are checked against it
+/// (config::resolve_shot: "FILE:LINE: params.steps: ..."), CSV cells of params read as their
+/// declared types. Inputs (`inputs`: {"NAME": "file"}, CSV columns input.NAME) are read as
+/// `reference` is: existing files, their SHA-256 recorded.
 /// The most bad lines of a shot file reported at once.
 inline constexpr std::size_t max_bad_lines = 20;
 
 std::string read_shot_file(const std::string& path, const config::knobs& k, uint64_t max_jobs,
-                           shot_list& out);
+                           shot_list& out, const config::catalog* cat = nullptr);
 
 /// A prompt file's text, or "" with `why` set: a file (not a directory), not empty, and
 /// within knobs.max_prompt_bytes.
@@ -58,6 +66,11 @@ std::string read_reference(const std::string& path, std::string& abs_path, std::
 /// "FILE:LINE: size: <dispatching::capacity_refusal>", else "".
 std::string shot_file_capacity(const std::string& path, const shot_list& list,
                                const sched::state& s, const std::string& mode);
+
+/// The shot-model fields of one line's object (negative_prompt, workflow, params, inputs;
+/// input paths relative to `folder`), read into `s`: "" or "FIELD: what is wrong". Shared by
+/// the shot list's JSON and CSV lines (nodes/verbs/shot_model.cpp).
+std::string read_shot_model(const nlohmann::json& j, const std::string& folder, msg::shot& s);
 
 /// `--jobs` with options it excludes: the error for the first such option given, else "".
 std::string jobs_exclusive_error(const std::vector<std::string>& given);

@@ -438,7 +438,11 @@ private:
       const std::string path = files.empty() ? "" : files.front();
       bool exists = !files.empty();
       if (exists) {
-        auto expect = contract::video_file(contract::latent_sha256(seed, w, h, s, bytes), seed,
+        contract::shot_ident id;  // a uniform batch: the sim backend's default workflow
+        id.prompt = msg_req_.prompt;
+        id.model = "sim";
+        auto expect = contract::video_file(
+          contract::latent_sha256(seed, w, h, s, bytes, contract::ident(id)), seed,
                                            w, h, s);
         if (testing_support::read_file(path) != expect) {
           ++v.corrupt;

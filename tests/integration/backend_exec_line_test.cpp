@@ -118,7 +118,7 @@ TEST_CASE("two nodes run a batch through exec: child processes make every file, 
   REQUIRE(st["jobs"].size() == 6);
   std::set<std::string> pools;
   for (auto& j : st["jobs"]) {
-    CHECK(contract_problem(j) == "");
+    CHECK(contract_problem(j, 1) == "");
     CHECK(j["attempts"] == 1);
     pools.insert(j["pool"].get<std::string>());
     // The decoder's child wrote the video file on beta; its log is beside the node's.
@@ -150,7 +150,7 @@ TEST_CASE("exec: a pool whose program runs out of memory hands its jobs to the o
   INFO(st.dump(2));
   CHECK(st["state"] == "succeeded");
   for (auto& j : st["jobs"]) {
-    CHECK(contract_problem(j) == "");
+    CHECK(contract_problem(j, 1) == "");
     CHECK(j["pool"] == "right");
   }
   stop(*a, *b);

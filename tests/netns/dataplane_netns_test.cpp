@@ -291,8 +291,11 @@ TEST_CASE("a latent corrupted at rest on the decoding host is quarantined and fe
   // Job 0's latent is deterministic: put a damaged copy where the decoder will find it.
   auto req = batch(1, "netns-at-rest");
   const uint64_t bytes = contract::reference_latent_bytes(req.width, req.height, req.seconds);
+  contract::shot_ident id;  // a uniform batch: the sim backend's default workflow
+  id.prompt = req.prompt;
+  id.model = "sim";
   const std::string sha =
-      contract::latent_sha256(req.seed, req.width, req.height, req.seconds, bytes);
+      contract::latent_sha256(req.seed, req.width, req.height, req.seconds, bytes, contract::ident(id));
   const std::string bad = h.data("host_b") + "/latents/" + sha + ".latent";
   fs::create_directories(h.data("host_b") + "/latents");
   std::ofstream(bad) << std::string(bytes, 'x');

@@ -159,8 +159,36 @@ inline std::map<std::string, json> read_index(const std::string& path,
   return out;
 }
 
-/// Checks one job of a status JSON against the sim contract; "" when it holds.
-inline std::string contract_problem(const json& j) {
+/// The ident (32 raw bytes) a status job's record says, per the contract's version 2: the
+/// lines made from its prompt_sha256, negative_prompt_sha256, workflow, model, params and
+/// input digests (their names in byte order, as std::map keeps them).
+inline std::string status_ident(const json& j) {
+  auto str = [&](const char* k) {
+    return j.contains(k) && j[k].is_string() ? j[k].get<std::string>() : std::string();
+  };
+  std::string t = "prompt=" + str("prompt_sha256") + "\n";
+  t += "negative_prompt=" + str("negative_prompt_sha256") + "\n";
+  t += "workflow=" + str("workflow") + "\n";
+  t += "model=" + str("model") + "\n";
+  std::map<std::string, std::string> params, inputs;
+  if (j.contains("params"))
+    for (auto& [n, v] : j["params"].items())
+      params[n] = v.is_string() ? v.get<std::string>() : v.dump();
+  if (j.contains("inputs"))
+    for (auto& [n, v] : j["inputs"].items())
+      inputs[n] = v.is_string() ? v.get<std::string>() : std::string();
+  for (auto& [n, v] : params)
+    t += "param." + n + "=" + v + "\n";
+  for (auto& [n, v] : inputs)
+    t += "input." + n + "=" + v + "\n";
+  unsigned char d[32];
+  SHA256(reinterpret_cast<const unsigned char*>(t.data()), t.size(), d);
+  return std::string(reinterpret_cast<const char*>(d), 32);
+}
+
+/// Checks one job of a status JSON against the sim contract; "" when it holds. `version` 1:
+/// the latent without the ident (what the exec tests' sampler script writes).
+inline std::string contract_problem(const json& j, int version = 2) {
   auto seed = j["seed"].get<uint64_t>();
   auto w = j["width"].get<uint32_t>();
   auto h = j["height"].get<uint32_t>();
@@ -170,7 +198,8 @@ inline std::string contract_problem(const json& j) {
   auto bytes = contract::reference_latent_bytes(w, h, s);
   if (j["latent_bytes"].get<uint64_t>() != bytes)
     return "latent_bytes " + std::to_string(j["latent_bytes"].get<uint64_t>());
-  auto sha = contract::latent_sha256(seed, w, h, s, bytes);
+  auto sha = version == 1 ? contract::latent_sha256_v1(seed, w, h, s, bytes)
+                          : contract::latent_sha256(seed, w, h, s, bytes, status_ident(j));
   if (j["latent_sha256"] != sha)
     return "latent_sha256 " + j["latent_sha256"].dump() + " != " + sha;
   auto out = j["output"].get<std::string>();

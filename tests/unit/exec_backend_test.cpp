@@ -367,7 +367,7 @@ TEST_CASE("the sim contract through real child processes: latent, then video fil
   REQUIRE(s.outcome == "ok");
   auto bytes = contract::reference_latent_bytes(24, 16, 2);
   CHECK(s.bytes == bytes);
-  CHECK(s.sha256 == contract::latent_sha256(j.seed, 24, 16, 2, bytes));
+  CHECK(s.sha256 == contract::latent_sha256_v1(j.seed, 24, 16, 2, bytes));
 
   // Conditioning of another prompt: the program refuses (exit 65 -> transient by default).
   auto other = j;

