@@ -97,7 +97,8 @@ void power_log::forget(double now) {
     // Keep the last reading before the cut: it is in force at the cut.
     auto it = std::lower_bound(r.begin(), r.end(), before,
                                [](const auto& x, double t) { return x.first < t; });
-    if (it != r.begin())
+    // In batches: erasing the front of a vector moves the rest.
+    if (std::distance(r.begin(), it) > 256)
       r.erase(r.begin(), std::prev(it));
     c.holds.erase(std::remove_if(c.holds.begin(), c.holds.end(),
                                  [&](const hold& h) { return h.b < before; }),

@@ -42,7 +42,8 @@ public:
   /// Joules `card` drew over [a, b], whoever held it; -1 when no reading covers any of it.
   double card_joules(const std::string& card, double a, double b) const;
 
-  /// Drops readings and holds older than `keep_s` before `now`.
+  /// Drops readings (in batches of a few hundred) and holds older than `keep_s` before
+  /// `now`.
   void forget(double now);
 
   /// Readings kept of `card` (for tests and the metrics).

@@ -80,7 +80,9 @@ json card(const json& gpus, const std::string& host, const std::string& gpu) {
   return nullptr;
 }
 
-vidline::msg::submit_run batch(const std::string& id) {
+/// Six jobs of the mode on four_a, four_b and the XTX; seeds of their own (a job whose key
+/// names an output made before is reused, not rendered).
+vidline::msg::submit_run batch(const std::string& id, uint64_t seed) {
   vidline::msg::submit_run r;
   r.mode = "four_four_xtx_plus_one";
   r.prompt = "gpu drain test prompt";
@@ -88,7 +90,7 @@ vidline::msg::submit_run batch(const std::string& id) {
   r.height = 736;
   r.seconds = 5;
   r.count = 6;
-  r.seed = 4242;
+  r.seed = seed;
   r.request_id = id;
   return r;
 }
@@ -180,7 +182,11 @@ TEST_CASE("a sick card drains its pools, jobs go elsewhere, it recovers and they
   CHECK(well["memory_used_mib"] == 1024);
   CHECK(well["memory_total_mib"] == 16384);
   CHECK(well["utilization"] == 30);
-  CHECK(well["drained"] == false);
+  CHECK(well["drained"] == true);  // it is eight's too
+  auto decoder_card = card(gpus, "host_b", "rtx3080ti");
+  REQUIRE(decoder_card.is_object());
+  CHECK(decoder_card["drained"] == false);
+  CHECK(decoder_card["users"] == json{"decoder:rtx3080ti"});
   auto xtx = card(gpus, "host_b", "xtx");
   REQUIRE(xtx.is_object());
   CHECK(xtx["source"] == "unknown");
@@ -192,7 +198,7 @@ TEST_CASE("a sick card drains its pools, jobs go elsewhere, it recovers and they
   CHECK(gpus_text.out().find("(drained)") != std::string::npos);
 
   // A run while four_b is drained: its jobs go to four_a and the XTX.
-  auto run1 = cl.submit(batch("gpu-drain-1"));
+  auto run1 = cl.submit(batch("gpu-drain-1", 4242));
   auto st = run_to_end(cl, run1);
   INFO(st.dump(2));
   std::set<std::string> pools;
@@ -243,7 +249,7 @@ TEST_CASE("a sick card drains its pools, jobs go elsewhere, it recovers and they
   REQUIRE(no_drains(c));
   CHECK(std::chrono::steady_clock::now() - cleared >= std::chrono::milliseconds(900));
   CHECK(c["pools"]["four_b"]["drained"] == false);
-  auto run2 = cl.submit(batch("gpu-drain-2"));
+  auto run2 = cl.submit(batch("gpu-drain-2", 9000));
   st = run_to_end(cl, run2);
   pools.clear();
   for (auto& j : st["jobs"])

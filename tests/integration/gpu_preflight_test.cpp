@@ -43,6 +43,8 @@ std::string write_config(const std::string& dir) {
                           {"backend", "programs"}, {"profile", "cpux2"}}}},
               {"decoders", {{{"name", "d"}, {"host", "alpha"}, {"gpu", "g2"},
                              {"backend", "programs"}, {"profile", "cpu"}}}},
+              {"encoders", {{{"name", "e"}, {"host", "alpha"}, {"gpus", {"g0"}},
+                             {"backend", "programs"}, {"profile", "cpu"}}}},
               {"modes", {{"m", {{"pools", {"p"}}, {"decoders", {"d"}}}}}},
               {"knobs", {{"heartbeat_interval_ms", 300}}}};
   add_keys(cfg, dir);

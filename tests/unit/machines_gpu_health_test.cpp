@@ -115,11 +115,14 @@ TEST_CASE("power log: power held between readings, split by time among stages at
   CHECK(log.stage("f", {"nothing"}, 0, 10) == -1);
   CHECK(log.stage("g", {"c"}, 72, 78) == -1);
   CHECK(log.card_joules("nothing", 0, 10) == -1);
-  // Forgetting keeps the reading in force at the cut.
+  // Forgetting (in batches) keeps the reading in force at the cut.
   gpu::power_log old(1000, 100);
-  for (int t = 0; t <= 300; t += 10)
+  for (int t = 0; t <= 3000; t += 10)
     old.reading("c", t, 1);
-  old.forget(300);
+  old.forget(3000);
   CHECK(old.readings("c") == 11 + 1);
-  CHECK(old.card_joules("c", 200, 300) == Approx(100));
+  CHECK(old.card_joules("c", 2900, 3000) == Approx(100));
+  old.reading("c", 3010, 1);
+  old.forget(3010);  // one more to drop: kept for the next batch
+  CHECK(old.readings("c") == 13);
 }
