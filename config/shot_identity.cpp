@@ -1,11 +1,33 @@
 #include "config/shot_identity.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 namespace vidline::config {
+
+std::string number_text(double v) {
+  // nlohmann writes the shortest round-trip digits, in the same notation as Python's json
+  // and repr except in [1e15, 1e16), where it already switches to an exponent: written
+  // out there, so the text is the same whichever of the two a checker uses.
+  std::string s = nlohmann::json(v).dump();
+  auto e = s.find('e');
+  if (e == std::string::npos) return s;
+  int exp = std::atoi(s.c_str() + e + 1);
+  if (exp != 15) return s;
+  std::string m = s.substr(0, e);
+  bool negative = !m.empty() && m[0] == '-';
+  std::string digits;
+  for (char c : m)
+    if (c >= '0' && c <= '9') digits += c;
+  const std::size_t point = static_cast<std::size_t>(exp) + 1;  // digits before the point
+  std::string out = digits.size() <= point
+                        ? digits + std::string(point - digits.size(), '0') + ".0"
+                        : digits.substr(0, point) + "." + digits.substr(point);
+  return (negative ? "-" : "") + out;
+}
 
 std::optional<msg::param_value> param_of(const std::string& name, const nlohmann::json& value) {
   msg::param_value p;
@@ -21,7 +43,7 @@ std::optional<msg::param_value> param_of(const std::string& name, const nlohmann
     p.text = value.dump();
   } else if (value.is_number_float()) {
     p.type = "number";
-    p.text = value.dump();  // nlohmann writes the shortest round-trip form, as JSON does
+    p.text = number_text(value.get<double>());
   } else {
     return std::nullopt;
   }

@@ -16,6 +16,10 @@
 
 namespace vidline::config {
 
+/// A number that is not an integer as JSON writes it in shortest round-trip form, the way
+/// Python's json and repr do (0.1, 2.5, 1e-07, 1000000000000000.0, 1e+16).
+std::string number_text(double v);
+
 /// The canonical text of a param value: a string as it is; `true` / `false`; an integer
 /// in decimal; any other number in JSON's shortest round-trip form (0.1, 2.5, 1e-07).
 /// Returns the value's type name ("string" | "integer" | "number" | "boolean") with it;

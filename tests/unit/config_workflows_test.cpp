@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "config/config.hpp"
+#include "config/shot_identity.hpp"
 #include "config/workflows.hpp"
 
 namespace {
@@ -183,4 +184,23 @@ TEST_CASE("workflow declarations are checked where they are read", "[workflows]"
   w[0]["template"] = "x.json";
   CHECK(with(w).rfind("/backends/sim/workflows/0/template: 'template' applies only", 0) == 0);
   CHECK(with(json::array()).rfind("/backends/sim/workflows: must declare at least one", 0) == 0);
+}
+
+TEST_CASE("a param's number text is JSON's shortest round-trip form, as Python writes it", "[workflows]") {
+  using vidline::config::number_text;
+  CHECK(number_text(0.1) == "0.1");
+  CHECK(number_text(2.5) == "2.5");
+  CHECK(number_text(1e-07) == "1e-07");
+  CHECK(number_text(3.0) == "3.0");
+  CHECK(number_text(0.0001) == "0.0001");
+  CHECK(number_text(1e-05) == "1e-05");
+  // Where nlohmann alone would write an exponent and Python does not.
+  CHECK(number_text(1e15) == "1000000000000000.0");
+  CHECK(number_text(1000000000000000.5) == "1000000000000000.5");
+  CHECK(number_text(-1.5e15) == "-1500000000000000.0");
+  CHECK(number_text(1e16) == "1e+16");
+  auto p = vidline::config::param_of("cfg", nlohmann::json::parse("1e15"));
+  REQUIRE(p);
+  CHECK(p->type == "number");
+  CHECK(p->text == "1000000000000000.0");
 }

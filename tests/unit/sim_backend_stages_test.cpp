@@ -14,6 +14,7 @@
 #include "backends/backend.hpp"
 #include "backends/sim/latent.hpp"
 #include "config/shot_identity.hpp"
+#include "tests/support/contract.hpp"
 #include "backends/sim/sim_backend.hpp"
 #include "common/files.hpp"
 #include "common/sha256.hpp"
@@ -56,7 +57,17 @@ msg::job_spec job(uint64_t seed, uint32_t w, uint32_t h, uint32_t s) {
   j.height = h;
   j.seconds = s;
   j.prompt = "a lighthouse in a storm";
+  j.workflow = "default";  // as admission leaves a job of a sim backend named "sim"
+  j.model = "sim";
   return j;
+}
+
+/// The contract's latent digest of job(seed, w, h, s), recomputed apart from the code.
+std::string contract_latent(uint64_t seed, uint32_t w, uint32_t h, uint32_t s, uint64_t bytes) {
+  contract::shot_ident id;
+  id.prompt = "a lighthouse in a storm";
+  id.model = "sim";
+  return contract::latent_sha256(seed, w, h, s, bytes, contract::ident(id));
 }
 
 stage_env env_for(const std::string& out, const std::atomic<bool>* cancel = nullptr) {
@@ -161,7 +172,7 @@ TEST_CASE("sampler: the reference latent, full size, matches its contract digest
   auto r = sampler->sample(job(987654321123ull, 416, 736, 5), "", env_for(dir / "l"));
   REQUIRE(r.outcome == msg::outcome::ok);
   CHECK(r.bytes == 13000000);
-  CHECK(r.sha256 == "99fae2c1e40a31a06faf02c161c0e4d015e28185dd4ad6eb5545da6370ddb035");
+  CHECK(r.sha256 == contract_latent(987654321123ull, 416, 736, 5, 13000000));
   CHECK(sha256_file_hex(dir / "l") == r.sha256);
 }
 
@@ -273,7 +284,7 @@ TEST_CASE("decoder: the contract's text for a good latent, nothing for a corrupt
   REQUIRE(d.outcome == msg::outcome::ok);
   const std::string want =
       "vidline-sim-video 1\n"
-      "latent_sha256 99fae2c1e40a31a06faf02c161c0e4d015e28185dd4ad6eb5545da6370ddb035\n"
+      "latent_sha256 " + contract_latent(987654321123ull, 416, 736, 5, 13000000) + "\n"
       "seed 987654321123\n"
       "size 416x736\n"
       "seconds 5\n";
