@@ -386,12 +386,15 @@ namespace {
 double ms(double t) { return std::round(t * 1000) / 1000; }
 
 /// A job's energy by stage (joules, null where unknown): the pool's cards over conditioning
-/// and sampling, the decoder's card over the decode, and their sum.
+/// and sampling, the decoder's card over the decode, and their sum; null when none is known
+/// (no telemetry: a status stays small).
 json energy_json(const sched::job& j) {
   double total = -1;
   for (double e : {j.sampling_energy_j, j.decode_energy_j})
     if (e >= 0)
       total = std::max(total, 0.0) + e;
+  if (total < 0)
+    return nullptr;
   return {{"sampling", known(j.sampling_energy_j, 1)}, {"decode", known(j.decode_energy_j, 1)},
           {"total", known(total, 1)}};
 }
