@@ -757,9 +757,12 @@ caf::behavior coordinator_actor(caf::event_based_actor* self, context ctx,
     [sh](msg::peer_event& p) { handle(*sh, sched::ev_peer{p.host, p.up}); },
     [sh](msg::gpu_report& r) {
       std::vector<sched::ev_gpu_health> health;
-      if (take_report(sh->gpus, *sh->ctx.cluster, r, sh->ctx.run_now(), health))
-        for (auto& e : health)
-          handle(*sh, std::move(e));
+      if (!take_report(sh->gpus, *sh->ctx.cluster, r, sh->ctx.run_now(), health))
+        return;
+      for (auto& e : health)
+        handle(*sh, std::move(e));
+      if (auto power = power_readings(r); !power.readings.empty())
+        handle(*sh, std::move(power));
     },
     [sh](msg::client_call<msg::drain_request>& c) {
       auto fx = sched::step(sh->st, sched::ev_drain{c.body.kind, c.body.name, c.body.drain,

@@ -352,12 +352,17 @@ sched::state initial_state(const config::cluster& c, double time_scale) {
   s.p.finished_run_memory_s = run_s(c.knobs.finished_run_memory_s);
   s.p.journal_keep_finished_s =
     c.knobs.journal_keep_finished_s == 0 ? -1 : run_s(c.knobs.journal_keep_finished_s);
+  // A card's reading holds for a few sampling intervals at most (a node that stopped
+  // reporting counts nothing after); readings stay for a stage of hours.
+  s.power = gpu::power_log(run_s(5 * c.knobs.gpu_sample_interval_ms / 1000.0), run_s(3 * 3600));
   for (auto& p : c.pools) {
     sched::pool_view v;
     v.name = p.name;
     v.host = p.host;
     v.kind = p.profile_key;
     v.gpus = std::max<uint32_t>(1, static_cast<uint32_t>(p.gpus.size()));
+    for (auto& g : p.gpus)
+      v.cards.push_back(p.host + "/" + g);
     if (auto* e = c.find_encoder_of_host(p.host))
       v.encoder_kind = e->profile_key;
     for (auto& q : c.pools)
@@ -370,6 +375,7 @@ sched::state initial_state(const config::cluster& c, double time_scale) {
     v.name = d.name;
     v.host = d.host;
     v.kind = d.profile_key;
+    v.cards.push_back(d.host + "/" + d.gpu);
     s.decoders[d.name] = v;
   }
   for (auto& m : c.modes) {

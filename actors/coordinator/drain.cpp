@@ -114,7 +114,8 @@ void apply_gpu_health(state& s, const ev_gpu_health& e, double now, std::vector<
         continue;
       auto& d = s.drains[t];
       const bool was = d.active();
-      any = any || d.sick_gpus.insert(e.gpu).second;
+      const bool added = d.sick_gpus.insert(e.gpu).second;  // for every user, not once
+      any = any || added;
       if (!was) {
         d.since = now;
         d.reason = "card " + e.gpu + ": " + e.reason;

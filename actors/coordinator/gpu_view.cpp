@@ -51,6 +51,14 @@ bool take_report(gpu_view& v, const config::cluster& c, const msg::gpu_report& r
   return true;
 }
 
+sched::ev_gpu_power power_readings(const msg::gpu_report& r) {
+  sched::ev_gpu_power e;
+  for (auto& g : r.gpus)
+    if (!g.id.empty() && g.source != "unknown" && g.unix_s > 0)
+      e.readings.push_back({gpu_key(r.host, g), g.unix_s, g.power_w});
+  return e;
+}
+
 nlohmann::json gpus_json(const gpu_view& v, const config::cluster& c, const sched::state& s,
                          double now) {
   auto out = nlohmann::json::array();

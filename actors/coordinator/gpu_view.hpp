@@ -33,6 +33,9 @@ std::map<std::string, std::vector<std::string>> gpu_users(const config::cluster&
 bool take_report(gpu_view& v, const config::cluster& c, const msg::gpu_report& r, double now,
                  std::vector<sched::ev_gpu_health>& events);
 
+/// The power readings of a report's cards the config names (for the stages' energy).
+sched::ev_gpu_power power_readings(const msg::gpu_report& r);
+
 /// Every card reported: one object per card (numbers a card does not report are null),
 /// with its pools and decoders, its age, and whether they are drained.
 nlohmann::json gpus_json(const gpu_view& v, const config::cluster& c, const sched::state& s,

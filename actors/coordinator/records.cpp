@@ -195,7 +195,9 @@ json job_record(const sched::job& j) {
           {"verdict", j.verdict},
           {"reviewed_at", j.reviewed_at},
           {"retake", j.retake},
-          {"retake_of", j.retake_of}};
+          {"retake_of", j.retake_of},
+          {"sampling_energy_j", j.sampling_energy_j},
+          {"decode_energy_j", j.decode_energy_j}};
 }
 
 sched::job job_from_record(const json& r) {
@@ -247,6 +249,8 @@ sched::job job_from_record(const json& r) {
   j.reviewed_at = r.value("reviewed_at", -1.0);
   j.retake = r.value("retake", int64_t{-1});
   j.retake_of = r.value("retake_of", int64_t{-1});
+  j.sampling_energy_j = r.value("sampling_energy_j", -1.0);
+  j.decode_energy_j = r.value("decode_energy_j", -1.0);
   return j;
 }
 
@@ -320,6 +324,14 @@ std::string run_state(const sched::run& r) {
 
 namespace {
 double ms3(double t) { return std::round(t * 1000) / 1000; }
+
+/// An energy figure rounded to `decimals`, null when unknown (< 0).
+json known(double v, int decimals) {
+  if (v < 0)
+    return nullptr;
+  const double f = std::pow(10.0, decimals);
+  return std::round(v * f) / f;
+}
 } // namespace
 
 nlohmann::json runs_json(const sched::state& s, double now, bool all,
@@ -355,6 +367,7 @@ nlohmann::json runs_json(const sched::state& s, double now, bool all,
       }
     }
     done = succeeded + failed + cancelled;
+    const auto sum = sched::summarize(r);
     const uint32_t total = static_cast<uint32_t>(r.jobs.size());
     // The ETA at the run's own pace so far (run-clock seconds): what is left at the rate
     // its jobs have finished since it was submitted. None before the first finish.
@@ -378,7 +391,9 @@ nlohmann::json runs_json(const sched::state& s, double now, bool all,
                    {"in_flight", running},
                    {"eta_s", eta},
                    {"age_s", ms3(now - r.submitted_at)},
-                   {"from_journal", it->second}});
+                   {"from_journal", it->second},
+                   {"wh_per_clip", known(sum.wh_per_clip, 3)},
+                   {"clips_per_kwh", known(sum.clips_per_kwh, 2)}});
   }
   // Oldest first, as submitted.
   std::reverse(out.begin(), out.end());
@@ -389,6 +404,20 @@ namespace {
 
 /// Milliseconds are what a status shows: rounded so it stays small and its numbers agree.
 double ms(double t) { return std::round(t * 1000) / 1000; }
+
+/// A job's energy by stage (joules, null where unknown): the pool's cards over conditioning
+/// and sampling, the decoder's card over the decode, and their sum; null when none is known
+/// (no telemetry: a status stays small).
+json energy_json(const sched::job& j) {
+  double total = -1;
+  for (double e : {j.sampling_energy_j, j.decode_energy_j})
+    if (e >= 0)
+      total = std::max(total, 0.0) + e;
+  if (total < 0)
+    return nullptr;
+  return {{"sampling", known(j.sampling_energy_j, 1)}, {"decode", known(j.decode_energy_j, 1)},
+          {"total", known(total, 1)}};
+}
 
 /// The lanes of a run's chart: the mode's pools (decoders) in the config's order, then any
 /// other one its jobs name, by name.
@@ -534,6 +563,7 @@ json status_json(const sched::state& s, const sched::run& r, const clock_note& c
                     {"products_retracted", j.retracted},
                     {"gpu_s_paid_twice", std::round(j.gpu_s_redone * 1000) / 1000},
                     {"times", std::move(times)},
+                    {"energy_j", energy_json(j)},
                     {"stages", std::move(stages)},
                     {"running", std::move(running)},
                     {"failed_attempts", std::move(failed)},
@@ -588,7 +618,10 @@ json status_json(const sched::state& s, const sched::run& r, const clock_note& c
                        {"gpu_s_paid_twice", std::round(sum.gpu_s_paid_twice * 1000) / 1000},
                        {"first_finish_s", sum.first_finish_s},
                        {"makespan_s", sum.makespan_s},
-                       {"clips_per_hour", sum.clips_per_hour}}}};
+                       {"clips_per_hour", sum.clips_per_hour},
+                       {"energy_j", known(sum.energy_j, 1)},
+                       {"wh_per_clip", known(sum.wh_per_clip, 3)},
+                       {"clips_per_kwh", known(sum.clips_per_kwh, 2)}}}};
   put_sequences_status(out, r);
   return out;
 }

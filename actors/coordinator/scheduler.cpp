@@ -191,6 +191,30 @@ struct stepper {
       c.pool_start = c.sampler_start - r.conditioning_s;
     order_stamps({&c.pool_start, &c.sampler_start, &c.sampler_end});
     j.ran = c;
+    if (auto p = s.pools.find(r.pool); p != s.pools.end())
+      j.sampling_energy_j = s.power.stage(job_name(j) + " sampling", p->second.cards,
+                                          c.pool_start, c.sampler_end,
+                                          running_on(p->second.cards, "pool:" + r.pool));
+  }
+
+  /// The stages running now on `cards` of pools and decoders other than `lane` ("pool:NAME",
+  /// "decoder:NAME"), since their orders went out: a stage's energy is split with them.
+  std::vector<gpu::power_log::running> running_on(const std::vector<std::string>& cards,
+                                                  const std::string& lane) const {
+    std::vector<gpu::power_log::running> out;
+    auto add = [&](const std::vector<std::string>& theirs, double since) {
+      for (auto& c : theirs)
+        if (std::find(cards.begin(), cards.end(), c) != cards.end())
+          out.push_back({c, since});
+    };
+    for (auto& [name, p] : s.pools)
+      if (p.assigned && p.ordered_at >= 0 && "pool:" + name != lane)
+        add(p.cards, p.ordered_at);
+    for (auto& [name, d] : s.decoders)
+      if ("decoder:" + name != lane)
+        for (auto& [attempt, since] : d.sent)
+          add(d.cards, since);
+    return out;
   }
 
   /// The decoder's stages of the attempt that made `r`'s video (as record_sampling).
@@ -212,6 +236,10 @@ struct stepper {
       c.decode_ordered = c.fetch_start;  // older records, or the decoder's clock behind
     order_stamps({&c.sampler_end, &c.decode_ordered, &c.fetch_start, &c.fetched,
                   &c.decode_start, &c.decode_end});
+    if (auto d = s.decoders.find(r.decoder); d != s.decoders.end())
+      j.decode_energy_j = s.power.stage(job_name(j) + " decode", d->second.cards,
+                                        c.decode_start, c.decode_end,
+                                        running_on(d->second.cards, "decoder:" + r.decoder));
   }
 
   /// Stamps of a failed result (start, end), -1 where it has none.
@@ -1245,15 +1273,20 @@ struct stepper {
     }
   }
 
+  void on(const ev_drain& e) { apply_drain(s, e, now, fx); }
+  void on(const ev_gpu_health& e) { apply_gpu_health(s, e, now, fx); }
+  void on(const ev_gpu_power& e) {
+    for (auto& r : e.readings)
+      s.power.reading(r.gpu, r.unix_s / s.p.time_scale, r.power_w);
+    s.power.forget(now);
+  }
+
   /// Retention and re-offer (docs/dataplane.md). A latent is needed while a job that is
   /// sampled or decoding names it; a latent sampled for a job (its note says which) that
   /// waits for a latent again is adopted; one whose job succeeded (was decoded) or went
   /// on with another latent, or a received copy whose jobs all succeeded, is released. A
   /// latent of a failed job (resume may decode it), of a job still sampling or of a job
   /// this coordinator does not know is kept.
-  void on(const ev_drain& e) { apply_drain(s, e, now, fx); }
-  void on(const ev_gpu_health& e) { apply_gpu_health(s, e, now, fx); }
-
   void on(const ev_latent_holdings& e) {
     const auto& h = e.h;
     if (h.latents.empty())
@@ -1578,6 +1611,13 @@ summary summarize(const run& r) {
     out.fenced += j.fenced;
     out.products_retracted += j.retracted;
     out.gpu_s_paid_twice += j.gpu_s_redone;
+    for (double e : {j.sampling_energy_j, j.decode_energy_j})
+      if (e >= 0)
+        out.energy_j = std::max(out.energy_j, 0.0) + e;
+  }
+  if (out.energy_j > 0 && out.succeeded > 0) {
+    out.wh_per_clip = out.energy_j / 3600.0 / out.succeeded;
+    out.clips_per_kwh = 1000.0 / out.wh_per_clip;
   }
   if (first >= 0) {
     out.first_finish_s = first;

@@ -36,6 +36,7 @@
 #include <variant>
 #include <vector>
 
+#include "actors/gpu/power_log.hpp"
 #include "messages/messages.hpp"
 
 namespace vidline::sched {
@@ -136,6 +137,10 @@ struct job {
   stage_clock ran;                 ///< when the stages of its latent and video ran
   std::vector<failed_attempt> failures;  ///< the newest max_failures_kept, oldest first
   uint32_t failures_total = 0;
+  /// The energy of the stages that made its latent (conditioning and sampling, on the
+  /// pool's cards) and its video (the decode, on the decoder's card): their cards' power
+  /// integrated over the stage (gpu::power_log). Joules; -1 = unknown (no telemetry).
+  double sampling_energy_j = -1, decode_energy_j = -1;
   /// Retry backoff (params::retry_backoff_s): a queued or sampled job is not ordered again
   /// before this run-clock time (-1 = no wait). Not journaled: a restarted coordinator
   /// retries at once. Cleared by any change of state and when the wait is over.
@@ -212,6 +217,8 @@ struct pool_view {
   /// Drained (state::drains): no new order; a stage it runs finishes. Kept equal to
   /// `drains` having an entry for it by the drain handlers (drain.cpp).
   bool drained = false;
+  /// Its cards, "host/gpu id" (the keys of the power log and the health events).
+  std::vector<std::string> cards;
 };
 
 /// The weight of the newest observation in pool_view::speed_factor: a hot GPU's slowdown
@@ -246,6 +253,8 @@ struct decoder_view {
   uint32_t credits() const;
   /// Drained (state::drains): no new latent; those it holds are decoded.
   bool drained = false;
+  /// Its card, "host/gpu id" (as pool_view::cards).
+  std::vector<std::string> cards;
 };
 
 /// Why a pool or decoder is drained (docs/reliability.md, "Drains"): by hand (`vidline
@@ -476,6 +485,10 @@ struct state {
   /// The health each card last reported ("host/index" -> sick): a drain follows a change
   /// only, so `vidline undrain` holds until the card next changes. Not journaled.
   std::map<std::string, bool> gpu_sick;
+  /// Every card's power on the run clock (ev_gpu_power), for the energy of the stages
+  /// (job::sampling_energy_j, decode_energy_j). Not journaled: a stage that ends after a
+  /// restart counts the readings since.
+  gpu::power_log power;
   state_index idx;
 
   run* find_run(const std::string& id);
@@ -559,11 +572,20 @@ struct ev_gpu_health {
 /// source's video (fx_make_input): stored as an input by its SHA-256.
 struct ev_input_made { std::string run_id; uint32_t index = 0; std::string name;
                        std::string sha256; uint64_t bytes = 0; std::string error; };
+/// Power readings of cards (a node's gpu_report): each at its node's wall-clock time.
+struct ev_gpu_power {
+  struct reading {
+    std::string gpu;                ///< "host/gpu id"
+    double unix_s = 0;
+    double power_w = -1;
+  };
+  std::vector<reading> readings;
+};
 
 using event = std::variant<ev_submit, ev_pool_status, ev_decoder_status, ev_sample_result,
                            ev_decode_result, ev_peer, ev_tick, ev_resume, ev_latent_holdings,
                            ev_cancel, ev_add_jobs, ev_drain, ev_gpu_health, ev_input_made,
-                           ev_review>;
+                           ev_review, ev_gpu_power>;
 
 // -- effects -------------------------------------------------------------------------------
 
@@ -645,6 +667,11 @@ struct summary {
   double first_finish_s = 0;
   double makespan_s = 0;
   double clips_per_hour = 0;
+  /// The energy its jobs' stages drew (job::sampling_energy_j + decode_energy_j, where
+  /// known), and per clip made: -1 = unknown (no stage's energy is known, or no clip).
+  double energy_j = -1;
+  double wh_per_clip = -1;
+  double clips_per_kwh = -1;
 };
 summary summarize(const run& r);
 

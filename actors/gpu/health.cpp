@@ -1,4 +1,4 @@
-// The health rule and the energy meter (health.hpp).
+// The health rule (health.hpp).
 #include "actors/gpu/health.hpp"
 
 #include <cmath>
@@ -53,38 +53,6 @@ bool step(health_state& h, msg::gpu_sample& g, const health_params& p, double no
   g.health = h.sick ? "sick" : "ok";
   g.health_reason = h.sick ? h.reason : "";
   return h.sick != before;
-}
-
-void energy_meter::accrue(double t) {
-  if (last_t_ >= 0 && t > last_t_ && power_ >= 0) {
-    const double e = power_ * (t - last_t_);
-    total_ += e;
-    if (!owners_.empty())
-      for (auto& [o, n] : owners_)
-        joules_[o] += e / static_cast<double>(owners_.size());
-  }
-  if (t > last_t_)
-    last_t_ = t;
-}
-
-void energy_meter::reading(double t, double power_w) {
-  accrue(t);
-  power_ = power_w;
-}
-
-void energy_meter::own(const std::string& owner, bool on, double t) {
-  accrue(t);
-  if (on) {
-    ++owners_[owner];
-    joules_.emplace(owner, 0.0);
-  } else if (auto it = owners_.find(owner); it != owners_.end() && --it->second <= 0) {
-    owners_.erase(it);
-  }
-}
-
-double energy_meter::joules(const std::string& owner) const {
-  auto it = joules_.find(owner);
-  return it == joules_.end() ? 0 : it->second;
 }
 
 } // namespace vidline::gpu

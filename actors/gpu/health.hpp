@@ -1,7 +1,7 @@
 #pragma once
-/// A card's health rule and the energy of a card's owners: pure machines, time given by
-/// the caller (seconds on any one clock), no I/O. The node's sampler (nodes/gpu_sampler)
-/// feeds them readings.
+/// A card's health rule: a pure machine, time given by the caller (seconds on any one
+/// clock), no I/O. The node's sampler (nodes/gpu/sampler.hpp) feeds it readings. (The
+/// energy of the stages on a card: power_log.hpp.)
 ///
 /// The rule (docs/reliability.md, "Drains"): a card is sick while
 ///   - it reports an uncorrectable ECC error (the driver's volatile count, since it loaded:
@@ -12,7 +12,6 @@
 /// A sick card is well again when none of these held for recover_s. Without telemetry
 /// (source "unknown") there is no verdict: "unknown", never sick.
 
-#include <map>
 #include <string>
 
 #include "messages/gpu.hpp"
@@ -39,30 +38,5 @@ std::string condition(health_state& h, const msg::gpu_sample& g, const health_pa
 /// Applies one reading at `now`; true when the verdict (sick or not) changed. Writes the
 /// verdict into `g.health` / `g.health_reason`.
 bool step(health_state& h, msg::gpu_sample& g, const health_params& p, double now);
-
-/// Energy of a card split by time among its owners (the stages running on it): power is
-/// held from one reading to the next (zero-order hold), and while n owners hold the card
-/// each gets 1/n of it. Readings and ownership changes come in time order.
-class energy_meter {
-public:
-  /// A power reading (watts; < 0 = unknown: the time until the next reading counts nothing).
-  void reading(double t, double power_w);
-  /// `owner` begins (true) or ends (false) holding the card at `t`.
-  void own(const std::string& owner, bool on, double t);
-  /// Joules counted to `owner` so far (up to the last call's time).
-  double joules(const std::string& owner) const;
-  /// Joules of the card in all, owners or not.
-  double total() const { return total_; }
-  /// Forgets an owner's count (after it was read for good).
-  void forget(const std::string& owner) { joules_.erase(owner); }
-
-private:
-  void accrue(double t);
-  double last_t_ = -1;
-  double power_ = -1;
-  double total_ = 0;
-  std::map<std::string, int> owners_;       ///< owner -> holds (a count: nested holds)
-  std::map<std::string, double> joules_;
-};
 
 } // namespace vidline::gpu

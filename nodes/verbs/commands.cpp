@@ -382,6 +382,9 @@ std::string format_status(const json& st) {
       << fmt("%.2f", s["clips_per_hour"].get<double>()) << " clips/hour";
   if (st["clock"]["simulated"].get<bool>())
     out << " (simulated seconds)";
+  if (auto wh = s.value("wh_per_clip", json()); wh.is_number())
+    out << "; " << fmt("%.2f", wh.get<double>()) << " Wh/clip ("
+        << fmt("%.1f", s.value("clips_per_kwh", 0.0)) << " clips/kWh)";
   // A stage done twice, or a product removed because its lease had ended (issue 16).
   const int twice = s.value("done_twice", 0), fenced = s.value("fenced", 0),
             retracted = s.value("products_retracted", 0);

@@ -37,6 +37,7 @@
 #include "messages/envelope.hpp"
 #include "nodes/client.hpp"
 #include "nodes/exit_codes.hpp"
+#include "nodes/gpu/telemetry.hpp"
 #include "nodes/keygen.hpp"
 #include "nodes/verbs/service.hpp"
 
@@ -165,33 +166,6 @@ std::string find_program(const std::string& argv0) {
   return "";
 }
 
-/// Runs a tool (nvidia-smi, rocm-smi) for at most 10 s; its stdout, or nullopt when it
-/// cannot be run or fails.
-std::optional<std::string> run_tool(const std::vector<std::string>& argv) {
-  if (find_program(argv[0]).empty())
-    return std::nullopt;
-  char tmpl[] = "/tmp/vidline-preflight-XXXXXX";
-  int fd = ::mkstemp(tmpl);
-  if (fd < 0)
-    return std::nullopt;
-  ::close(fd);
-  backends::exec::child_spec spec;
-  spec.argv = argv;
-  spec.env = backends::exec::current_environment();
-  spec.stdout_path = tmpl;
-  backends::exec::child_limits lim;
-  lim.timeout = std::chrono::seconds(10);
-  lim.grace = std::chrono::seconds(1);
-  auto end = backends::exec::run_child(spec, lim);
-  std::ifstream in(tmpl);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  ::unlink(tmpl);
-  if (end.how != backends::exec::child_end::kind::exited || end.exit_code != 0)
-    return std::nullopt;
-  return ss.str();
-}
-
 /// Seconds the server's clock is ahead of ours, from an HTTP Date header.
 std::optional<double> date_offset(const std::string& date, double sent, double received) {
   std::tm tm{};
@@ -213,7 +187,7 @@ struct scope {
   const config::mode* mode = nullptr;
   std::set<std::string> hosts;                    ///< hosts with a pool or decoder in the mode
   std::map<std::string, std::set<std::string>> backend_hosts;  ///< backend -> its owners' hosts
-  std::map<std::string, std::vector<std::string>> host_vendors_gpus;  ///< host -> "vendor:index"
+  std::map<std::string, std::vector<std::string>> host_gpus;  ///< host -> gpu ids (no sim)
   std::set<std::string> gpu_hosts;                ///< hosts whose backends do real GPU work
 };
 
@@ -225,9 +199,9 @@ scope scope_of(const config::cluster& c, const config::mode& m) {
     if (b == nullptr || b->type == "sim")
       return;
     s.gpu_hosts.insert(host);
-    if (auto* h = c.find_host(host))
-      if (auto* g = h->find_gpu(gpu_id))
-        s.host_vendors_gpus[host].push_back(g->vendor + ":" + std::to_string(g->index));
+    auto& ids = s.host_gpus[host];
+    if (std::find(ids.begin(), ids.end(), gpu_id) == ids.end())
+      ids.push_back(gpu_id);
   };
   for (auto& name : m.pools)
     if (auto* p = c.find_pool(name)) {
@@ -394,64 +368,6 @@ void check_socket_paths(report& r, const config::cluster& c, const scope& s,
              std::to_string(backends::process::unix_socket_path_max) + " bytes");
   else
     r.ok(name, "runtime directories short enough for Unix sockets: " + join(fine));
-}
-
-void check_gpus(report& r, const scope& s, const std::string& host) {
-  auto it = s.host_vendors_gpus.find(host);
-  if (it == s.host_vendors_gpus.end())
-    return;
-  std::set<int> nvidia, amd;  // intel and cpu devices: nothing to ask
-  for (auto& vg : it->second) {
-    auto colon = vg.find(':');
-    std::string vendor = vg.substr(0, colon);
-    int index = std::stoi(vg.substr(colon + 1));
-    if (vendor == "nvidia")
-      nvidia.insert(index);
-    else if (vendor == "amd")
-      amd.insert(index);
-  }
-  std::string name = "gpus " + host;
-  std::vector<std::string> seen, missing;
-  if (!nvidia.empty()) {
-    auto out = run_tool({"nvidia-smi", "--query-gpu=index,name,memory.total", "--format=csv,noheader"});
-    if (!out) {
-      r.fail(name, "nvidia-smi is missing or fails, and the mode uses NVIDIA GPUs here",
-             "install the NVIDIA driver (nvidia-smi), or fix the GPUs of host " + host + " in the config");
-      return;
-    }
-    std::set<int> present;
-    std::istringstream in(*out);
-    for (std::string line; std::getline(in, line);) {
-      try {
-        present.insert(std::stoi(line));
-        seen.push_back(line);
-      } catch (const std::exception&) {
-      }
-    }
-    for (int i : nvidia)
-      if (!present.count(i))
-        missing.push_back("nvidia " + std::to_string(i));
-  }
-  if (!amd.empty()) {
-    auto out = run_tool({"rocm-smi", "--showid"});
-    if (!out) {
-      r.fail(name, "rocm-smi is missing or fails, and the mode uses AMD GPUs here",
-             "install ROCm (rocm-smi), or fix the GPUs of host " + host + " in the config");
-      return;
-    }
-    for (int i : amd) {
-      if (out->find("GPU[" + std::to_string(i) + "]") == std::string::npos)
-        missing.push_back("amd " + std::to_string(i));
-      else
-        seen.push_back("amd " + std::to_string(i));
-    }
-  }
-  if (!missing.empty())
-    r.fail(name, "the config uses " + join(missing) + ", which this host does not show (it shows: " +
-                   (seen.empty() ? std::string("none") : join(seen, "; ")) + ")",
-           "fix the gpus' index in the config (the vendor's runtime numbering), or check the driver");
-  else if (!seen.empty())
-    r.ok(name, join(seen, "; "));
 }
 
 void check_exec_backend(report& r, const config::backend& b, bool local) {
@@ -674,7 +590,9 @@ std::vector<check_line> run_preflight(const preflight_options& o) {
     check_keys(r, c, h, i);
     check_disk(r, h, i, o);
     check_socket_paths(r, c, s, h);
-    check_gpus(r, s, h.name);
+    if (auto g = s.host_gpus.find(h.name); g != s.host_gpus.end())
+      for (auto& l : check_gpu_cards(c, h, g->second, gpu::options_from_environment()))
+        r.lines.push_back(std::move(l));
   }
   r.host.clear();
   std::vector<std::pair<std::string, double>> offsets;

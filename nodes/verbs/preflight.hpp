@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "config/config.hpp"
+#include "nodes/gpu/telemetry.hpp"
 
 namespace vidline::nodes {
 
@@ -55,5 +56,14 @@ uint64_t parse_bytes(const std::string& text);
 /// profile the line plans by (the sim backends' profile file, else the embedded reference),
 /// failed, naming the kind and `vidline profile build`; one ok line when all have them.
 std::vector<check_line> check_profile_kinds(const config::cluster& c, const config::mode& m);
+
+/// The cards `gpu_ids` of host `h` (those the mode's pools and decoders use with a real
+/// backend), read as the node reads them (nodes/gpu/telemetry.hpp, through `o`): a line
+/// failed for each card missing or lost, or without telemetry, and for each holding more
+/// than gpu_foreign_memory_gib of other programs' memory (processes that are not a vidline
+/// node or its children), naming the card and the processes; else one ok line.
+std::vector<check_line> check_gpu_cards(const config::cluster& c, const config::host& h,
+                                        const std::vector<std::string>& gpu_ids,
+                                        const gpu::reader_options& o);
 
 } // namespace vidline::nodes

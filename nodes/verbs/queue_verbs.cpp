@@ -84,13 +84,20 @@ int do_runs(const queue_options& o) {
     std::printf("%s\n", json{{"runs", list}, {"latest", latest}}.dump(2).c_str());
     return exit_code::ok;
   }
-  std::printf("%-24s %-10s %11s %9s %8s  %s\n", "RUN", "STATE", "DONE/TOTAL", "ETA", "PRIORITY",
-              "MODE");
+  std::printf("%-24s %-10s %11s %9s %8s %9s  %s\n", "RUN", "STATE", "DONE/TOTAL", "ETA",
+              "PRIORITY", "WH/CLIP", "MODE");
   for (auto& r : list) {
     std::string done = std::to_string(r.value("done", 0)) + "/" + std::to_string(r.value("total", 0));
-    std::printf("%-24s %-10s %11s %9s %8d  %s\n", r.value("run_id", "").c_str(),
+    // The energy its cards drew per clip made ("-": no telemetry, or no clip yet).
+    std::string wh = "-";
+    if (auto w = r.value("wh_per_clip", json()); w.is_number()) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%.2f", w.get<double>());
+      wh = buf;
+    }
+    std::printf("%-24s %-10s %11s %9s %8d %9s  %s\n", r.value("run_id", "").c_str(),
                 r.value("state", "").c_str(), done.c_str(), eta_text(r["eta_s"]).c_str(),
-                r.value("priority", 0), r.value("mode", "").c_str());
+                r.value("priority", 0), wh.c_str(), r.value("mode", "").c_str());
   }
   return exit_code::ok;
 }

@@ -717,6 +717,9 @@ TEST_CASE("http: the dashboard in headless Chromium follows a run to its end") {
   CHECK(dom.find("data-run-state=\"succeeded\"") != std::string::npos);
   CHECK(dom.find("data-connected=\"yes\"") != std::string::npos);
   CHECK(dom.find("data-host=\"host_b\"") != std::string::npos);
+  // A tile per card (GET /v1/gpus): the sim line's cards, without telemetry here.
+  CHECK(dom.find("data-gpu=\"host_a/t10-0\"") != std::string::npos);
+  CHECK(dom.find("data-gpu=\"host_b/xtx\"") != std::string::npos);
   // Six jobs succeeded: a row of the job table and a review card each.
   auto count = [&dom](const std::string& what) {
     std::size_t n = 0;

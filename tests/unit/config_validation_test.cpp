@@ -469,7 +469,7 @@ TEST_CASE("knobs read, write and validate by name", "[config]") {
   const cfg::knobs defaults;
   REQUIRE_NOTHROW(cfg::validate(defaults));
   const json written = cfg::to_json(defaults);
-  CHECK(written.size() == 38);  // every knob, the latent, run and leftover retentions, budget and lease included
+  CHECK(written.size() == 42);  // every knob: retentions, budget, lease and gpu_* included
   CHECK(written["pool_restarts"] == json{{"max_restarts", 5}, {"period_s", 30.0}});
   CHECK(cfg::to_json(cfg::knobs_from_json(json::object())) == written);
 

@@ -230,3 +230,21 @@ TEST_CASE("drains restored after a restart: the views marked, dispatch avoids th
   CHECK(pools_ordered(fx) == std::vector<std::string>{"p1"});
   CHECK(sched::check_index(s).empty());
 }
+
+TEST_CASE("a sick card with two users drains both, and its recovery releases both") {
+  auto s = line_of(2);
+  idle(s, 1, 0);
+  sched::ev_gpu_health sick{"a/g0", true, "lost", {"pool:p0", "pool:p1"}};
+  auto fx = sched::step(s, sick, 0);
+  CHECK(all_of<sched::fx_drain_changed>(fx).size() == 2);
+  for (auto* t : {"pool:p0", "pool:p1"}) {
+    INFO(t);
+    REQUIRE(s.drains.count(t) == 1);
+    CHECK(s.drains.at(t).sick_gpus == std::set<std::string>{"a/g0"});
+  }
+  fx = sched::step(s, sched::ev_gpu_health{"a/g0", false, "", {"pool:p0", "pool:p1"}}, 1);
+  CHECK(all_of<sched::fx_drain_changed>(fx).size() == 2);
+  CHECK(s.drains.empty());
+  CHECK_FALSE(s.pools.at("p0").drained);
+  CHECK_FALSE(s.pools.at("p1").drained);
+}

@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include "actors/gpu/health.hpp"
+#include "actors/gpu/power_log.hpp"
 
 using namespace vidline;
 
@@ -87,22 +88,41 @@ TEST_CASE("health: without telemetry there is no verdict") {
   CHECK(t.health == "ok");
 }
 
-TEST_CASE("energy: power held between readings, split by time among the owners at once") {
-  gpu::energy_meter m;
-  m.reading(0, 100);            // 100 W from t=0
-  m.own("a", true, 0);
-  m.own("b", true, 10);         // a alone 0-10: 1000 J
-  m.reading(20, 300);           // a and b 10-20 at 100 W: 500 J each
-  m.own("a", false, 30);        // 20-30 at 300 W shared: 1500 J each
-  m.reading(40, 0);             // b alone 30-40 at 300 W: 3000 J
-  m.own("b", false, 50);        // 40-50 at 0 W
-  m.reading(60, 50);            // nobody: 60-... counts to the card only
-  m.reading(70, -1);            // 60-70 at 50 W: 500 J to nobody
-  m.reading(80, 10);            // unknown power 70-80: nothing
-  CHECK(m.joules("a") == Approx(1000 + 500 + 1500));
-  CHECK(m.joules("b") == Approx(500 + 1500 + 3000));
-  CHECK(m.total() == Approx(1000 + 1000 + 3000 + 3000 + 500));
-  CHECK(m.joules("nobody") == 0);
-  m.forget("a");
-  CHECK(m.joules("a") == 0);
+TEST_CASE("power log: power held between readings, split by time among stages at once") {
+  gpu::power_log log(25);
+  log.reading("c", 0, 100);     // 100 W from t=0
+  log.reading("c", 20, 300);
+  log.reading("c", 40, 0);
+  log.reading("c", 60, 50);
+  log.reading("c", 70, -1);     // unknown 70-80: nothing counts
+  log.reading("c", 80, 10);
+  log.reading("c", 79, 999);    // out of order: ignored
+  // b runs from 10 (its end not known yet) while a is recorded over 0-30: a alone 0-10
+  // (1000 J), with b 10-20 at 100 W (500 J) and 20-30 at 300 W (1500 J).
+  CHECK(log.stage("a", {"c"}, 0, 30, {{"c", 10}, {"other card", 0}}) == Approx(1000 + 500 + 1500));
+  // b, recorded later over 10-50, sees a: 10-20 (500 J), 20-30 (1500 J), alone 30-40 at
+  // 300 W (3000 J), 40-50 at 0 W. Together they have what the card drew 0-50.
+  CHECK(log.stage("b", {"c"}, 10, 50) == Approx(500 + 1500 + 3000));
+  CHECK(log.card_joules("c", 0, 50) == Approx(1000 + 1000 + 6000));
+  // A reading holds for 25 s at most: 60-70 at 50 W (500 J), unknown 70-80, 80-105 at 10 W.
+  CHECK(log.card_joules("c", 55, 200) == Approx(500 + 250));
+  // Recorded again: its hold replaced, not added (b alone now over 10-20 after a's change).
+  CHECK(log.stage("a", {"c"}, 0, 10) == Approx(1000));
+  CHECK(log.stage("b", {"c"}, 10, 50) == Approx(1000 + 6000));
+  // A stage on two cards has both; one no reading covers has no known energy.
+  log.reading("d", 0, 10);
+  CHECK(log.stage("e", {"c", "d"}, 0, 10) == Approx(500 + 100));  // c shared with a
+  CHECK(log.stage("f", {"nothing"}, 0, 10) == -1);
+  CHECK(log.stage("g", {"c"}, 72, 78) == -1);
+  CHECK(log.card_joules("nothing", 0, 10) == -1);
+  // Forgetting (in batches) keeps the reading in force at the cut.
+  gpu::power_log old(1000, 100);
+  for (int t = 0; t <= 3000; t += 10)
+    old.reading("c", t, 1);
+  old.forget(3000);
+  CHECK(old.readings("c") == 11 + 1);
+  CHECK(old.card_joules("c", 2900, 3000) == Approx(100));
+  old.reading("c", 3010, 1);
+  old.forget(3010);  // one more to drop: kept for the next batch
+  CHECK(old.readings("c") == 13);
 }
