@@ -306,5 +306,8 @@ TEST_CASE("status: bytes per job stay modest", "[status][stages][size]") {
   WARN("status bytes per job: " << per_job);
   if (std::getenv("VIDLINE_DUMP_STATUS") != nullptr)
     std::printf("%s\n", st.dump().c_str());
-  CHECK(per_job < 1500);  // docs/exit-codes.md: the jobs a frame holds
+  // A job also carries what its output was made from (workflow, model, params, input
+  // digests, ident, key), its review and its energy: ~1.8 KB. Status pages keep a frame
+  // within max_frame_bytes however many jobs a run has (docs/design.md, "Status pages").
+  CHECK(per_job < 2500);  // docs/exit-codes.md: the jobs a frame holds
 }
