@@ -4,7 +4,7 @@
 ///   bench_gpu_telemetry compare [K] [MS]      K moments MS apart: our reading of card 0 and
 ///                                             `nvidia-smi --query-gpu` taken right after it
 ///                                             (temperature, power, memory used)
-///   bench_gpu_telemetry energy [S] [MS]       S seconds: our energy meter fed by our readings
+///   bench_gpu_telemetry energy [S] [MS]       S seconds: the coordinator's power log fed by our readings
 ///                                             every MS, against the power integral of an
 ///                                             independent `nvidia-smi -lms 100` sampler and
 ///                                             against the card's own energy counter
@@ -27,7 +27,7 @@
 #include <thread>
 #include <vector>
 
-#include "actors/gpu/health.hpp"
+#include "actors/gpu/power_log.hpp"
 #include "nodes/gpu/telemetry.hpp"
 
 using namespace vidline;
@@ -136,19 +136,18 @@ int energy(double seconds, int ms) {
   close(fd);
   std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the sampler is running
 
-  gpu::energy_meter meter;
+  gpu::power_log meter;
   double t0 = wall_s();
   auto first = r.read_nvml(0, t0);
-  meter.own("stage", true, t0);
-  meter.reading(t0, first.power_w);
+  meter.reading("card0", t0, first.power_w);
   double t = t0;
   while (t - t0 < seconds) {
     std::this_thread::sleep_for(std::chrono::milliseconds(ms));
     t = wall_s();
-    meter.reading(t, r.read_nvml(0, t).power_w);
+    meter.reading("card0", t, r.read_nvml(0, t).power_w);
   }
   auto last = r.read_nvml(0, t);
-  meter.own("stage", false, t);
+  const double ours_j = meter.stage("stage", {"card0"}, t0, t);
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   kill(smi, SIGTERM);
   waitpid(smi, nullptr, 0);
@@ -177,12 +176,12 @@ int energy(double seconds, int ms) {
   double counter_j = (first.energy_j >= 0 && last.energy_j >= 0) ? last.energy_j - first.energy_j : -1;
   std::printf("window %.1f s, our readings every %d ms; nvidia-smi rows %zu\n", t - t0, ms, rows.size());
   std::printf("ours %.1f J, nvidia-smi integral %.1f J, card counter %.1f J\n",
-              meter.joules("stage"), smi_j, counter_j);
+              ours_j, smi_j, counter_j);
   if (smi_j <= 0) return 1;
-  std::printf("RESULT gpu_energy_vs_smi_integral %.4f ratio target 0.95-1.05\n", meter.joules("stage") / smi_j);
+  std::printf("RESULT gpu_energy_vs_smi_integral %.4f ratio target 0.95-1.05\n", ours_j / smi_j);
   if (counter_j > 0)
     std::printf("RESULT gpu_energy_vs_card_counter %.4f ratio target informational\n",
-                meter.joules("stage") / counter_j);
+                ours_j / counter_j);
   return 0;
 }
 

@@ -76,7 +76,7 @@ std::string once(const std::string& dir, int ranks, const std::string& extra = "
   return out;
 }
 
-json gpu(const std::string& id, int index) {
+json gpu_entry(const std::string& id, int index) {
   return {{"id", id}, {"model", "Tesla T4"}, {"vendor", "nvidia"}, {"memory_gib", 16}, {"index", index}};
 }
 
@@ -166,7 +166,7 @@ TEST_CASE("seqpar line: a pool of 2 GPUs samples as 2 gloo ranks, cold once, not
     {"coordinator", "alpha"},
     {"hosts",
      {{{"name", "alpha"}, {"address", "127.0.0.1"}, {"port", ports[0]}, {"data_dir", dir.path() + "/alpha"},
-       {"gpus", {gpu("g0", 0), gpu("g1", 1), gpu("g2", 2)}}}}},
+       {"gpus", {gpu_entry("g0", 0), gpu_entry("g1", 1), gpu_entry("g2", 2)}}}}},
     {"backends",
      {{"seqpar", {{"type", "worker"},
                   {"options", {{"argv", {python, seqpar, "worker"}}, {"env", seq_env}, {"stop_grace_s", 5}}}}},
