@@ -185,8 +185,8 @@ std::string gantt_svg(const std::vector<gantt_chart>& charts) {
              + "\" width=\"" + num(w)
              + "\" height=\"" + num(bh) + "\" fill=\"" + colour_of(s.stage)
              + "\" stroke=\"white\" stroke-width=\"0.5\"><title>job " + std::to_string(s.job)
-             + (name_of(s.job).empty() ? "" : " " + escape(name_of(s.job)))
-             + " " + escape(s.stage) + " " + num(s.start) + "-" + num(s.end) + " s</title></rect>";
+             + " " + escape(s.stage) + " " + num(s.start) + "-" + num(s.end) + " s"
+             + (name_of(s.job).empty() ? "" : " " + escape(name_of(s.job))) + "</title></rect>";
       if (w > 18 && (s.stage == "sampling" || s.stage == "decode")) {
         // The index, and the shot's name where the bar has room for it (~6 px a letter).
         std::string label = std::to_string(s.job);

@@ -47,7 +47,7 @@ json documented_host_map() {
 
 } // namespace
 
-TEST_CASE("first day: config-adapt takes the documented host map with keygen's keys; preflight fails a kind without timings") {
+TEST_CASE("first day: config-adapt takes the documented host map with keygen's keys, preflight fails a kind without timings") {
   temp_dir dir;
   auto map = documented_host_map();
   for (auto& h : map["hosts"])
@@ -110,7 +110,7 @@ TEST_CASE("first day: a shot list with several bad lines reports every one") {
   CHECK(r.err.find("nothing was submitted") != std::string::npos);
 }
 
-TEST_CASE("first day: start names the dashboard; a host down is said at submission and in status; stop then status says no node answers") {
+TEST_CASE("first day: start names the dashboard, a host down is said at submission and in status, stop then status says no node answers") {
   temp_dir dir;
   auto config = write_reference_config(dir.path(), 0.02);
   const std::string token = "first-day-token-0123";

@@ -53,6 +53,9 @@ inline sched::run run_of(const std::string& id, uint32_t count, int32_t priority
   r.id = id;
   r.mode = "m";
   r.priority = priority;
+  // Every fixture run renders: runs here are independent even where their shots are alike
+  // (reuse by job key is scheduler_graph_test's, which says rerender itself).
+  r.rerender = true;
   for (uint32_t i = 0; i < count; ++i) {
     sched::job j;
     j.spec = msg::job_spec{id, i, 100 + i, w, h, secs, "p", "sha-p", ""};

@@ -147,7 +147,7 @@ TEST_CASE("a chain runs link by link: each link waits for its source's video and
   CHECK(l.s.find_run("r")->done);
 }
 
-TEST_CASE("a run of the same shots reuses every output; an edit renders it and what follows") {
+TEST_CASE("a run of the same shots reuses every output, an edit renders it and what follows") {
   line l;
   l.step(sched::ev_submit{chain("r", 3)});
   for (uint32_t k = 0; k < 3; ++k) {
@@ -187,7 +187,7 @@ TEST_CASE("a run of the same shots reuses every output; an edit renders it and w
   CHECK(l.job("forced", 0).state == job_state::sampling);
 }
 
-TEST_CASE("a source that fails for good fails its dependents naming it; resume goes on") {
+TEST_CASE("a source that fails for good fails its dependents naming it, resume goes on") {
   line l;
   l.step(sched::ev_submit{chain("r", 3)});
   auto& j0 = l.job("r", 0);

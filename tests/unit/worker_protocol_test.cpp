@@ -99,7 +99,7 @@ TEST_CASE("worker protocol: malformed lines are refused, naming the problem", "[
   CHECK(refused("not json") == "not a JSON object");
   CHECK(refused("[1,2]") == "not a JSON object");
   CHECK(refused(R"({"type":"hello","stages":[]})") == "no protocol version 'v'");
-  CHECK(refused(R"({"v":2,"type":"hello","stages":[]})").find("protocol version 2") != std::string::npos);
+  CHECK(refused(R"({"v":3,"type":"hello","stages":[]})").find("protocol version 3") != std::string::npos);
   CHECK(refused(R"({"v":1})") == "no message 'type'");
   CHECK(refused(R"({"v":1,"type":"dance"})") == "unknown message type 'dance'");
   CHECK(refused(R"({"v":1,"type":"hello","stages":"sample"})") == "hello: 'stages' must be a list");
