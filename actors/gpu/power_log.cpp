@@ -69,6 +69,13 @@ double power_log::stage(const std::string& owner, const std::vector<std::string>
                         double a, double b, const std::vector<running>& now_running) {
   double joules = 0;
   bool covered = false;
+  // Cards that never reported (no telemetry, or the planner's virtual line) keep no holds:
+  // nothing could ever be split with them, and a plan of many jobs stays linear.
+  if (std::none_of(cards.begin(), cards.end(), [&](const std::string& name) {
+        auto it = cards_.find(name);
+        return it != cards_.end() && !it->second.readings.empty();
+      }))
+    return -1;
   for (auto& name : cards) {
     auto& c = cards_[name];
     c.holds.erase(std::remove_if(c.holds.begin(), c.holds.end(),
