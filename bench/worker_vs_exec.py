@@ -10,12 +10,21 @@ per owner for worker). Prints a table and RESULT lines:
   RESULT makespan_ratio_worker_over_exec <x> ratio target <=0.6
   RESULT worker_first_cold_others_warm <0|1> bool target ==1
 
+With --energy, an independent `nvidia-smi --query-gpu=timestamp,power.draw -lms 100` sampler
+runs beside each line, and every stage's energy in the run's status (the coordinator's
+integral of the nodes' NVML readings, docs/metrics.md "Energy per clip") is set against the
+integral of that sampler's power over the same stage (trapezoids, the stage's unix stamps):
+
+  RESULT energy_run_vs_nvidia_smi_<backend> <ratio> ratio target 0.95..1.05
+  RESULT energy_stage_worst_error_<backend> <%> % target info
+
 "GPU idle between two samples" is, on the pool, the time from the end of one sample's GPU
 work to the start of the next one's (the example program traces both, after a CUDA
 synchronize), the median over the batch.
 
 Usage: bench/worker_vs_exec.py --vidline BUILD/vidline [--python PYTHON] [--jobs 6]
          [--width 736 --height 416 --seconds 5] [--cpu] [--keep]
+         [--backends exec,worker] [--energy] [--gpu-sample-ms MS]
   --cpu: tiny sizes and a tiny model (64x48, 1 s, hidden 32), to test this script on a
          machine without a GPU; its figures mean nothing for the targets.
 Environment passed to the example: VIDLINE_EXAMPLE_HIDDEN / _DEPTH / _STEPS (model size).
@@ -87,11 +96,70 @@ def write_config(dirname, kind, args, trace):
         "decoders": [{"name": "dec", "host": "beta", "gpu": "d0", "backend": "line"}],
         "encoders": [{"name": "enc", "host": "alpha", "gpus": ["g0"], "backend": "line"}],
         "modes": {"line": {"pools": ["pool"], "decoders": ["dec"]}},
-        "knobs": {"sample_timeout_s": 3600, "decode_timeout_s": 3600}}
+        "knobs": {"sample_timeout_s": 3600, "decode_timeout_s": 3600,
+                  "gpu_sample_interval_ms": args.gpu_sample_ms}}
     path = dirname + "/cluster.json"
     with open(path, "w") as f:
         json.dump(cfg, f, indent=2)
     return path
+
+
+def start_power_sampler(path):
+    """nvidia-smi's own power readings of card 0 every 100 ms, into `path` (CSV)."""
+    return subprocess.Popen(["nvidia-smi", "-i", "0", "--query-gpu=timestamp,power.draw",
+                             "--format=csv,noheader,nounits", "-lms", "100"],
+                            stdout=open(path, "w"), stderr=subprocess.DEVNULL)
+
+
+def read_power(path):
+    """[(unix seconds, watts)] from the sampler's CSV (its timestamps are local time)."""
+    out = []
+    with open(path) as f:
+        for line in f:
+            parts = [p.strip() for p in line.split(",")]
+            if len(parts) != 2:
+                continue
+            try:
+                stamp, frac = parts[0].rsplit(".", 1)
+                t = time.mktime(time.strptime(stamp, "%Y/%m/%d %H:%M:%S")) + float("0." + frac)
+                out.append((t, float(parts[1])))
+            except ValueError:
+                continue
+    return out
+
+
+def integral(samples, a, b):
+    """Joules between unix times a and b: the readings joined by straight lines."""
+    if b <= a or len(samples) < 2:
+        return float("nan")
+    if a < samples[0][0] or b > samples[-1][0]:
+        return float("nan")
+    total = 0.0
+    for (t0, w0), (t1, w1) in zip(samples, samples[1:]):
+        lo, hi = max(a, t0), min(b, t1)
+        if hi <= lo:
+            continue
+        wl = w0 + (w1 - w0) * (lo - t0) / (t1 - t0)
+        wh = w0 + (w1 - w0) * (hi - t0) / (t1 - t0)
+        total += (wl + wh) / 2 * (hi - lo)
+    return total
+
+
+def energy_compare(status, samples):
+    """Per stage (the pool's conditioning + sampling, the decode): (ours, nvidia-smi's) J."""
+    rows = []
+    for j in status["jobs"]:
+        st, e = j.get("stages") or {}, j.get("energy_j") or {}
+        pool_from = (st.get("conditioning") or st.get("sampling") or {}).get("start_unix")
+        spans = [("sampling", pool_from, (st.get("sampling") or {}).get("end_unix")),
+                 ("decode", (st.get("decode") or {}).get("start_unix"),
+                  (st.get("decode") or {}).get("end_unix"))]
+        for stage, a, b in spans:
+            ours = e.get(stage)
+            if ours is None or a is None or b is None:
+                continue
+            rows.append((j["index"], stage, b - a, ours, integral(samples, a, b)))
+    return rows
 
 
 def run_line(kind, args, base):
@@ -102,6 +170,7 @@ def run_line(kind, args, base):
     prompt = d + "/prompt.txt"
     with open(prompt, "w") as f:
         f.write("a red fox runs through fresh snow, cinematic\n")
+    sampler = start_power_sampler(d + "/power.csv") if args.energy else None
     nodes = [subprocess.Popen([args.vidline, "node", "--config", config, "--host", h],
                               stdout=open(d + "/%s.out" % h, "w"), stderr=subprocess.STDOUT)
              for h in ("alpha", "beta")]
@@ -124,6 +193,9 @@ def run_line(kind, args, base):
                 n.wait(30)
             except subprocess.TimeoutExpired:
                 n.kill()
+        if sampler:
+            sampler.terminate()
+            sampler.wait(10)
     samples = []
     with open(trace) as f:
         for line in f:
@@ -137,7 +209,8 @@ def run_line(kind, args, base):
             "makespan": status["summary"]["makespan_s"],
             "idle_median": statistics.median(idle) if idle else float("nan"),
             "idle": idle, "gpu_s": [s["end"] - s["start"] for s in samples],
-            "cold": [bool(j["cold"]) for j in jobs], "dir": d}
+            "cold": [bool(j["cold"]) for j in jobs], "dir": d,
+            "energy": energy_compare(status, read_power(d + "/power.csv")) if args.energy else []}
 
 
 def main():
@@ -151,6 +224,12 @@ def main():
     ap.add_argument("--timeout", type=float, default=3600)
     ap.add_argument("--cpu", action="store_true")
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--backends", default="exec,worker",
+                    help="which lines to run, in order (exec, worker)")
+    ap.add_argument("--energy", action="store_true",
+                    help="set each stage's energy against an nvidia-smi sampler's integral")
+    ap.add_argument("--gpu-sample-ms", type=int, default=1000,
+                    help="the nodes' gpu_sample_interval_ms (default 1000, the knob's default)")
     args = ap.parse_args()
     if args.cpu:
         args.width, args.height, args.seconds = 64, 48, 1
@@ -162,7 +241,10 @@ def main():
                                                           args.width, args.height, args.seconds))
     base = tempfile.mkdtemp(prefix="vidline-bench-gpu-")
     try:
-        results = [run_line(k, args, base) for k in ("exec", "worker")]
+        kinds = [k for k in args.backends.split(",") if k]
+        if any(k not in ("exec", "worker") for k in kinds) or not kinds:
+            raise SystemExit("--backends: a list of exec and worker, got %r" % args.backends)
+        results = [run_line(k, args, base) for k in kinds]
     finally:
         if not args.keep:
             shutil.rmtree(base, ignore_errors=True)
@@ -175,10 +257,29 @@ def main():
         print("%-8s %2d/%-2d %10.2f %16.3f %14.3f  %s" % (r["kind"], r["ok"], args.jobs, r["makespan"],
                                                         r["idle_median"], gpu,
                                                         "".join("C" if c else "w" for c in r["cold"])))
-    ex, wk = results
     for r in results:
         if r["ok"] != args.jobs:
             print("warning: %s line: %d of %d jobs succeeded" % (r["kind"], r["ok"], args.jobs))
+    for r in results:
+        if not args.energy:
+            break
+        rows = [x for x in r["energy"] if x[4] == x[4]]  # nvidia-smi covered the stage
+        print("\n%s line, energy per stage (gpu_sample_interval_ms %d): ours against the "
+              "integral of nvidia-smi's 100 ms readings" % (r["kind"], args.gpu_sample_ms))
+        print("%4s %-9s %8s %10s %10s %8s" % ("job", "stage", "s", "ours J", "smi J", "error"))
+        for idx, stage, secs, ours, smi in r["energy"]:
+            err = 100 * (ours / smi - 1) if smi == smi and smi > 0 else float("nan")
+            print("%4d %-9s %8.2f %10.1f %10.1f %+7.1f%%" % (idx, stage, secs, ours, smi, err))
+        ours_sum = sum(x[3] for x in rows)
+        smi_sum = sum(x[4] for x in rows)
+        worst = max((abs(100 * (x[3] / x[4] - 1)) for x in rows if x[4] > 0), default=float("nan"))
+        print("RESULT energy_run_vs_nvidia_smi_%s %.4f ratio target 0.95..1.05 (%d stages, "
+              "%.1f J against %.1f J)" % (r["kind"], ours_sum / smi_sum if smi_sum > 0 else float("nan"),
+                                         len(rows), ours_sum, smi_sum))
+        print("RESULT energy_stage_worst_error_%s %.1f %% target info" % (r["kind"], worst))
+    if len(results) != 2:
+        return
+    ex, wk = results
     ratio = wk["makespan"] / ex["makespan"] if ex["makespan"] > 0 else float("nan")
     first_cold = int(bool(wk["cold"]) and wk["cold"][0] and not any(wk["cold"][1:]))
     print()

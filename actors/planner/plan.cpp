@@ -18,6 +18,37 @@ namespace {
 
 profiles::job_size size_of(const msg::job_spec& j) { return profiles::job_size{j.width, j.height, j.seconds}; }
 
+/// Fills out.energy_j / wh_per_clip from the finished jobs' stage clocks and the profile's
+/// power figures (or names the kinds without one in out.unpowered).
+void plan_energy(plan_result& out, const sched::state& s0, const profiles::profile& prof,
+                 const sched::run& r) {
+  std::set<std::string> unpowered;
+  double joules = 0;
+  auto watts = [&](const auto& entries, const std::string& kind, const char* what) {
+    auto e = entries.find(kind);
+    if (e == entries.end() || !e->second.power) {
+      unpowered.insert(std::string(what) + " kind " + kind);
+      return 0.0;
+    }
+    return e->second.power->watts;
+  };
+  for (auto& j : r.jobs) {
+    if (j.state != sched::job_state::succeeded)
+      continue;
+    if (auto p = s0.pools.find(j.pool); p != s0.pools.end() && j.ran.pool_start >= 0)
+      joules += watts(prof.pools(), p->second.kind, "pool")
+                * std::max(0.0, j.ran.sampler_end - j.ran.pool_start);
+    if (auto d = s0.decoders.find(j.decoder); d != s0.decoders.end() && j.ran.decode_start >= 0)
+      joules += watts(prof.decoders(), d->second.kind, "decoder")
+                * std::max(0.0, j.ran.decode_end - j.ran.decode_start);
+  }
+  out.unpowered.assign(unpowered.begin(), unpowered.end());
+  if (!unpowered.empty() || out.summary.succeeded == 0)
+    return;
+  out.energy_j = joules;
+  out.wh_per_clip = joules / 3600.0 / out.summary.succeeded;
+}
+
 } // namespace
 
 timing line_timing(const dispatching::profile_estimates& est) {
@@ -103,6 +134,7 @@ plan_result plan(const sched::state& s0, const profile_estimates& est, const req
   out.violations = std::move(res.violations);
   out.events = res.events;
   out.summary = sched::summarize(res.run);
+  plan_energy(out, s0, est.profile(), res.run);
   out.step_seconds = std::move(res.step_seconds);
   out.detailed = o.record_spans;
   if (!out.detailed)

@@ -61,6 +61,14 @@ struct plan_result {
   std::vector<planned_job> jobs;
   std::vector<stage_span> spans;      ///< for the Gantt chart
   std::vector<double> step_seconds;   ///< wall time per coordinator step (sim_options)
+  /// The energy of the plan's stages from the profile's power figures: each job's
+  /// conditioning and sampling span times its pool kind's watts, its decode times its
+  /// decoder kind's watts. Joules; -1 = unknown, when a kind the plan used has no power
+  /// figure (`unpowered` names them: `vidline profile build` learns them from runs with
+  /// GPU telemetry). wh_per_clip: per succeeded job.
+  double energy_j = -1;
+  double wh_per_clip = -1;
+  std::vector<std::string> unpowered;
   bool finished = false;
   std::vector<std::string> violations;
   uint64_t events = 0;

@@ -72,9 +72,19 @@ struct capacity_limit {
   std::string source;
 };
 
+/// What a pool kind's cards (all of them together) or a decoder kind's card draws while a
+/// stage runs on them: the mean power over the stages measured (`vidline profile build`
+/// learns it from runs whose nodes read GPU telemetry). `vidline plan` multiplies it by
+/// each planned stage's length for the energy of a plan.
+struct power_draw {
+  double watts = 0;
+  std::string source;
+};
+
 /// One pool kind ("t10x8", "t10x4", "xtx").
 struct pool_profile {
   std::string description;
+  std::optional<power_draw> power;  ///< nullopt = not measured
   /// Model-load seconds: fills a size's missing cold (warm + this) or warm (cold - this).
   std::optional<timing> cold_extra;
   capacity_limit capacity;
@@ -97,6 +107,7 @@ struct decoder_scale {
 /// One decoder kind ("rtx3080ti", "t10").
 struct decoder_profile {
   std::string description;
+  std::optional<power_draw> power;  ///< nullopt = not measured
   std::vector<decode_point> decode;   ///< sorted by load
   std::optional<decoder_scale> scale_of;
 };

@@ -128,6 +128,15 @@ private:
                      [](const Row& a, const Row& b) { return a.size.load() < b.size.load(); });
   }
 
+  /// {"watts", "source"}: watts finite and above 0.
+  static power_draw read_power(const json& j, const std::string& path) {
+    object(j, path, {"watts", "source"});
+    const json& v = field(j, path, "watts");
+    if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() <= 0)
+      fail(path + "/watts", "must be a number of watts greater than 0");
+    return {v.get<double>(), text(j, path, "source")};
+  }
+
   static latent_reference read_latent(const json& j, const std::string& path);
   static pool_profile read_pool(const json& j, const std::string& path);
   static decoder_profile read_decoder(const json& j, const std::string& path);
@@ -169,9 +178,11 @@ void profile_reader::fill_cold_warm(pool_profile& p, sampling_point& sp, bool ha
 }
 
 pool_profile profile_reader::read_pool(const json& j, const std::string& path) {
-  object(j, path, {"description", "cold_extra", "capacity", "sampling"});
+  object(j, path, {"description", "power", "cold_extra", "capacity", "sampling"});
   pool_profile p;
   p.description = text(j, path, "description", false);
+  if (j.contains("power"))
+    p.power = read_power(j["power"], path + "/power");
   if (j.contains("cold_extra"))
     p.cold_extra = read_timing(j["cold_extra"], path + "/cold_extra", false);
 
@@ -214,9 +225,11 @@ pool_profile profile_reader::read_pool(const json& j, const std::string& path) {
 }
 
 decoder_profile profile_reader::read_decoder(const json& j, const std::string& path) {
-  object(j, path, {"description", "decode", "scale_of"});
+  object(j, path, {"description", "power", "decode", "scale_of"});
   decoder_profile d;
   d.description = text(j, path, "description", false);
+  if (j.contains("power"))
+    d.power = read_power(j["power"], path + "/power");
   std::string dpath = path + "/decode";
   const json& rows = field(j, path, "decode");
   if (!rows.is_array())

@@ -76,6 +76,17 @@ std::string size_text(const planner::request& r) {
          + std::to_string(r.seconds) + " s";
 }
 
+/// "1.234 Wh per clip (12.3 Wh in all)", or why the energy is unknown.
+std::string energy_text(const planner::plan_result& p) {
+  if (p.energy_j >= 0)
+    return fmt("%.3f Wh per clip", p.wh_per_clip) + fmt(" (%.1f Wh in all", p.energy_j / 3600)
+           + ", from the profile's power figures)";
+  if (!p.unpowered.empty())
+    return "unknown: the profile has no power figure for " + join(p.unpowered)
+           + " (`vidline profile build` learns them from runs whose nodes read GPU telemetry)";
+  return "unknown: no clip finished";
+}
+
 bool complete(const planner::plan_result& p) {
   return p.refused.empty() && p.finished && p.summary.failed == 0;
 }
@@ -138,6 +149,7 @@ void print_plan(const planner::plan_result& p, const planner::request& req,
   std::printf("\nfirst finish %.1f s   makespan %.1f s   %.2f clips/hour   (%u/%u succeeded)\n",
               p.summary.first_finish_s, p.summary.makespan_s, p.summary.clips_per_hour,
               p.summary.succeeded, req.count);
+  std::printf("energy: %s\n", energy_text(p).c_str());
 }
 
 /// The reference line's measurement of this batch, when the embedded cluster is planned.
@@ -195,7 +207,12 @@ json plan_json(const planner::plan_result& p, const planner::request& req) {
                     {"failed", p.summary.failed},
                     {"first_finish_s", p.summary.first_finish_s},
                     {"makespan_s", p.summary.makespan_s},
-                    {"clips_per_hour", p.summary.clips_per_hour}};
+                    {"clips_per_hour", p.summary.clips_per_hour},
+                    {"energy_wh", p.energy_j >= 0 ? json(p.energy_j / 3600) : json(nullptr)},
+                    {"wh_per_clip", p.wh_per_clip >= 0 ? json(p.wh_per_clip) : json(nullptr)},
+                    {"clips_per_kwh", p.wh_per_clip > 0 ? json(1000 / p.wh_per_clip)
+                                                        : json(nullptr)},
+                    {"energy_unknown_for", p.unpowered}};
   return out;
 }
 
@@ -357,8 +374,10 @@ int run_plan(const plan_options& o_in) {
     bool any_measured = false;
     for (auto& p : plans)
       any_measured = any_measured || measured(o, p.mode) != nullptr;
-    std::printf("  %-24s %-10s %-28s %7s %10s %10s %9s%s\n", "mode", "policy", "pools", "ok",
-                "first", "makespan", "clips/h", any_measured ? "   measured makespan" : "");
+    std::printf("  %-24s %-10s %-28s %7s %10s %10s %9s %9s%s\n", "mode", "policy", "pools", "ok",
+                "first", "makespan", "clips/h", "Wh/clip",
+                any_measured ? "   measured makespan" : "");
+    std::set<std::string> unpowered;
     for (std::size_t i = 0; i < plans.size(); ++i) {
       auto& p = plans[i];
       std::string pools = join(p.pools, ",");
@@ -374,11 +393,17 @@ int run_plan(const plan_options& o_in) {
       if (auto* m = measured(o, p.mode))
         meas = fmt("   %10.3f", m->makespan_s) + fmt(" (plan %+.1f%%)",
                                                     100 * (p.summary.makespan_s / m->makespan_s - 1));
-      std::printf("%s %-24s %-10s %-28s %7s %10.1f %10.1f %9.2f%s\n",
+      unpowered.insert(p.unpowered.begin(), p.unpowered.end());
+      std::printf("%s %-24s %-10s %-28s %7s %10.1f %10.1f %9.2f %9s%s\n",
                   best >= 0 && ties(p, plans[best]) ? "*" : " ", p.mode.c_str(), p.policy.c_str(),
                   pools.c_str(), ok.c_str(), p.summary.first_finish_s, p.summary.makespan_s,
-                  p.summary.clips_per_hour, meas.c_str());
+                  p.summary.clips_per_hour,
+                  p.wh_per_clip >= 0 ? fmt("%.3f", p.wh_per_clip).c_str() : "-", meas.c_str());
     }
+    if (!unpowered.empty())
+      std::printf("\nWh/clip -: the profile has no power figure for %s (`vidline profile "
+                  "build` learns them from runs whose nodes read GPU telemetry)\n",
+                  join({unpowered.begin(), unpowered.end()}).c_str());
     if (best >= 0) {
       std::string names;
       for (auto& p : plans)

@@ -67,8 +67,43 @@ json& row_of(json& rows, const std::string& size) {
   return rows.back();
 }
 
+/// The energy telemetry measured over stages of one kind: joules over seconds.
+struct energy {
+  double joules = 0;
+  double seconds = 0;
+  std::size_t stages = 0;
+  std::set<std::string> runs;
+  void add(double j, double s, const std::string& run) {
+    if (j < 0 || !(s > 0))
+      return;  // no telemetry for that stage, or no length to divide by
+    joules += j;
+    seconds += s;
+    ++stages;
+    runs.insert(run);
+  }
+};
+
+/// A POWER: the stages' energy over their total length (a long stage weighs more).
+json power_of(const energy& e, const std::string& what) {
+  std::string runs;
+  int named = 0;
+  for (auto& r : e.runs)
+    if (named++ < 5)
+      runs += (runs.empty() ? "" : ", ") + r;
+  if (e.runs.size() > 5)
+    runs += " and " + std::to_string(e.runs.size() - 5) + " more";
+  char total[64];
+  std::snprintf(total, sizeof(total), "%.0f J over %.1f s", e.joules, e.seconds);
+  return {{"watts", e.joules / e.seconds},
+          {"source", "measured: GPU telemetry of " + std::to_string(e.stages) + " " + what
+                       + (e.stages == 1 ? "" : "s") + " (" + total + ") in run"
+                       + (e.runs.size() == 1 ? " " : "s ") + runs}};
+}
+
 /// Everything history measured, grouped.
 struct history {
+  std::map<std::string, energy> pool_energy;     // pool kind: conditioning + sampling
+  std::map<std::string, energy> decoder_energy;  // decoder kind: decode
   std::map<std::string, std::map<std::string, std::map<bool, samples>>> sampling;  // kind, size, cold
   std::map<std::string, std::map<std::string, samples>> decode;                    // kind, size
   std::map<std::string, samples> conditioning;                                     // encoder kind
@@ -93,12 +128,23 @@ history collect(const std::deque<sched::run>& runs) {
         h.sampling[j.pool_kind][size_of(j.spec)][j.cold].add(j.sampling_s, r.id);
         ++h.stages;
       }
+      if (sampled) {
+        // The span the energy was integrated over (scheduler: record_sampling).
+        double span = j.ran.pool_start >= 0 && j.ran.sampler_end >= 0
+                        ? j.ran.sampler_end - j.ran.pool_start
+                        : j.conditioning_s + j.sampling_s;
+        h.pool_energy[j.pool_kind].add(j.sampling_energy_j, span, r.id);
+      }
       if (sampled && j.conditioning_s > 0 && !j.encoder_kind.empty()) {
         h.conditioning[j.encoder_kind].add(j.conditioning_s, r.id);
         ++h.stages;
       }
       if (j.state == sched::job_state::succeeded && !j.decoder_kind.empty()) {
         h.decode[j.decoder_kind][size_of(j.spec)].add(j.decode_s, r.id);
+        double span = j.ran.decode_start >= 0 && j.ran.decode_end >= 0
+                        ? j.ran.decode_end - j.ran.decode_start
+                        : j.decode_s;
+        h.decoder_energy[j.decoder_kind].add(j.decode_energy_j, span, r.id);
         h.handoff[j.handoff_same_host].add(j.handoff_s, r.id);
         h.stages += 2;
       }
@@ -214,6 +260,13 @@ json profile_from_history(const std::deque<sched::run>& runs, json base,
       row_of(d["decode"], size) = row;
     }
   }
+  // Power only where a kind has timings too (a profile entry needs them).
+  for (auto& [kind, e] : h.pool_energy)
+    if (e.stages > 0 && base["pools"].contains(kind))
+      base["pools"][kind]["power"] = power_of(e, "sampling stage (conditioning included)");
+  for (auto& [kind, e] : h.decoder_energy)
+    if (e.stages > 0 && base["decoders"].contains(kind))
+      base["decoders"][kind]["power"] = power_of(e, "decode");
   for (auto& [same_host, x] : h.handoff)
     base["handoff"][same_host ? "same_host" : "remote"] = timing_of(x, "handoff");
   return base;

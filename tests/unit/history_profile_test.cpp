@@ -113,3 +113,41 @@ TEST_CASE("profile build: a history without measured stages is refused") {
   CHECK_THROWS_WITH(nodes::profile_from_history(runs, base(), "embedded reference"),
                     Catch::Contains("no measured stage"));
 }
+
+TEST_CASE("profile build: watts per pool and decoder kind from the stages' telemetry energy") {
+  std::deque<sched::run> runs(2);
+  runs[0].id = "run-one";
+  runs[1].id = "run-two";
+  // Two sampling stages on t10x4: 30 kJ over 100 s (its stage clock) and 10 kJ over 60 s
+  // (no clock: conditioning + sampling seconds). Energy over time: 40 kJ / 160 s = 250 W.
+  auto a = sampled(416, 736, 5, "t10x4", true, 90);
+  a.ran.pool_start = 10;
+  a.ran.sampler_end = 110;
+  a.sampling_energy_j = 30000;
+  a = decoded(a, 10, 0.5, false);
+  a.ran.decode_start = 120;
+  a.ran.decode_end = 130;
+  a.decode_energy_j = 1000;  // 100 W over its clock's 10 s
+  runs[0].jobs.push_back(a);
+  auto b = sampled(416, 736, 5, "t10x4", false, 50);
+  b.conditioning_s = 10;
+  b.sampling_energy_j = 10000;
+  b = decoded(b, 30, 0.5, false);
+  b.decode_energy_j = 5000;  // 5 kJ over decode_s 30 (no clock): 6 kJ / 40 s = 150 W
+  runs[1].jobs.push_back(b);
+  // A stage without telemetry (-1) and one on a kind without timings add nothing.
+  auto c = decoded(sampled(416, 736, 5, "t10x4", false, 55), 12, 0.5, false);
+  runs[1].jobs.push_back(c);
+
+  auto learned = nodes::profile_from_history(runs, base(), "embedded reference");
+  auto p = profile::from_json(learned);
+  REQUIRE(p.pools().at("t10x4").power);
+  CHECK(p.pools().at("t10x4").power->watts == Approx(250));
+  CHECK_THAT(p.pools().at("t10x4").power->source,
+             Catch::Contains("2 sampling stages") && Catch::Contains("run-one, run-two"));
+  REQUIRE(p.decoders().at("rtx3080ti").power);
+  CHECK(p.decoders().at("rtx3080ti").power->watts == Approx(150));
+  // Kinds no stage with telemetry ran on keep what the base said: nothing.
+  CHECK_FALSE(p.pools().at("t10x8").power);
+  CHECK_FALSE(p.decoders().at("t10").power);
+}

@@ -4,10 +4,12 @@
 
 #include <array>
 #include <cmath>
+#include <fstream>
 
 #include "actors/planner/gantt.hpp"
 #include "actors/planner/reference_rows.hpp"
 #include "nodes/verbs/plan_cmd.hpp"
+#include "tests/support/processes.hpp"
 
 using namespace vidline;
 
@@ -174,4 +176,52 @@ TEST_CASE("the issue's example: auto ahead of every fixed mode, a freed T10 deco
     }
   }
   CHECK(on_t10 == 1);
+}
+
+TEST_CASE("plan energy: each stage's length times its kind's watts, unknown without them") {
+  // The embedded profile has no power figures: the energy is unknown, naming the kinds.
+  auto s = nodes::load_plan_setup("", "");
+  auto bare = plan(s, "four_four_xtx_plus_one", 416, 736, 5, 6);
+  CHECK(bare.energy_j < 0);
+  CHECK(bare.wh_per_clip < 0);
+  CHECK_FALSE(bare.unpowered.empty());
+  auto bare_json = nodes::plan_json(bare, planner::request{});
+  CHECK(bare_json["summary"]["wh_per_clip"].is_null());
+  CHECK(bare_json["summary"]["energy_unknown_for"].size() == bare.unpowered.size());
+
+  // A profile with watts for every kind: energy = sum of spans x watts, per clip.
+  auto prof = nlohmann::json::parse(std::string(profiles::profile::reference_json()));
+  std::map<std::string, double> pool_w, dec_w;
+  double w = 100;
+  for (auto& [kind, p] : prof["pools"].items()) {
+    p["power"] = {{"watts", w}, {"source", "test"}};
+    pool_w[kind] = w;
+    w += 100;
+  }
+  for (auto& [kind, d] : prof["decoders"].items()) {
+    d["power"] = {{"watts", w}, {"source", "test"}};
+    dec_w[kind] = w;
+    w += 50;
+  }
+  testing_support::temp_dir dir;
+  std::ofstream(dir.path() + "/powered.json") << prof.dump();
+  auto powered_setup = nodes::load_plan_setup("", dir.path() + "/powered.json");
+  auto p = plan(powered_setup, "four_four_xtx_plus_one", 416, 736, 5, 6);
+  REQUIRE(p.unpowered.empty());
+  REQUIRE(p.summary.succeeded == 6);
+  double expect = 0;
+  for (auto& j : p.jobs) {
+    auto pool_kind = powered_setup.state.pools.at(j.pool).kind;
+    auto dec_kind = powered_setup.state.decoders.at(j.decoder).kind;
+    REQUIRE(j.sampling);
+    REQUIRE(j.decode);
+    double from = j.conditioning ? j.conditioning->start : j.sampling->start;
+    expect += pool_w.at(pool_kind) * (j.sampling->end - from)
+              + dec_w.at(dec_kind) * (j.decode->end - j.decode->start);
+  }
+  CHECK(p.energy_j == Approx(expect).epsilon(1e-6));
+  CHECK(p.wh_per_clip == Approx(expect / 3600 / 6).epsilon(1e-6));
+  auto j = nodes::plan_json(p, planner::request{});
+  CHECK(j["summary"]["wh_per_clip"].get<double>() == Approx(p.wh_per_clip));
+  CHECK(j["summary"]["clips_per_kwh"].get<double>() == Approx(1000 / p.wh_per_clip));
 }

@@ -208,6 +208,21 @@ TEST_CASE("a bad profile is refused, naming the field", "[profile]") {
         "/decoders/t10/decode/0/speed");
   CHECK(error_path([](json& j) { j["encoders"]["t10x4"] = 13.06; }) == "/encoders/t10x4");
   CHECK(error_path([](json& j) { j["handoff"].erase("same_host"); }) == "/handoff/same_host");
+  CHECK(error_path([](json& j) { j["pools"]["t10x8"]["power"] = {{"watts", 0}, {"source", "x"}}; })
+        == "/pools/t10x8/power/watts");
+  CHECK(error_path([](json& j) { j["pools"]["t10x8"]["power"] = {{"watts", 500}}; })
+        == "/pools/t10x8/power/source");
+  CHECK(error_path([](json& j) { j["decoders"]["t10"]["power"] = {{"watts", "high"},
+                                                                   {"source", "x"}}; })
+        == "/decoders/t10/power/watts");
+  CHECK(error_path([](json& j) { j["pools"]["t10x8"]["power"] = {{"watts", 500}, {"source", "x"},
+                                                                 {"volts", 12}}; })
+        == "/pools/t10x8/power/volts");
+  CHECK(error_path([](json& j) { j["pools"]["t10x8"]["power"] = {{"watts", 512.5},
+                                                                 {"source", "measured"}};
+                                 j["decoders"]["t10"]["power"] = {{"watts", 70},
+                                                                   {"source", "measured"}}; })
+        == "none");
   CHECK(error_path([](json& j) { j["pools"]["a/b"] = j["pools"]["xtx"];
                                  j["pools"]["a/b"]["shape"] = 1; }) == "/pools/a~1b/shape");
 
