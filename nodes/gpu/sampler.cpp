@@ -113,8 +113,8 @@ msg::gpu_report sampler::sample_once(double unix_now, double mono_now) {
       const int64_t before = seen == xid_seen_.end() ? 0 : seen->second;
       if (g.xid_events > before) {
         const char* meaning = vidline::gpu::xid_meaning(g.xid_last);
-        spdlog::warn("gpu {} ({}): Xid {}{}{} ({} Xid events since the node started)", key,
-                     g.name, g.xid_last, *meaning != '\0' ? ", " : "", meaning, g.xid_events);
+        spdlog::warn("gpu {} ({}): Xid {}{}{}; Xids since the node started: {}", key, g.name,
+                     g.xid_last, *meaning != '\0' ? ", " : "", meaning, g.xid_events);
       }
       reg.add("vidline_gpu_xid_events_total", l,
               static_cast<double>(std::max<int64_t>(g.xid_events - before, 0)));
