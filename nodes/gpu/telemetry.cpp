@@ -157,8 +157,11 @@ struct reader::nvml_lib {
       return;
     for (int i = 0; i < max_events_per_reading; ++i) {
       nvml_event_data e{};
-      if (event_set_wait(events, &e, 0) != nvml_success)
-        return;  // TIMEOUT: none waiting; another error: the cards' own calls tell
+      const nvml_return r = event_set_wait(events, &e, 0);
+      if (r == nvml_timeout)
+        return;  // none waiting
+      if (r != nvml_success)
+        return;  // GPU_IS_LOST or another error: the cards' own calls tell which
       if ((e.event_type & nvml_event_xid_critical) == 0)
         continue;
       auto& c = xids[e.device];
@@ -244,12 +247,14 @@ reader::reader(reader_options o) : nv_(std::make_unique<nvml_lib>()), o_(std::mo
   r = n.event_set_create(&n.events);
   if (r != nvml_success) {
     n.events = nullptr;
-    n.xid_status = "nvmlEventSetCreate failed (" + std::to_string(r) + ")";
+    n.xid_status = r == nvml_not_supported
+                       ? "this driver does not support NVML events"
+                       : "nvmlEventSetCreate failed (" + std::to_string(r) + ")";
     return;
   }
   n.xid_status.clear();
-  // Every card now, so an Xid of a card read later in a round is not missed; a card that
-  // fails here is tried again when it is read.
+  // Every card now, so each one's events count from here, not from its first reading (a
+  // driver keeps none for a card not registered). One that fails is tried again when read.
   unsigned cards = 0;
   if (n.count(&cards) == nvml_success)
     for (unsigned i = 0; i < cards; ++i) {

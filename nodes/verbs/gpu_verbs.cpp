@@ -39,16 +39,17 @@ std::string figure(const json& v, const char* unit, double scale = 1, int decima
 /// A card's Xids since its node started, "Xid 13 x4, 79 x1; the last 79 at 14:03:12", or
 /// "" without any (or without Xid figures).
 std::string xid_line(const json& g) {
-  auto xids = g.value("xids", json::array());
-  if (xids.empty() || !g["xid_last"].is_number())
+  const auto xids = g.value("xids", json::array());
+  const json last = g.value("xid_last", json()), at = g.value("xid_last_unix_s", json());
+  if (xids.empty() || !last.is_number())
     return "";
   std::string out;
   for (auto& x : xids)
     out += (out.empty() ? "Xid " : ", ") + std::to_string(x.value("code", 0)) + " x"
            + std::to_string(x.value("count", 0));
-  out += "; the last " + std::to_string(g["xid_last"].get<int64_t>());
-  if (g["xid_last_unix_s"].is_number()) {
-    const auto t = static_cast<std::time_t>(g["xid_last_unix_s"].get<double>());
+  out += "; the last " + std::to_string(last.get<int64_t>());
+  if (at.is_number()) {
+    const auto t = static_cast<std::time_t>(at.get<double>());
     std::tm local{};
     char buf[32];
     if (localtime_r(&t, &local) != nullptr
