@@ -31,7 +31,7 @@ msg::gpu_sample with_xids(std::vector<std::pair<int32_t, int64_t>> xids) {
 
 } // namespace
 
-TEST_CASE("health: a critical Xid is sick at once, naming it; recovers after recover_s") {
+TEST_CASE("health: a critical Xid is sick at once, naming it, and recovers after recover_s") {
   gpu::health_params p{30, 60};
   gpu::health_state h;
   auto g = with_xids({});
