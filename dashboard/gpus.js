@@ -1,6 +1,6 @@
 // vidline dashboard, the cards: a tile per GPU from GET /v1/gpus every 2 s (temperature,
-// power, memory, utilisation, health, the pools and decoders on it), with a short history
-// of temperature and power drawn in the tile. Uses app.js's $, text, el and headers.
+// power, memory, utilisation, health, errors, the pools and decoders on it), with a short
+// history of temperature and power drawn in the tile. Uses app.js's $, text, el and headers.
 'use strict';
 
 const gpuView = { history: new Map(), keep: 90 };  // "host/gpu" -> [{t, temp, power}]
@@ -18,6 +18,18 @@ function sparkline(svg, points, field, max, cls) {
     d += (d ? ' L' : 'M') + x.toFixed(1) + ' ' + y.toFixed(1);
   });
   if (d) el('path', { d, class: cls }, svg);
+}
+
+// The card's errors since its node started ('' when none): uncorrectable ECC errors, and
+// its Xids by code with the newest named.
+function gpuErrors(g) {
+  const parts = [];
+  if (g.ecc_uncorrected > 0) parts.push(g.ecc_uncorrected + ' uncorrectable ECC');
+  if (g.xid_events > 0) {
+    parts.push('Xid ' + (g.xids || []).map(x => x.code + ' ×' + x.count).join(', ') +
+      (g.xid_last != null ? ' (last ' + g.xid_last + ')' : ''));
+  }
+  return parts.join(' · ');
 }
 
 function renderGpus(gpus) {
@@ -52,6 +64,13 @@ function renderGpus(gpus) {
     text(health, (g.health || 'unknown') + (g.health_reason ? ': ' + g.health_reason : '') +
       ((g.users || []).length ? ' · ' + g.users.join(', ') : '') + (g.drained ? ' (drained)' : ''));
     tile.appendChild(health);
+    const errors = gpuErrors(g);
+    if (errors) {
+      const line = document.createElement('div');
+      line.className = 'meta errors';
+      text(line, errors);
+      tile.appendChild(line);
+    }
     box.appendChild(tile);
   }
 }

@@ -23,6 +23,14 @@ struct gpu_process {
   VIDLINE_MSGPACK_MAP(pid, memory_mib, name)
 };
 
+/// One Xid code a card raised since its node started (NVIDIA's driver error events).
+struct gpu_xid {
+  int32_t code = 0;
+  int64_t count = 0;
+  double last_unix_s = 0;    ///< when the node last saw it (its wall clock)
+  VIDLINE_MSGPACK_MAP(code, count, last_unix_s)
+};
+
 /// One reading of one GPU. `source`: "nvml", "amdgpu" or "unknown" (neither answered:
 /// every number is -1).
 struct gpu_sample {
@@ -53,11 +61,18 @@ struct gpu_sample {
   /// "sick" (drain its pools and decoders) or "unknown" (no telemetry).
   std::string health = "unknown";
   std::string health_reason;
+  // Xid events (NVML's critical-error events), counted by the node since it started. An
+  // older node sends none of these: unknown, as on a driver without events.
+  int64_t xid_events = -1;         ///< Xid events seen (-1: unknown: no NVML event support)
+  int32_t xid_last = -1;           ///< the newest one's code (-1: none yet, or unknown)
+  double xid_last_unix_s = -1;     ///< when the node saw it (its wall clock; -1: none)
+  std::vector<gpu_xid> xids;       ///< every code seen, ascending by code
   VIDLINE_MSGPACK_MAP(index, id, source, name, uuid, unix_s, temperature_c,
                       memory_temperature_c, slowdown_c, power_w, energy_j, utilization,
                       memory_used_mib, memory_total_mib, sm_clock_mhz, memory_clock_mhz,
                       throttle_reasons, ecc_uncorrected, ecc_corrected, pcie_gen, pcie_width,
-                      lost, processes, health, health_reason)
+                      lost, processes, health, health_reason, xid_events, xid_last,
+                      xid_last_unix_s, xids)
 };
 
 /// A node's cards, to the coordinator every gpu_sample_interval_ms (level-triggered: the

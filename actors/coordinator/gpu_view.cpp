@@ -76,6 +76,9 @@ nlohmann::json gpus_json(const gpu_view& v, const config::cluster& c, const sche
       nlohmann::json procs = nlohmann::json::array();
       for (auto& p : g.processes)
         procs.push_back({{"pid", p.pid}, {"memory_mib", num(p.memory_mib)}, {"name", p.name}});
+      nlohmann::json xids = nlohmann::json::array();
+      for (auto& x : g.xids)
+        xids.push_back({{"code", x.code}, {"count", x.count}, {"last_unix_s", x.last_unix_s}});
       out.push_back({
           {"host", host}, {"gpu", g.id}, {"index", g.index}, {"source", g.source},
           {"name", g.name}, {"uuid", g.uuid}, {"users", u}, {"drained", drained},
@@ -91,7 +94,9 @@ nlohmann::json gpus_json(const gpu_view& v, const config::cluster& c, const sche
           {"ecc_uncorrected", num(g.ecc_uncorrected)}, {"ecc_corrected", num(g.ecc_corrected)},
           {"pcie_gen", num(int64_t{g.pcie_gen})}, {"pcie_width", num(int64_t{g.pcie_width})},
           {"lost", g.lost}, {"processes", procs}, {"health", g.health},
-          {"health_reason", g.health_reason}});
+          {"health_reason", g.health_reason}, {"xid_events", num(g.xid_events)},
+          {"xid_last", num(int64_t{g.xid_last})}, {"xid_last_unix_s", num(g.xid_last_unix_s)},
+          {"xids", xids}});
     }
   }
   return out;

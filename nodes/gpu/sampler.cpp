@@ -1,6 +1,7 @@
 // The node's GPU sampler (sampler.hpp).
 #include "nodes/gpu/sampler.hpp"
 
+#include <algorithm>
 #include <chrono>
 
 #include <spdlog/spdlog.h>
@@ -29,6 +30,8 @@ sampler::sampler(std::shared_ptr<const config::cluster> c, std::string host,
   params_.recover_s = c_->knobs.gpu_recover_s;
   if (!reader_.nvml())
     spdlog::info("gpu telemetry: {}; NVIDIA cards read as unknown", reader_.nvml_status());
+  else if (!reader_.xid_status().empty())
+    spdlog::info("gpu telemetry: {}; Xid events unknown", reader_.xid_status());
   if (start_thread)
     thread_ = std::thread([this] { loop(); });
 }
@@ -104,6 +107,23 @@ msg::gpu_report sampler::sample_once(double unix_now, double mono_now) {
     put("vidline_gpu_pcie_link_width", g.pcie_width);
     put("vidline_gpu_pcie_link_generation", g.pcie_gen);
     reg.set("vidline_gpu_healthy", l, g.health == "sick" ? 0 : 1);
+    if (g.xid_events >= 0) {
+      // The counter from 0 at the card's first reading; each new event logged once.
+      auto seen = xid_seen_.find(key);
+      const int64_t before = seen == xid_seen_.end() ? 0 : seen->second;
+      if (g.xid_events > before) {
+        const char* meaning = vidline::gpu::xid_meaning(g.xid_last);
+        spdlog::warn("gpu {} ({}): Xid {}{}{}; Xids since the node started: {}", key, g.name,
+                     g.xid_last, *meaning != '\0' ? ", " : "", meaning, g.xid_events);
+      }
+      reg.add("vidline_gpu_xid_events_total", l,
+              static_cast<double>(std::max<int64_t>(g.xid_events - before, 0)));
+      xid_seen_[key] = g.xid_events;
+      if (g.xid_last >= 0) {
+        reg.set("vidline_gpu_xid_last_code", l, g.xid_last);
+        reg.set("vidline_gpu_xid_last_timestamp_seconds", l, g.xid_last_unix_s);
+      }
+    }
     // Energy: the card's own counter where it has one, else power held between readings.
     double joules = 0;
     if (g.energy_j >= 0) {

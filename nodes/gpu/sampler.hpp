@@ -41,6 +41,7 @@ private:
   std::map<std::string, vidline::gpu::health_state> health_;   ///< by card key
   std::map<std::string, double> energy_seen_;         ///< card key -> its counter last read
   std::map<std::string, std::pair<double, double>> power_seen_;  ///< (mono, watts) last read
+  std::map<std::string, int64_t> xid_seen_;           ///< card key -> its Xid count last read
   uint64_t seq_ = 0;
   std::mutex m_;
   std::condition_variable cv_;

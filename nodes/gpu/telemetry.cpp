@@ -20,8 +20,22 @@ namespace {
 
 using nvml_return = int;
 constexpr nvml_return nvml_success = 0;
+constexpr nvml_return nvml_not_supported = 3;
+constexpr nvml_return nvml_timeout = 10;
 constexpr nvml_return nvml_gpu_is_lost = 15;
 using nvml_device = struct nvml_device_st*;
+using nvml_event_set = struct nvml_event_set_st*;
+/// nvmlEventData_t as nvmlEventSetWait_v2 fills it; the unversioned call fills the first
+/// three fields only (the struct before MIG), so one buffer serves both.
+struct nvml_event_data {
+  nvml_device device;
+  unsigned long long event_type;
+  unsigned long long event_data;  ///< the Xid code (999: an Xid the driver cannot name)
+  unsigned gpu_instance, compute_instance;
+};
+constexpr unsigned long long nvml_event_xid_critical = 0x8;  // nvmlEventTypeXidCriticalError
+/// Events taken per reading at most: a storm of Xids cannot hold the sampler.
+constexpr int max_events_per_reading = 256;
 struct nvml_utilization { unsigned gpu, memory; };
 struct nvml_memory { unsigned long long total, free, used; };
 /// nvmlProcessInfo_t of the _v2/_v3 calls (the unversioned call's lacks the last two).
@@ -107,6 +121,60 @@ struct reader::nvml_lib {
   nvml_return (*processes)(nvml_device, unsigned*, nvml_process*) = nullptr;
   nvml_return (*processes_v1)(nvml_device, unsigned*, nvml_process_v1*) = nullptr;
   nvml_return (*fields)(nvml_device, int, nvml_field_value*) = nullptr;
+  nvml_return (*event_set_create)(nvml_event_set*) = nullptr;
+  nvml_return (*register_events)(nvml_device, unsigned long long, nvml_event_set) = nullptr;
+  nvml_return (*event_set_wait)(nvml_event_set, nvml_event_data*, unsigned) = nullptr;
+  nvml_return (*event_set_free)(nvml_event_set) = nullptr;
+
+  // -- Xid events: one event set for every card, taken at each reading ------------------
+  nvml_event_set events = nullptr;
+  std::string xid_status = "NVML not in use";
+  /// A card's Xids since the node started. `on`: registered; `unsupported`: its driver
+  /// said NOT_SUPPORTED (never asked again); otherwise registration is tried again.
+  struct xid_card {
+    bool on = false, unsupported = false;
+    int64_t count = 0;
+    int32_t last = -1;
+    double last_unix_s = -1;
+    std::map<int32_t, msg::gpu_xid> codes;
+  };
+  std::map<nvml_device, xid_card> xids;
+
+  /// Registers `d` for Xid events unless it is, or said it cannot be; the answer.
+  nvml_return register_xids(nvml_device d) {
+    auto& c = xids[d];
+    if (events == nullptr || c.on || c.unsupported)
+      return nvml_success;
+    const nvml_return r = register_events(d, nvml_event_xid_critical, events);
+    c.on = r == nvml_success;
+    c.unsupported = r == nvml_not_supported;
+    return r;
+  }
+
+  /// Takes the events waiting (timeout 0: never blocks) into `xids`, stamped `unix_now`.
+  void take_xids(double unix_now) {
+    if (events == nullptr)
+      return;
+    for (int i = 0; i < max_events_per_reading; ++i) {
+      nvml_event_data e{};
+      const nvml_return r = event_set_wait(events, &e, 0);
+      if (r == nvml_timeout)
+        return;  // none waiting
+      if (r != nvml_success)
+        return;  // GPU_IS_LOST or another error: the cards' own calls tell which
+      if ((e.event_type & nvml_event_xid_critical) == 0)
+        continue;
+      auto& c = xids[e.device];
+      const auto code = static_cast<int32_t>(e.event_data);
+      ++c.count;
+      c.last = code;
+      c.last_unix_s = unix_now;
+      auto& x = c.codes[code];
+      x.code = code;
+      ++x.count;
+      x.last_unix_s = unix_now;
+    }
+  }
 };
 
 reader_options options_from_environment() {
@@ -154,6 +222,12 @@ reader::reader(reader_options o) : nv_(std::make_unique<nvml_lib>()), o_(std::mo
     n.processes_v1 =
         sym<decltype(n.processes_v1)>(n.handle, "nvmlDeviceGetComputeRunningProcesses");
   n.fields = sym<decltype(n.fields)>(n.handle, "nvmlDeviceGetFieldValues");
+  n.event_set_create = sym<decltype(n.event_set_create)>(n.handle, "nvmlEventSetCreate");
+  n.register_events = sym<decltype(n.register_events)>(n.handle, "nvmlDeviceRegisterEvents");
+  n.event_set_wait = sym<decltype(n.event_set_wait)>(n.handle, "nvmlEventSetWait_v2");
+  if (n.event_set_wait == nullptr)
+    n.event_set_wait = sym<decltype(n.event_set_wait)>(n.handle, "nvmlEventSetWait");
+  n.event_set_free = sym<decltype(n.event_set_free)>(n.handle, "nvmlEventSetFree");
   if (n.init == nullptr || n.count == nullptr || n.by_index == nullptr) {
     n.status = "NVML lacks nvmlInit_v2, nvmlDeviceGetCount_v2 or nvmlDeviceGetHandleByIndex_v2";
     return;
@@ -164,9 +238,35 @@ reader::reader(reader_options o) : nv_(std::make_unique<nvml_lib>()), o_(std::mo
     return;
   }
   n.ok = true;
+  if (n.event_set_create == nullptr || n.register_events == nullptr
+      || n.event_set_wait == nullptr || n.event_set_free == nullptr) {
+    n.xid_status = "this NVML has no event functions (nvmlEventSetCreate, "
+                   "nvmlDeviceRegisterEvents, nvmlEventSetWait, nvmlEventSetFree)";
+    return;
+  }
+  r = n.event_set_create(&n.events);
+  if (r != nvml_success) {
+    n.events = nullptr;
+    n.xid_status = r == nvml_not_supported
+                       ? "this driver does not support NVML events"
+                       : "nvmlEventSetCreate failed (" + std::to_string(r) + ")";
+    return;
+  }
+  n.xid_status.clear();
+  // Every card now, so each one's events count from here, not from its first reading (a
+  // driver keeps none for a card not registered). One that fails is tried again when read.
+  unsigned cards = 0;
+  if (n.count(&cards) == nvml_success)
+    for (unsigned i = 0; i < cards; ++i) {
+      nvml_device d = nullptr;
+      if (n.by_index(i, &d) == nvml_success)
+        n.register_xids(d);
+    }
 }
 
 reader::~reader() {
+  if (nv_->events != nullptr)
+    nv_->event_set_free(nv_->events);
   if (nv_->ok && nv_->shutdown != nullptr)
     nv_->shutdown();
   if (nv_->handle != nullptr)
@@ -175,6 +275,7 @@ reader::~reader() {
 
 bool reader::nvml() const { return nv_->ok; }
 const std::string& reader::nvml_status() const { return nv_->status; }
+const std::string& reader::xid_status() const { return nv_->xid_status; }
 
 int reader::nvml_count() {
   unsigned n = 0;
@@ -203,6 +304,15 @@ msg::gpu_sample reader::read_nvml(int index, double unix_now) {
       g.lost = true;
     return rc == nvml_success;
   };
+  ok(n.register_xids(d));
+  n.take_xids(unix_now);
+  if (auto& x = n.xids[d]; x.on) {
+    g.xid_events = x.count;
+    g.xid_last = x.last;
+    g.xid_last_unix_s = x.last_unix_s;
+    for (auto& [code, c] : x.codes)
+      g.xids.push_back(c);
+  }
   char buf[96];
   if (n.name && ok(n.name(d, buf, sizeof buf)))
     g.name.assign(buf, strnlen(buf, sizeof buf));

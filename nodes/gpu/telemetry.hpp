@@ -10,7 +10,12 @@
 ///   - a call answering NOT_SUPPORTED or another error: that field stays -1;
 ///   - a call answering GPU_IS_LOST, or a card the config names that the driver no longer
 ///     lists: the card is `lost` (the health rule drains its pools);
-///   - an amdgpu file missing or unreadable: that field stays -1.
+///   - an amdgpu file missing or unreadable: that field stays -1;
+///   - an NVML without event functions, one whose event set cannot be made, or a card whose
+///     driver answers NOT_SUPPORTED to Xid events: that card's Xid figures stay unknown (-1);
+///     a card that failed to register for another reason is tried again at each reading;
+///   - NVML keeps only the newest Xid code between two waits: two Xids within one sampling
+///     interval are counted twice, both with the later code (its documented behaviour).
 /// Nothing here throws or ends the node.
 
 #include <memory>
@@ -43,6 +48,8 @@ public:
   bool nvml() const;
   /// Why NVML is not in use ("" when it is).
   const std::string& nvml_status() const;
+  /// Why NVML's Xid events are not read ("" when they are, for the cards that support them).
+  const std::string& xid_status() const;
 
   /// One reading of every card: first those `configured` names (vendor nvidia through
   /// NVML, amd through amdgpu, by their index; `id` set), then those found that it does
@@ -51,7 +58,8 @@ public:
 
   /// NVIDIA cards NVML lists (0 without NVML).
   int nvml_count();
-  /// One NVIDIA card by index (lost when NVML has no such index).
+  /// One NVIDIA card by index (lost when NVML has no such index). Takes the Xid events
+  /// waiting in NVML (every card's) first, stamped `unix_now`.
   msg::gpu_sample read_nvml(int index, double unix_now);
   /// The amdgpu cards under drm_root, in card order (their index is their position).
   std::vector<msg::gpu_sample> read_amdgpu(double unix_now);

@@ -2,6 +2,7 @@
 // and `vidline drain` / `vidline undrain` (docs/cli.md).
 #include <cmath>
 #include <cstdio>
+#include <ctime>
 #include <memory>
 #include <string>
 
@@ -35,6 +36,29 @@ std::string figure(const json& v, const char* unit, double scale = 1, int decima
   return buf;
 }
 
+/// A card's Xids since its node started, "Xid 13 x4, 79 x1; the last 79 at 14:03:12", or
+/// "" without any (or without Xid figures).
+std::string xid_line(const json& g) {
+  const auto xids = g.value("xids", json::array());
+  const json last = g.value("xid_last", json()), at = g.value("xid_last_unix_s", json());
+  if (xids.empty() || !last.is_number())
+    return "";
+  std::string out;
+  for (auto& x : xids)
+    out += (out.empty() ? "Xid " : ", ") + std::to_string(x.value("code", 0)) + " x"
+           + std::to_string(x.value("count", 0));
+  out += "; the last " + std::to_string(last.get<int64_t>());
+  if (at.is_number()) {
+    const auto t = static_cast<std::time_t>(at.get<double>());
+    std::tm local{};
+    char buf[32];
+    if (localtime_r(&t, &local) != nullptr
+        && std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &local) > 0)
+      out += std::string(" at ") + buf;
+  }
+  return out;
+}
+
 int do_gpus(const gpu_options& o) {
   auto cluster = cluster_for(o.config);
   coordinator_client cl(cluster);
@@ -54,8 +78,8 @@ int do_gpus(const gpu_options& o) {
     std::printf("%s\n", gpus.dump(2).c_str());
     return exit_code::ok;
   }
-  std::printf("%-10s %-8s %-24s %-7s %6s %8s %5s %15s %-8s %s\n", "HOST", "GPU", "NAME", "SOURCE",
-              "TEMP", "POWER", "UTIL", "MEMORY", "HEALTH", "USED BY");
+  std::printf("%-10s %-8s %-24s %-7s %6s %8s %5s %15s %4s %-8s %s\n", "HOST", "GPU", "NAME",
+              "SOURCE", "TEMP", "POWER", "UTIL", "MEMORY", "XID", "HEALTH", "USED BY");
   for (auto& g : gpus) {
     std::string mem = figure(g["memory_used_mib"], "", 1.0 / 1024, 1) + "/"
                       + figure(g["memory_total_mib"], " GiB", 1.0 / 1024, 1);
@@ -65,16 +89,18 @@ int do_gpus(const gpu_options& o) {
     if (g.value("drained", false))
       users += " (drained)";
     std::string health = g.value("health", "unknown");
-    std::printf("%-10s %-8s %-24.24s %-7s %6s %8s %5s %15s %-8s %s\n",
+    std::printf("%-10s %-8s %-24.24s %-7s %6s %8s %5s %15s %4s %-8s %s\n",
                 g.value("host", "").c_str(),
                 g.value("gpu", "").empty() ? ("#" + std::to_string(g.value("index", 0))).c_str()
                                            : g.value("gpu", "").c_str(),
                 g.value("name", "").c_str(), g.value("source", "").c_str(),
                 figure(g["temperature_c"], " C").c_str(), figure(g["power_w"], " W").c_str(),
-                figure(g["utilization"], "%").c_str(), mem.c_str(), health.c_str(),
-                users.c_str());
+                figure(g["utilization"], "%").c_str(), mem.c_str(),
+                figure(g["xid_events"], "").c_str(), health.c_str(), users.c_str());
     if (health == "sick")
       std::printf("%21s%s\n", "", g.value("health_reason", "").c_str());
+    if (auto xids = xid_line(g); !xids.empty())
+      std::printf("%21s%s\n", "", xids.c_str());
   }
   if (gpus.empty())
     std::printf("(no node has reported its cards yet)\n");

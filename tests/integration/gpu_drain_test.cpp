@@ -2,8 +2,9 @@
 // nodes reading their cards through the fake NVML (tests/support/fake_nvml): an
 // uncorrectable ECC error drains the card's pools, a run's jobs go to the other pools, the
 // card recovers after gpu_recover_s and its pools return; a card past its slowdown
-// temperature for gpu_hot_s drains its pools too. `vidline gpus` shows the figures; the
-// jobs' energy is their cards' power over their stages.
+// temperature for gpu_hot_s drains its pools too; an Xid 13 is counted and drains nothing,
+// an Xid 79 drains the card's pools until gpu_recover_s passed. `vidline gpus` shows the
+// figures; the jobs' energy is their cards' power over their stages.
 #include <catch2/catch.hpp>
 
 #include <cstdio>
@@ -19,12 +20,14 @@ using vidline::nodes::coordinator_client;
 namespace {
 
 /// The cards a fake NVML shows a node: every card at 50 C (slowdown 90 C), 100 W, 1 of 16
-/// GiB used, plus the faults a test sets. Written whole and renamed into place, so the
-/// node never reads half a file.
+/// GiB used, plus the faults a test sets and the Xid events it injected (card, code; only
+/// ever appended: the fake delivers each line once). Written whole and renamed into place,
+/// so the node never reads half a file.
 struct fake_cards {
   std::string path;
   int count = 0;
   std::map<int, std::map<std::string, double>> faults;
+  std::vector<std::pair<int, int>> xids;
 
   void write() const {
     std::ofstream out(path + ".tmp");
@@ -40,6 +43,8 @@ struct fake_cards {
       for (auto& [k, x] : v)
         out << i << " " << k << " " << x << "\n";
     }
+    for (auto& [card, code] : xids)
+      out << card << " xid " << code << "\n";
     out.close();
     REQUIRE(std::rename((path + ".tmp").c_str(), path.c_str()) == 0);
   }
@@ -182,6 +187,8 @@ TEST_CASE("a sick card drains its pools, jobs go elsewhere, it recovers and they
   CHECK(well["memory_used_mib"] == 1024);
   CHECK(well["memory_total_mib"] == 16384);
   CHECK(well["utilization"] == 30);
+  CHECK(well["xid_events"] == 0);  // registered for Xid events, none yet
+  CHECK(well["xid_last"].is_null());
   CHECK(well["drained"] == true);  // it is eight's too
   auto decoder_card = card(gpus, "host_b", "rtx3080ti");
   REQUIRE(decoder_card.is_object());
@@ -191,6 +198,7 @@ TEST_CASE("a sick card drains its pools, jobs go elsewhere, it recovers and they
   REQUIRE(xtx.is_object());
   CHECK(xtx["source"] == "unknown");
   CHECK(xtx["temperature_c"].is_null());
+  CHECK(xtx["xid_events"].is_null());
   process gpus_text({VIDLINE_BINARY, "gpus", "--config", config},
                     dir.path() + "/gpus.text.out");
   REQUIRE(gpus_text.wait(30) == 0);
@@ -271,4 +279,59 @@ TEST_CASE("a sick card drains its pools, jobs go elsewhere, it recovers and they
   a.write();
   c = wait_cluster(cl, 20, [](const json& c) { return no_drains(c); });
   CHECK(no_drains(c));
+
+  // An Xid 13 on t10-6 (an application's fault): counted and shown, nothing drained. The
+  // report that shows it carries the verdict on it.
+  auto xid_card = [](const json& c) {
+    return card(c.value("gpus", json::array()), "host_a", "t10-6");
+  };
+  a.xids.push_back({6, 13});
+  a.write();
+  c = wait_cluster(cl, 20, [&](const json& c) {
+    auto g = xid_card(c);
+    return g.is_object() && g["xid_events"] == 1;
+  });
+  INFO(c.dump(2));
+  auto g6 = xid_card(c);
+  REQUIRE(g6.is_object());
+  CHECK(g6["xid_events"] == 1);
+  CHECK(g6["xid_last"] == 13);
+  CHECK(g6["health"] == "ok");
+  CHECK(no_drains(c));
+
+  // An Xid 79 (fallen off the bus) on t10-6: four_b and eight drained at once, the reason
+  // naming it; back after gpu_recover_s without another.
+  a.xids.push_back({6, 79});
+  a.write();
+  const auto fell = std::chrono::steady_clock::now();
+  c = wait_cluster(cl, 20, [](const json& c) {
+    return drained(c, "pool:four_b") && drained(c, "pool:eight");
+  });
+  INFO(c.dump(2));
+  REQUIRE(drained(c, "pool:four_b"));
+  CHECK(c["drains"]["pool:four_b"]["sick_gpus"] == json{"host_a/t10-6"});
+  CHECK_THAT(c["drains"]["pool:four_b"]["reason"].get<std::string>(),
+             Catch::Contains("Xid 79 (fallen off the bus)"));
+  CHECK_FALSE(drained(c, "pool:four_a"));
+  g6 = xid_card(c);
+  REQUIRE(g6.is_object());
+  CHECK(g6["health"] == "sick");
+  CHECK(g6["xid_events"] == 2);
+  CHECK(g6["xid_last"] == 79);
+  CHECK(g6["xid_last_unix_s"].is_number());
+  REQUIRE(g6["xids"].size() == 2);
+  CHECK(g6["xids"][0]["code"] == 13);
+  CHECK(g6["xids"][1]["code"] == 79);
+  CHECK(g6["xids"][1]["count"] == 1);
+  // (Not its sick line: the card may be well again by the time the command asks.)
+  process xid_text({VIDLINE_BINARY, "gpus", "--config", config}, dir.path() + "/gpus.xid.out");
+  REQUIRE(xid_text.wait(30) == 0);
+  CHECK(xid_text.out().find("Xid 13 x1, 79 x1; the last 79 at") != std::string::npos);
+  c = wait_cluster(cl, 20, [](const json& c) { return no_drains(c); });
+  INFO(c.dump(2));
+  REQUIRE(no_drains(c));
+  CHECK(std::chrono::steady_clock::now() - fell >= std::chrono::milliseconds(900));
+  g6 = xid_card(c);
+  CHECK(g6["health"] == "ok");
+  CHECK(g6["xid_events"] == 2);  // the count stays: since the node started
 }

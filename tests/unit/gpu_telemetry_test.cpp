@@ -3,10 +3,12 @@
 // fake amdgpu sysfs tree; then the health rule over its readings.
 #include <catch2/catch.hpp>
 
+#include <dlfcn.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <unistd.h>
 
 #include "actors/gpu/health.hpp"
 #include "nodes/gpu/telemetry.hpp"
@@ -40,6 +42,26 @@ void cards(const scratch& s, const std::string& text) {
   ::setenv("VIDLINE_FAKE_NVML", (s.dir / "nvml.txt").c_str(), 1);
 }
 
+/// Adds lines to the fake's file (an Xid event: "0 xid 79\n").
+void append(const scratch& s, const std::string& text) {
+  std::ofstream(s.dir / "nvml.txt", std::ios::app) << text;
+}
+
+/// The fake library held open by the test itself, so its state outlives a reader's
+/// dlclose; it tells how many event sets are not freed.
+struct fake_handle {
+  void* h = dlopen(FAKE_NVML, RTLD_NOW | RTLD_LOCAL);
+  ~fake_handle() {
+    if (h != nullptr)
+      dlclose(h);
+  }
+  int event_sets_open() const {
+    auto f = reinterpret_cast<int (*)()>(dlsym(h, "fake_nvml_event_sets_open"));
+    REQUIRE(f != nullptr);
+    return f();
+  }
+};
+
 nodes::gpu::reader_options nvml_only(const char* lib) {
   nodes::gpu::reader_options o;
   o.nvml_library = lib;
@@ -54,6 +76,15 @@ config::gpu nvidia(const std::string& id, int index) {
   g.index = index;
   return g;
 }
+
+/// Part of a sample as a node before the Xid fields packed it.
+struct old_sample {
+  int32_t index = 0;
+  std::string id, source = "nvml";
+  double temperature_c = 70;
+  std::string health = "ok", health_reason;
+  VIDLINE_MSGPACK_MAP(index, id, source, temperature_c, health, health_reason)
+};
 
 } // namespace
 
@@ -175,6 +206,155 @@ TEST_CASE("nvml: a lost card and a missing one are lost, the health rule makes t
   g = r.read_nvml(0, 101);
   CHECK(gpu::step(h0, g, p, 101));
   CHECK(g.health == "ok");
+}
+
+TEST_CASE("nvml: Xid events counted per card by code, the newest code and when") {
+  scratch s;
+  cards(s, "count 2\n0 temperature 60\n1 temperature 61\n0 xid 13\n");  // before the reader
+  fake_handle fake;
+  REQUIRE(fake.h != nullptr);
+  {
+    nodes::gpu::reader r(nvml_only(FAKE_NVML));
+    REQUIRE(r.nvml());
+    CHECK(r.xid_status().empty());
+    CHECK(fake.event_sets_open() == 1);
+    auto got = r.read({nvidia("g0", 0), nvidia("g1", 1)}, 100);
+    REQUIRE(got.size() == 2);
+    for (auto& g : got) {  // registered, none since the node started (13 came before)
+      CHECK(g.xid_events == 0);
+      CHECK(g.xid_last == -1);
+      CHECK(g.xid_last_unix_s == -1);
+      CHECK(g.xids.empty());
+    }
+    // Card 1: two 13s; card 0: a 79. One reading takes them all, each to its card.
+    append(s, "1 xid 13\n1 xid 13\n0 xid 79\n");
+    got = r.read({nvidia("g0", 0), nvidia("g1", 1)}, 200);
+    CHECK(got[0].xid_events == 1);
+    CHECK(got[0].xid_last == 79);
+    CHECK(got[0].xid_last_unix_s == 200);
+    REQUIRE(got[0].xids.size() == 1);
+    CHECK(got[0].xids[0].code == 79);
+    CHECK(got[0].xids[0].count == 1);
+    CHECK(got[1].xid_events == 2);
+    CHECK(got[1].xid_last == 13);
+    REQUIRE(got[1].xids.size() == 1);
+    CHECK(got[1].xids[0].count == 2);
+    // Nothing new: the figures hold (since the node started), the time of the last too.
+    got = r.read({nvidia("g0", 0), nvidia("g1", 1)}, 300);
+    CHECK(got[0].xid_events == 1);
+    CHECK(got[0].xid_last_unix_s == 200);
+    // Card 1 again with another code: both codes listed, ascending, the newest named.
+    append(s, "1 xid 31\n");
+    auto g = r.read_nvml(1, 400);
+    CHECK(g.xid_events == 3);
+    CHECK(g.xid_last == 31);
+    CHECK(g.xid_last_unix_s == 400);
+    REQUIRE(g.xids.size() == 2);
+    CHECK(g.xids[0].code == 13);
+    CHECK(g.xids[0].last_unix_s == 200);
+    CHECK(g.xids[1].code == 31);
+    CHECK(g.xids[1].count == 1);
+  }
+  CHECK(fake.event_sets_open() == 0);  // freed with the reader
+}
+
+TEST_CASE("nvml: a critical Xid read through the fake makes the card sick, a 13 does not") {
+  scratch s;
+  cards(s, "count 1\n0 temperature 60\n0 slowdown 90\n0 ecc_uncorrected 0\n");
+  nodes::gpu::reader r(nvml_only(FAKE_NVML));
+  gpu::health_params p{30, 60};
+  gpu::health_state h;
+  auto g = r.read_nvml(0, 0);
+  CHECK_FALSE(gpu::step(h, g, p, 0));
+  append(s, "0 xid 13\n");
+  g = r.read_nvml(0, 1);
+  CHECK(g.xid_events == 1);
+  CHECK_FALSE(gpu::step(h, g, p, 1));
+  CHECK(g.health == "ok");
+  append(s, "0 xid 79\n");
+  g = r.read_nvml(0, 2);
+  CHECK(gpu::step(h, g, p, 2));
+  CHECK(g.health == "sick");
+  CHECK_THAT(g.health_reason, Catch::Contains("Xid 79"));
+}
+
+TEST_CASE("nvml: an older driver's events come through nvmlEventSetWait") {
+  scratch s;
+  cards(s, "count 1\n0 temperature 60\n");
+  nodes::gpu::reader r(nvml_only(FAKE_NVML_OLD));  // no nvmlEventSetWait_v2
+  REQUIRE(r.nvml());
+  CHECK(r.xid_status().empty());
+  CHECK(r.read_nvml(0, 1).xid_events == 0);
+  append(s, "0 xid 48\n");
+  auto g = r.read_nvml(0, 2);
+  CHECK(g.xid_events == 1);
+  CHECK(g.xid_last == 48);
+}
+
+TEST_CASE("nvml: without event functions, or a card that cannot, Xid is unknown, not an error") {
+  scratch s;
+  cards(s, "count 2\n0 temperature 60\n1 temperature 61\n1 events_unsupported 1\n");
+  {
+    nodes::gpu::reader r(nvml_only(FAKE_NVML_NO_EVENTS));
+    REQUIRE(r.nvml());
+    CHECK_THAT(r.xid_status(), Catch::Contains("no event functions"));
+    append(s, "0 xid 79\n");
+    auto g = r.read_nvml(0, 1);
+    CHECK(g.source == "nvml");
+    CHECK(g.temperature_c == 60);  // the rest is read as ever
+    CHECK_FALSE(g.lost);
+    CHECK(g.xid_events == -1);
+    CHECK(g.xid_last == -1);
+    CHECK(g.xids.empty());
+    gpu::health_state h;
+    CHECK_FALSE(gpu::step(h, g, {}, 1));
+    CHECK(g.health == "ok");
+  }
+  // Event functions there, card 1 NOT_SUPPORTED: unknown for it, counted for card 0.
+  cards(s, "count 2\n0 temperature 60\n1 temperature 61\n1 events_unsupported 1\n");
+  nodes::gpu::reader r(nvml_only(FAKE_NVML));
+  CHECK(r.xid_status().empty());
+  append(s, "0 xid 79\n1 xid 79\n");
+  auto got = r.read({nvidia("g0", 0), nvidia("g1", 1)}, 5);
+  REQUIRE(got.size() == 2);
+  CHECK(got[0].xid_events == 1);
+  CHECK(got[1].xid_events == -1);
+  CHECK_FALSE(got[1].lost);
+  CHECK(got[1].temperature_c == 61);
+}
+
+TEST_CASE("gpu_sample: an older node's frame reads as Xid unknown, an older reader skips them") {
+  msgpack::sbuffer buf;
+  msgpack::pack(buf, old_sample{});
+  msg::gpu_sample g;
+  msgpack::unpack(buf.data(), buf.size()).get().convert(g);
+  CHECK(g.source == "nvml");
+  CHECK(g.temperature_c == 70);
+  CHECK(g.xid_events == -1);
+  CHECK(g.xid_last == -1);
+  CHECK(g.xid_last_unix_s == -1);
+  CHECK(g.xids.empty());
+  // A new sample, read by the old struct: the Xid fields are passed over.
+  msg::gpu_sample n;
+  n.source = "nvml";
+  n.temperature_c = 71;
+  n.xid_events = 2;
+  n.xid_last = 79;
+  n.xids = {{79, 2, 1.5}};
+  msgpack::sbuffer nbuf;
+  msgpack::pack(nbuf, n);
+  old_sample o;
+  msgpack::unpack(nbuf.data(), nbuf.size()).get().convert(o);
+  CHECK(o.temperature_c == 71);
+  // And round trip: every Xid field survives.
+  msg::gpu_sample back;
+  msgpack::unpack(nbuf.data(), nbuf.size()).get().convert(back);
+  CHECK(back.xid_events == 2);
+  CHECK(back.xid_last == 79);
+  REQUIRE(back.xids.size() == 1);
+  CHECK(back.xids[0].code == 79);
+  CHECK(back.xids[0].count == 2);
+  CHECK(back.xids[0].last_unix_s == 1.5);
 }
 
 TEST_CASE("amdgpu: hwmon and sysfs files read, other vendors and connectors skipped") {

@@ -17,7 +17,94 @@ msg::gpu_sample reading(double temp, double slowdown = 90) {
   return g;
 }
 
+/// A cool reading with Xid figures: `xids` (code, count) since the node started.
+msg::gpu_sample with_xids(std::vector<std::pair<int32_t, int64_t>> xids) {
+  auto g = reading(60);
+  g.xid_events = 0;
+  for (auto& [code, count] : xids) {
+    g.xids.push_back({code, count, 1000});
+    g.xid_events += count;
+    g.xid_last = code;
+  }
+  return g;
+}
+
 } // namespace
+
+TEST_CASE("health: a critical Xid is sick at once, naming it, and recovers after recover_s") {
+  gpu::health_params p{30, 60};
+  gpu::health_state h;
+  auto g = with_xids({});
+  CHECK_FALSE(gpu::step(h, g, p, 0));
+  CHECK(g.health == "ok");
+  g = with_xids({{79, 1}});
+  CHECK(gpu::step(h, g, p, 10));
+  CHECK(g.health == "sick");
+  CHECK_THAT(g.health_reason, Catch::Contains("Xid 79") && Catch::Contains("fallen off the bus"));
+  // The same count again is no new Xid: the recovery clock runs from the next reading.
+  g = with_xids({{79, 1}});
+  CHECK_FALSE(gpu::step(h, g, p, 11));
+  CHECK(g.health == "sick");
+  CHECK_THAT(g.health_reason, Catch::Contains("Xid 79"));  // the reason stays while sick
+  g = with_xids({{79, 1}});
+  CHECK_FALSE(gpu::step(h, g, p, 70));
+  // Another critical Xid (a 48) before recover_s passed: the clock starts again.
+  g = with_xids({{48, 1}, {79, 1}});
+  CHECK_FALSE(gpu::step(h, g, p, 71));
+  CHECK_THAT(g.health_reason, Catch::Contains("Xid 48") && Catch::Contains("double-bit ECC"));
+  CHECK_THAT(g.health_reason, !Catch::Contains("Xid 79"));  // 79 is old news
+  g = with_xids({{48, 1}, {79, 1}});
+  CHECK_FALSE(gpu::step(h, g, p, 72));
+  g = with_xids({{48, 1}, {79, 1}});
+  CHECK_FALSE(gpu::step(h, g, p, 131));
+  g = with_xids({{48, 1}, {79, 1}});
+  CHECK(gpu::step(h, g, p, 132));  // 60 s since 72 without a new one
+  CHECK(g.health == "ok");
+  CHECK(g.health_reason.empty());
+}
+
+TEST_CASE("health: other Xids are counted, never sick") {
+  gpu::health_params p{30, 0};
+  gpu::health_state h;
+  int64_t n = 0;
+  for (int32_t code : {13, 31, 43, 45, 63, 999}) {
+    auto g = with_xids({{code, ++n}});
+    CHECK_FALSE(gpu::step(h, g, p, static_cast<double>(n)));
+    CHECK(g.health == "ok");
+    CHECK(std::string(gpu::xid_meaning(code)).empty());
+  }
+  for (int32_t code : {48, 61, 62, 64, 74, 79, 92, 94, 95, 119, 120})
+    CHECK_FALSE(std::string(gpu::xid_meaning(code)).empty());
+}
+
+TEST_CASE("health: Xids by their counts: a lost report costs nothing, unknown forgets nothing") {
+  gpu::health_params p{30, 0};
+  gpu::health_state h;
+  auto g = with_xids({{13, 1}});
+  CHECK_FALSE(gpu::step(h, g, p, 0));
+  // The reading that brought the 79 was lost; the next shows it with a later 13.
+  g = with_xids({{13, 2}, {79, 1}});
+  g.xid_last = 13;
+  CHECK(gpu::step(h, g, p, 2));
+  CHECK_THAT(g.health_reason, Catch::Contains("Xid 79"));
+  g = with_xids({{13, 2}, {79, 1}});
+  CHECK(gpu::step(h, g, p, 3));  // recover_s 0: well at the first reading without a new one
+  // A reading without Xid figures (the card missing from its driver: lost), then back
+  // with the same counts: no new Xid.
+  msg::gpu_sample gone;
+  gone.source = "nvml";
+  gone.lost = true;
+  CHECK(gpu::step(h, gone, p, 4));
+  CHECK_THAT(gone.health_reason, Catch::Contains("lost") && !Catch::Contains("Xid"));
+  g = with_xids({{13, 2}, {79, 1}});
+  CHECK(gpu::step(h, g, p, 5));
+  CHECK(g.health == "ok");
+  // Lost with a new 79: both named.
+  g = with_xids({{13, 2}, {79, 2}});
+  g.lost = true;
+  CHECK(gpu::step(h, g, p, 6));
+  CHECK_THAT(g.health_reason, Catch::Contains("lost") && Catch::Contains("Xid 79"));
+}
 
 TEST_CASE("health: hot above slowdown for longer than hot_s is sick, recovers after recover_s") {
   gpu::health_params p{30, 60};

@@ -7,9 +7,18 @@
 //   0 temperature 71         card 0's value of a field (see `field` below)
 //   1 lost 1                 card 1 answers GPU_IS_LOST to every call
 //   0 process 4242 3072      a compute process: pid, MiB
+//   0 xid 79                 an Xid critical-error event of card 0 (see below)
+//   0 events_unsupported 1   card 0 answers NOT_SUPPORTED to nvmlDeviceRegisterEvents
 //
-// Built twice: fake_nvml (every symbol) and, with FAKE_NVML_OLD, fake_nvml_old, an older
-// driver without nvmlDeviceGetTotalEnergyConsumption and nvmlDeviceGetFieldValues.
+// Xid events: each `xid` line is one event, in file order. An event set delivers the lines
+// written after it was made (a driver holds no events for a set not yet there), each once,
+// to a set its card is registered with; a test injects an event by adding a line.
+//
+// Built three times: fake_nvml (every symbol); with FAKE_NVML_OLD, fake_nvml_old, an older
+// driver without nvmlDeviceGetTotalEnergyConsumption, nvmlDeviceGetFieldValues and
+// nvmlEventSetWait_v2 (its nvmlEventSetWait fills the event struct before MIG: three
+// fields); with FAKE_NVML_NO_EVENTS, fake_nvml_no_events, one without event functions.
+// `fake_nvml_event_sets_open` (not NVML's) tells a test how many event sets are not freed.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -30,6 +39,7 @@ struct world {
   int count = 0;
   bool init_fails = false;
   std::map<int, card> cards;
+  std::vector<std::pair<int, unsigned>> xids;  ///< (card, code), in file order
 };
 
 world load() {
@@ -58,6 +68,10 @@ world load() {
         double mib = 0;
         s >> pid >> mib;
         w.cards[idx].procs.emplace_back(pid, mib);
+      } else if (field == "xid") {
+        unsigned code = 0;
+        s >> code;
+        w.xids.emplace_back(idx, code);
       } else {
         double val = 0;
         s >> val;
@@ -102,6 +116,36 @@ int field(void* d, const char* name, T* out, double scale = 1) {
 }
 
 bool initialised = false;
+
+#ifndef FAKE_NVML_NO_EVENTS
+constexpr int timeout = 10;
+constexpr unsigned long long xid_critical = 0x8;  // the one event type the fake supports
+
+struct event_set {
+  bool open = false;
+  unsigned registered = 0;  ///< bit per card index
+  std::size_t taken = 0;    ///< xid lines delivered or passed over
+};
+event_set sets[8];
+
+/// The next event for `set` (its card and code), or false.
+bool next_event(void* set, int& card_index, unsigned& code) {
+  auto* es = static_cast<event_set*>(set);
+  if (es == nullptr || !es->open)
+    return false;
+  world w = load();
+  while (es->taken < w.xids.size()) {
+    auto [c, x] = w.xids[es->taken++];
+    if (c >= 0 && c < 16 && (es->registered & (1u << c))) {
+      devices[c].index = c;
+      card_index = c;
+      code = x;
+      return true;
+    }
+  }
+  return false;
+}
+#endif
 
 } // namespace
 
@@ -222,5 +266,75 @@ int nvmlDeviceGetComputeRunningProcesses_v3(void* d, unsigned* count, process* o
   *count = n;
   return ok;
 }
+
+#ifndef FAKE_NVML_NO_EVENTS
+int nvmlEventSetCreate(void** set) {
+  if (!initialised)
+    return uninit;
+  for (auto& es : sets)
+    if (!es.open) {
+      es = event_set{true, 0, load().xids.size()};
+      *set = &es;
+      return ok;
+    }
+  return 999;  // UNKNOWN: more sets than a test needs
+}
+int nvmlDeviceRegisterEvents(void* d, unsigned long long types, void* set) {
+  world w;
+  card* c = nullptr;
+  int r = find(d, w, c);
+  if (r != ok)
+    return r;
+  auto* es = static_cast<event_set*>(set);
+  if (es == nullptr || !es->open)
+    return invalid;
+  if ((types & ~xid_critical) != 0 || (c->v.count("events_unsupported")
+                                       && c->v["events_unsupported"] != 0))
+    return not_supported;
+  es->registered |= 1u << static_cast<dev*>(d)->index;
+  return ok;
+}
+/// nvmlEventData_t, as the _v2 call fills it; the unversioned call's lacks the last two.
+struct event_data {
+  void* device;
+  unsigned long long type, data;
+  unsigned gpu_instance, compute_instance;
+};
+struct event_data_v1 {
+  void* device;
+  unsigned long long type, data;
+};
+#ifndef FAKE_NVML_OLD
+int nvmlEventSetWait_v2(void* set, event_data* e, unsigned /*timeout_ms*/) {
+  int card_index = 0;
+  unsigned code = 0;
+  if (!next_event(set, card_index, code))
+    return timeout;
+  *e = event_data{&devices[card_index], xid_critical, code, 0xFFFFFFFFu, 0xFFFFFFFFu};
+  return ok;
+}
+#endif
+int nvmlEventSetWait(void* set, event_data_v1* e, unsigned /*timeout_ms*/) {
+  int card_index = 0;
+  unsigned code = 0;
+  if (!next_event(set, card_index, code))
+    return timeout;
+  *e = event_data_v1{&devices[card_index], xid_critical, code};
+  return ok;
+}
+int nvmlEventSetFree(void* set) {
+  auto* es = static_cast<event_set*>(set);
+  if (es == nullptr || !es->open)
+    return invalid;
+  es->open = false;
+  return ok;
+}
+int fake_nvml_event_sets_open() {
+  int n = 0;
+  for (auto& es : sets)
+    n += es.open ? 1 : 0;
+  return n;
+}
+#endif
 
 } // extern "C"
