@@ -46,7 +46,10 @@ fuzz_build() {
   local jobs
   jobs=$(nproc)
   ((jobs > 2)) && jobs=2
-  if ! { CXX=$fuzz_cxx cmake -S "$fuzz_src" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo &&
+  # FUZZ_OPT (default -O2) sets the optimisation: the short run of launch/test builds with
+  # -O1, faster to compile, and runs for seconds only.
+  if ! { CXX=$fuzz_cxx cmake -S "$fuzz_src" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+           "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=${FUZZ_OPT:--O2} -g -DNDEBUG" &&
          cmake --build "$dir" -j"$jobs"; } >"$dir/build.log" 2>&1; then
     tail -40 "$dir/build.log"
     echo "== fuzz build failed (full log: $dir/build.log)"

@@ -14,7 +14,7 @@ if ! fuzz_toolchain_present; then
   echo "fuzz smoke: skipped, $fuzz_cxx with libFuzzer's runtime is not installed"
   exit 77
 fi
-fuzz_build "$dir" || exit 1
+FUZZ_OPT=${FUZZ_OPT:--O1} fuzz_build "$dir" || exit 1
 
 status=0
 for t in "${fuzz_targets[@]}"; do
