@@ -53,7 +53,7 @@ TEST_CASE("profile build: medians and spreads per kind x size x cold/warm over t
   runs[0].jobs.push_back(decoded(sampled(416, 736, 5, "t10x4", false, 64), 14, 0.9, false));
   runs[1].jobs.push_back(decoded(sampled(416, 736, 5, "t10x4", false, 60), 12, 0.7, false));
   runs[1].jobs.push_back(sampled(416, 736, 5, "t10x4", false, 62));  // not decoded yet
-  runs[1].jobs.push_back(decoded(sampled(416, 736, 5, "xtx", true, 150), 12, 0, true));
+  runs[1].jobs.push_back(decoded(sampled(416, 736, 5, "rx7900xtx", true, 150), 12, 0, true));
   runs[1].jobs.push_back(sampled(416, 736, 5, "h100x1", true, 30));
   runs[1].jobs.push_back(sampled(416, 736, 5, "h100x1", false, 20));
   runs[1].jobs.push_back(sampled(736, 1280, 5, "h100x1", true, 80));
@@ -76,9 +76,9 @@ TEST_CASE("profile build: medians and spreads per kind x size x cold/warm over t
       CHECK_THAT(row["warm"]["source"].get<std::string>(), Catch::Contains("run-one, run-two"));
   CHECK(p.sampling("t10x4", small, model_state::cold).s == Approx(100));
   // Only cold measured on the XTX: its warm time stays the base's.
-  CHECK(p.sampling("xtx", small, model_state::cold).s == Approx(150));
-  CHECK(p.sampling("xtx", small, model_state::warm).s
-        == Approx(profile::reference().sampling("xtx", small, model_state::warm).s));
+  CHECK(p.sampling("rx7900xtx", small, model_state::cold).s == Approx(150));
+  CHECK(p.sampling("rx7900xtx", small, model_state::warm).s
+        == Approx(profile::reference().sampling("rx7900xtx", small, model_state::warm).s));
   // A kind the base does not know, measured both ways at one size (cold_extra 10) and cold
   // only at another (warm = cold - cold_extra).
   REQUIRE(p.has_pool("h100x1"));
