@@ -5,7 +5,8 @@
 // back; the coordinator forgets finished runs at once (finished_run_memory_s 0), so the
 // run comes back from its journal for the verdict and is held until host_b confirmed it.
 // `wait --collect` carries the verdicts in its index, and a later collection adds one given
-// since. Each verdict's line is written once however often it was sent.
+// since; so does host_a's own collection (collect_dir). Each verdict's line is written
+// once however often it was sent.
 #include <catch2/catch.hpp>
 
 #include <csignal>
@@ -88,7 +89,13 @@ TEST_CASE("verdicts reach the run index on the video's host, down at the time or
     dir.path(), 0.01,
     {{"heartbeat_interval_ms", 200}, {"heartbeat_misses", 3}, {"status_interval_ms", 100},
      {"order_resend_ms", 400}, {"reconnect_max_ms", 500}, {"lease_ms", 1000},
-     {"finished_run_memory_s", 0}});
+     {"finished_run_memory_s", 0}, {"collect_interval_ms", 200}});
+  {
+    // host_a also collects every run's videos by itself.
+    auto cfg = json::parse(read_file(config));
+    cfg["hosts"][0]["collect_dir"] = dir.path() + "/kept";
+    std::ofstream(config) << cfg.dump(2);
+  }
   const std::string a = dir.path() + "/host_a", b = dir.path() + "/host_b";
   std::map<std::string, std::unique_ptr<process>> nodes;
   nodes["host_a"] = start_node(dir.path(), config, "host_a");
@@ -197,4 +204,11 @@ TEST_CASE("verdicts reach the run index on the video's host, down at the time or
   REQUIRE(cli(dir.path(), {"wait", run_id, "--config", config, "--collect", out}) == 0);
   CHECK(line_count(out + "/index.jsonl") == 5);
   CHECK(line_count(b_index) == 7);
+
+  // The host that collects by itself has them too: the run's entry counts its verdicts.
+  const std::string kept = dir.path() + "/kept/" + run_id + "/index.jsonl";
+  CHECK(eventually(60, [&] {
+    return says(kept, "harbour", "rejected", 2) && says(kept, "night", "rejected", 1)
+           && says(kept, "market", "accepted", 1);
+  }));
 }
