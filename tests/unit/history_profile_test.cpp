@@ -3,6 +3,7 @@
 // rest from the base profile; the result reads as a profile.
 #include <catch2/catch.hpp>
 
+#include "actors/coordinator/records.hpp"
 #include "config/profile/profile.hpp"
 #include "nodes/verbs/profile_cmd.hpp"
 
@@ -112,4 +113,36 @@ TEST_CASE("profile build: a history without measured stages is refused") {
   runs[0].jobs.push_back(j);
   CHECK_THROWS_WITH(nodes::profile_from_history(runs, base(), "embedded reference"),
                     Catch::Contains("no measured stage"));
+}
+
+TEST_CASE("profile build: kinds under their old names, in the journal or the base, are learned under the current ones") {
+  // A journal written before the XTX's kind took its model's name: its records say "xtx".
+  auto record = actors::job_record(decoded(sampled(416, 736, 5, "rx7900xtx", true, 150), 12, 0, true));
+  record["pool_kind"] = "xtx";
+  record["encoder_kind"] = "xtx";
+  record["capacity_failed"] = {"xtx"};
+  const auto old = actors::job_from_record(record);
+  CHECK(old.pool_kind == "rx7900xtx");
+  CHECK(old.encoder_kind == "rx7900xtx");
+  CHECK(old.capacity_failed == std::set<std::string>{"rx7900xtx"});
+
+  // A base profile file of that time: its "xtx" entry takes the measurements, renamed.
+  json old_base = base();
+  old_base["pools"]["xtx"] = old_base["pools"]["rx7900xtx"];
+  old_base["pools"].erase("rx7900xtx");
+  old_base["encoders"]["xtx"] = old_base["encoders"]["rx7900xtx"];
+  old_base["encoders"].erase("rx7900xtx");
+  std::deque<sched::run> runs(1);
+  runs[0].id = "run-one";
+  auto j = actors::job_from_record(record);
+  j.capacity_failed.clear();
+  j.conditioning_s = 30;
+  runs[0].jobs.push_back(j);
+  auto learned = nodes::profile_from_history(runs, old_base, "an old profile");
+  CHECK_FALSE(learned["pools"].contains("xtx"));
+  CHECK_FALSE(learned["encoders"].contains("xtx"));
+  auto p = profile::from_json(learned);
+  CHECK(p.old_names().empty());
+  CHECK(p.sampling("rx7900xtx", {416, 736, 5}, model_state::cold).s == Approx(150));
+  CHECK(p.conditioning("rx7900xtx").s == Approx(30));
 }
