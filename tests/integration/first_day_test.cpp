@@ -14,6 +14,7 @@
 
 #include <httplib.h>
 
+#include "config/profile/profile.hpp"
 #include "tests/support/cluster.hpp"
 
 using namespace testing_support;
@@ -150,6 +151,20 @@ TEST_CASE("first day: config-adapt takes the documented host map with keygen's k
   CHECK(warned.out.find("write \"profile\": \"rx7900xtx\"") != std::string::npos);
   for (auto& m : plan_all(dir.path(), dir.path() + "/by_hand.json")["modes"])
     CHECK_FALSE(m.contains("refused"));
+  // A profile file of that time (the reference's XTX entries under "xtx") loads the same;
+  // preflight names the entry to rename.
+  auto old_profile = json::parse(std::string(vidline::profiles::profile::reference_json()));
+  old_profile["pools"]["xtx"] = old_profile["pools"]["rx7900xtx"];
+  old_profile["pools"].erase("rx7900xtx");
+  std::ofstream(dir.path() + "/old_profile.json") << old_profile.dump(2);
+  by_hand["backends"]["sim"]["profile"] = dir.path() + "/old_profile.json";
+  std::ofstream(dir.path() + "/by_hand.json") << by_hand.dump(2);
+  warned = vidline_cli(dir.path(), {"preflight", "--config", dir.path() + "/by_hand.json",
+                                    "--mode", "auto", "--before-start"});
+  INFO(warned.out);
+  CHECK(warned.code == 0);
+  CHECK(report_lines(warned.out, "warn", "profile name /pools/xtx").size() == 1);
+  CHECK(report_lines(warned.out, "ok", "profile").size() == 1);
 
   // A card the profile has never timed: preflight fails its pool, naming its kind and how
   // to time it.
