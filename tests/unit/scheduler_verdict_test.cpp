@@ -157,7 +157,7 @@ TEST_CASE("verdicts: a decoder's host down when the verdict is given gets it whe
   CHECK(sched::check_index(s).empty());
 }
 
-TEST_CASE("verdicts: a changed verdict is a new revision; an answer of the older settles nothing") {
+TEST_CASE("verdicts: a changed verdict is a new revision, an answer of the older settles nothing") {
   auto s = line_with(finished("r"));
   decoder_report(s, 11);
   CHECK(sent(review(s, 0, "accept", 12)).at(0).revision == 1);
@@ -183,7 +183,7 @@ TEST_CASE("verdicts: a changed verdict is a new revision; an answer of the older
   CHECK(sched::check_index(s).empty());
 }
 
-TEST_CASE("verdicts: a write that failed is sent again, logged once; no line or refused settle it") {
+TEST_CASE("verdicts: a write that failed is sent again, logged once, no line or refused settle it") {
   auto s = line_with(finished("r"));
   decoder_report(s, 11);
   review(s, 0, "accept", 12);
@@ -209,7 +209,7 @@ TEST_CASE("verdicts: a write that failed is sent again, logged once; no line or 
   CHECK(sched::check_index(s).empty());
 }
 
-TEST_CASE("verdicts: a job with no decoder's video is not sent; a decoder not in the config is said") {
+TEST_CASE("verdicts: a job with no decoder's video is not sent, a decoder not in the config is said") {
   auto r = finished("r");
   r.jobs[0].decoder.clear();  // no video of a decoder (a record older than decoders named)
   r.jobs[1].decoder = "gone";
@@ -224,7 +224,7 @@ TEST_CASE("verdicts: a job with no decoder's video is not sent; a decoder not in
   CHECK(sched::runs_with_verdicts_due(s).empty());
 }
 
-TEST_CASE("verdicts: a run waits in memory for its verdicts; a restarted coordinator sends them again") {
+TEST_CASE("verdicts: a run waits in memory for its verdicts, a restarted coordinator sends them again") {
   auto s = line_with(finished("r"));
   s.p.finished_run_memory_s = 0;  // forgotten at the first tick once finished
   decoder_report(s, 11);
