@@ -122,6 +122,25 @@ std::string check_order(const msg::decode_order& o, const config::knobs& k) {
   return check_job(o.job, k);
 }
 
+std::string check_verdict(const msg::verdict_index& v, const std::string& outputs_dir) {
+  if (auto why = name_problem("run_id", v.run_id); !why.empty())
+    return why;
+  const std::string dir = outputs_dir + "/" + v.run_id + "/";
+  if (v.output.size() <= dir.size() || v.output.compare(0, dir.size(), dir) != 0)
+    return "output is not in the run's output directory " + dir;
+  if (!files::is_safe_name(std::string_view(v.output).substr(dir.size()), 255))
+    return "output's file name is not a safe name";
+  if (!is_sha256_hex(v.output_sha256))
+    return "output_sha256 is not 64 lowercase hex digits";
+  if (v.verdict != "accepted" && v.verdict != "rejected")
+    return "verdict must be \"accepted\" or \"rejected\"";
+  if (v.revision == 0)
+    return "revision must be at least 1";
+  if (!std::isfinite(v.at_unix))
+    return "at_unix is not a finite number";
+  return "";
+}
+
 void repair(msg::sample_result& r) {
   for (std::string* s : {&r.pool, &r.host, &r.run_id, &r.outcome, &r.error, &r.latent_sha256})
     repair_text(*s);

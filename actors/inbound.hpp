@@ -13,11 +13,14 @@
 ///   UTF-8 and their durations finite and non-negative, so that the journal's JSON can
 ///   always be written and read back (a NaN is written as null, which does not read back
 ///   as a number).
+/// - A verdict to index (verdict_index) is refused unless its names are safe and its video
+///   lies in the run's output directory (check_verdict).
 
 #include <string>
 
 #include "config/knobs.hpp"
 #include "messages/messages.hpp"
+#include "messages/review.hpp"
 
 namespace vidline::actors::inbound {
 
@@ -45,6 +48,13 @@ std::string check_job(const msg::job_spec& j, const config::knobs& k);
 /// "" when an order is acceptable; otherwise why not.
 std::string check_order(const msg::sample_order& o, const config::knobs& k);
 std::string check_order(const msg::decode_order& o, const config::knobs& k);
+
+/// "" when a verdict to write into the run index under `outputs_dir` (a host's
+/// <data_dir>/outputs) is acceptable: its run id a safe name, its video exactly
+/// `outputs_dir`/<run id>/<a safe file name>, its digest 64 lowercase hex digits, the
+/// verdict "accepted" or "rejected", a revision from 1 and a finite time. Otherwise why not:
+/// the names become the index file's path, so nothing in the message steers it elsewhere.
+std::string check_verdict(const msg::verdict_index& v, const std::string& outputs_dir);
 
 /// Makes a report safe to journal (see the file comment).
 void repair(msg::sample_result& r);

@@ -76,7 +76,7 @@ constexpr const char* two_servers = R"json({
      "gpus": ["t10-0", "t10-1", "t10-2", "t10-3"]},
     {"name": "four_b", "host": "host_a", "backend": "sim", "profile": "t10x4",
      "gpus": ["t10-4", "t10-5", "t10-6", "t10-7"]},
-    {"name": "xtx", "host": "host_b", "gpus": ["xtx"], "backend": "sim", "profile": "xtx"},
+    {"name": "xtx", "host": "host_b", "gpus": ["xtx"], "backend": "sim", "profile": "rx7900xtx"},
     {"name": "eight_c", "host": "host_c", "backend": "sim", "profile": "t10x8",
      "gpus": ["t10-0", "t10-1", "t10-2", "t10-3", "t10-4", "t10-5", "t10-6", "t10-7"]},
     {"name": "four_c", "host": "host_c", "backend": "sim", "profile": "t10x4",
@@ -88,7 +88,7 @@ constexpr const char* two_servers = R"json({
     {"name": "t10dec", "host": "host_c", "gpu": "t10-8", "backend": "sim", "profile": "t10"}],
   "encoders": [
     {"name": "encoder_a", "host": "host_a", "gpus": ["t10-0", "t10-1", "t10-2", "t10-3"], "backend": "sim", "profile": "t10x4"},
-    {"name": "encoder_b", "host": "host_b", "gpus": ["xtx"], "backend": "sim", "profile": "xtx"},
+    {"name": "encoder_b", "host": "host_b", "gpus": ["xtx"], "backend": "sim", "profile": "rx7900xtx"},
     {"name": "encoder_c", "host": "host_c", "gpus": ["t10-0", "t10-1", "t10-2", "t10-3"], "backend": "sim", "profile": "t10x4"}],
   "modes": {
     "eights_xtx": {"pools": ["eight", "eight_c", "xtx"], "decoders": ["rtx3080ti", "t10dec"]},
@@ -117,16 +117,16 @@ constexpr const char* xtx_farm = R"json({
        {"id": "t10-4", "model": "Tesla T10", "vendor": "nvidia", "memory_gib": 16, "index": 4}]}],
   "backends": {"sim": {"type": "sim", "time_scale": 0.01, "profile": ""}},
   "pools": [
-    {"name": "xtx_0", "host": "host_d", "gpus": ["xtx-0"], "backend": "sim", "profile": "xtx"},
-    {"name": "xtx_1", "host": "host_d", "gpus": ["xtx-1"], "backend": "sim", "profile": "xtx"},
-    {"name": "xtx_2", "host": "host_d", "gpus": ["xtx-2"], "backend": "sim", "profile": "xtx"},
-    {"name": "xtx_3", "host": "host_d", "gpus": ["xtx-3"], "backend": "sim", "profile": "xtx"},
+    {"name": "xtx_0", "host": "host_d", "gpus": ["xtx-0"], "backend": "sim", "profile": "rx7900xtx"},
+    {"name": "xtx_1", "host": "host_d", "gpus": ["xtx-1"], "backend": "sim", "profile": "rx7900xtx"},
+    {"name": "xtx_2", "host": "host_d", "gpus": ["xtx-2"], "backend": "sim", "profile": "rx7900xtx"},
+    {"name": "xtx_3", "host": "host_d", "gpus": ["xtx-3"], "backend": "sim", "profile": "rx7900xtx"},
     {"name": "four_e", "host": "host_e", "backend": "sim", "profile": "t10x4",
      "gpus": ["t10-0", "t10-1", "t10-2", "t10-3"]}],
   "decoders": [
     {"name": "t10dec", "host": "host_e", "gpu": "t10-4", "backend": "sim", "profile": "t10"}],
   "encoders": [
-    {"name": "encoder_d", "host": "host_d", "gpus": ["xtx-0"], "backend": "sim", "profile": "xtx"},
+    {"name": "encoder_d", "host": "host_d", "gpus": ["xtx-0"], "backend": "sim", "profile": "rx7900xtx"},
     {"name": "encoder_e", "host": "host_e", "gpus": ["t10-0", "t10-1", "t10-2", "t10-3"], "backend": "sim", "profile": "t10x4"}],
   "modes": {
     "all_xtx": {"pools": ["xtx_0", "xtx_1", "xtx_2", "xtx_3"], "decoders": ["t10dec"]},

@@ -65,7 +65,7 @@ config::cluster big_cluster(int hosts) {
       p.host = name;
       p.gpus = {"xtx-" + std::to_string(x)};
       p.backend = "sim";
-      p.profile_key = "xtx";
+      p.profile_key = "rx7900xtx";
       c.pools.push_back(p);
       all.pools.push_back(p.name);
     }

@@ -5,6 +5,7 @@
 #include <system_error>
 
 #include "config/json_reader.hpp"
+#include "config/profile/kinds.hpp"
 #include "config/schema.hpp"
 
 namespace vidline::config::detail {
@@ -195,6 +196,19 @@ cluster read_cluster(const json& doc, const std::string& base_dir) {
   c.pools = read_array<pool>(r.required("pools"), r.path_of("pools"), read_pool);
   c.decoders = read_array<decoder>(r.required("decoders"), r.path_of("decoders"), read_decoder);
   c.encoders = read_array<encoder>(r.required("encoders"), r.path_of("encoders"), read_encoder);
+  // A kind's old name loads as its current one (config/profile/kinds.hpp), noted.
+  auto current = [&c](std::string& key, const std::string& path) {
+    if (auto now = profiles::renamed(key)) {
+      c.old_profile_keys.push_back({child(path, "profile"), key, *now});
+      key = *now;
+    }
+  };
+  for (std::size_t i = 0; i < c.pools.size(); ++i)
+    current(c.pools[i].profile_key, child("/pools", i));
+  for (std::size_t i = 0; i < c.decoders.size(); ++i)
+    current(c.decoders[i].profile_key, child("/decoders", i));
+  for (std::size_t i = 0; i < c.encoders.size(); ++i)
+    current(c.encoders[i].profile_key, child("/encoders", i));
   // nlohmann keeps object members sorted by key, so modes come out sorted by name.
   const json& modes = r.required("modes");
   expect_object(modes, r.path_of("modes"));

@@ -115,6 +115,14 @@ struct mode {
   std::string policy = "in_turn";
 };
 
+/// A "profile" the config spelled with a kind's old name (config/profile/kinds.hpp): it
+/// loads as the kind's current name; preflight names each, so the file can be updated.
+struct old_profile_key {
+  std::string path;      ///< "/pools/3/profile"
+  std::string written;   ///< "xtx"
+  std::string kind;      ///< "rx7900xtx"
+};
+
 /// The whole cluster.
 struct cluster {
   std::string name;
@@ -129,6 +137,9 @@ struct cluster {
   /// Links without CURVE: allowed only when every host's address is loopback.
   bool plaintext = false;
   std::string source_path;        ///< the file it was loaded from
+  /// Profile keys written with a kind's old name, read as its current one (not written
+  /// back by to_json, which writes the current names).
+  std::vector<old_profile_key> old_profile_keys;
 
   const host* find_host(const std::string& name) const;
   const pool* find_pool(const std::string& name) const;
@@ -196,7 +207,9 @@ void validate(const config::knobs& k);
 /// The profile key a pool, decoder or encoder gets when its config names none:
 /// `model_short` for one GPU, `model_short` + "x" + count for several, where model_short
 /// is the model lower-cased, without brand words (Tesla, GeForce, Radeon, ...) and without
-/// anything but a-z and 0-9: ("Tesla T10", 8) -> "t10x8", ("RTX 3080 Ti", 1) -> "rtx3080ti".
+/// anything but a-z and 0-9: ("Tesla T10", 8) -> "t10x8", ("RTX 3080 Ti", 1) -> "rtx3080ti",
+/// ("RX 7900 XTX", 1) -> "rx7900xtx". These are the kinds' names everywhere: the embedded
+/// reference profile's, and those `vidline profile build` learns (config/profile/kinds.hpp).
 /// "" when the model leaves nothing.
 std::string default_profile_key(const std::string& model, std::size_t gpu_count);
 

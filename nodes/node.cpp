@@ -262,6 +262,10 @@ int run_node(const config::cluster& c, const std::string& host_name) {
   // The first line of every node log: which build, from which config (its hello says the same).
   spdlog::info("vidline {} node {} starting, config {} sha256 {}", version_string, h->name,
                c.source_path.empty() ? "(embedded)" : c.source_path, digest);
+  for (const auto& k : c.old_profile_keys)
+    spdlog::warn("config {}: \"{}\" is the old name of kind '{}', read as it: write "
+                 "\"profile\": \"{}\" (or leave \"profile\" out to derive it from the GPUs)",
+                 k.path, k.written, k.kind, k.kind);
   // Before any stage process starts: end what a previous life of this node left running
   // (it was killed, so its children's parent-death signal may have missed grandchildren),
   // then record every child of this life.

@@ -23,6 +23,8 @@ router::router(std::string self_host, msg::decode_limits limits)
   handlers_[msg::latent_holdings::wire_name] = [this](const inbound& in) { route<msg::latent_holdings>(in); };
   handlers_[msg::latent_release::wire_name] = [this](const inbound& in) { route<msg::latent_release>(in); };
   handlers_[msg::gpu_report::wire_name] = [this](const inbound& in) { route<msg::gpu_report>(in); };
+  handlers_[msg::verdict_index::wire_name] = [this](const inbound& in) { route<msg::verdict_index>(in); };
+  handlers_[msg::verdict_indexed::wire_name] = [this](const inbound& in) { route<msg::verdict_indexed>(in); };
   // Requests from command-line clients, answered on the ROUTER.
   handlers_[msg::submit_run::wire_name] = [this](const inbound& in) { route_client<msg::submit_run>(in); };
   handlers_[msg::status_query::wire_name] = [this](const inbound& in) { route_client<msg::status_query>(in); };

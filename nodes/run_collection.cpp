@@ -74,8 +74,10 @@ void run_collection::turn() {
     listed.insert(id);
     const bool finished = r.value("state", "") != "running";
     const uint32_t succeeded = r.value("succeeded", 0u);
+    const uint64_t verdicts = r.value("verdicts", uint64_t{0});
     auto& seen = runs_[id];
-    if (succeeded == seen.succeeded && (!finished || seen.complete))
+    if (succeeded == seen.succeeded && verdicts == seen.verdicts
+        && (!finished || seen.complete))
       continue;  // nothing new (an open run's failed videos wait for its end)
     if (seen.k && seen.k->report().failed > 0 && steady::now() < seen.retry_at &&
         succeeded == seen.succeeded)
@@ -124,6 +126,7 @@ void run_collection::turn() {
     if (!read_all || stopping())
       continue;  // the counts are asked again next turn
     seen.succeeded = succeeded;
+    seen.verdicts = verdicts;
     seen.complete = finished && rep.failed == 0;
     seen.retry_at = steady::now() + retry_after;
   }

@@ -6,7 +6,9 @@
 /// coordinator for its runs and, for each run with videos it has not yet collected, reads the
 /// run's status and hands it to the same collector `vidline run --collect` uses
 /// (nodes/verbs/collect.hpp): each video pulled by SHA-256 from its decoder's host, verified,
-/// renamed into `<collect_dir>/<run id>/`, then indexed in that folder's index.jsonl. Nothing
+/// renamed into `<collect_dir>/<run id>/`, then indexed in that folder's index.jsonl, and
+/// each reviewer's verdict given since indexed there too (a run's list entry counts its
+/// verdicts, so a run with a new one is read again). Nothing
 /// is kept but the files: a restarted node looks at every run the coordinator still holds
 /// again, finds what it collected before (same bytes: "already there", its index line added
 /// if a kill came between the rename and the line), and fetches only the rest. A file with
@@ -47,6 +49,7 @@ private:
   struct run_seen {
     std::unique_ptr<collector> k;
     uint32_t succeeded = 0;     ///< the run's succeeded count at the last pass
+    uint64_t verdicts = 0;      ///< its verdicts given at the last pass (a new one is indexed)
     bool complete = false;      ///< finished, and every video of it collected or refused
     std::chrono::steady_clock::time_point retry_at;  ///< a finished run's failures: not before
     std::set<std::string> told; ///< problems already logged

@@ -21,7 +21,6 @@
 #include "actors/coordinator/admission.hpp"
 #include "actors/coordinator/dispatch_setup.hpp"
 #include "actors/coordinator/gpu_view.hpp"
-#include "actors/coordinator/review_index.hpp"
 #include "common/metrics.hpp"
 #include "common/sha256.hpp"
 #include "common/text.hpp"
@@ -82,6 +81,8 @@ void execute(shell& sh, const std::vector<sched::effect>& fx) {
       sh.ctx.out->send(a->host, a->target, msg::result_ack{a->target, a->attempt, a->discard});
     else if (auto* g = std::get_if<sched::fx_grant>(&e))
       sh.ctx.out->send(g->host, g->target, g->grant);
+    else if (auto* v = std::get_if<sched::fx_send_verdict>(&e))
+      sh.ctx.out->send(v->host, "decoder:" + v->v.decoder, v->v);
     else if (auto* rl = std::get_if<sched::fx_release>(&e))
       sh.ctx.out->send(rl->host, "latents", msg::latent_release{rl->host, rl->sha256s});
     else if (auto* dc = std::get_if<sched::fx_drain_changed>(&e))
@@ -550,8 +551,8 @@ msg::resume_reply resume(shell& sh, const std::string& run_id) {
 }
 
 /// A reviewer's verdict (review_take): recorded by the machine, which adds the take a
-/// reject asks for; a run the state forgot comes back from the journal. The verdict also
-/// goes into the run index on this host when its video's line is there.
+/// reject asks for and sends the verdict to the run index on the video's host (verdicts.hpp);
+/// a run the state forgot comes back from the journal.
 msg::review_reply review(shell& sh, const msg::review_take& req) {
   msg::review_reply out;
   out.run_id = req.run_id;
@@ -587,18 +588,8 @@ msg::review_reply review(shell& sh, const msg::review_take& req) {
     }
   execute(sh, fx);
   sh.recent.reset();  // perhaps recalled: the state holds it now
-  if (auto* now = sh.st.find_run(req.run_id)) {
+  if (auto* now = sh.st.find_run(req.run_id))
     out.state = run_state(*now);
-    if (out.error.empty() && req.index < now->jobs.size()) {
-      try {
-        index_verdict(sh.ctx.data_dir, now->jobs[req.index],
-                      sh.ctx.run_now() * sh.ctx.time_scale);
-      } catch (const std::exception& e) {
-        spdlog::warn("coordinator: the verdict on {}/{} is journaled, not indexed: {}",
-                     req.run_id, req.index, e.what());
-      }
-    }
-  }
   return out;
 }
 
@@ -754,6 +745,7 @@ caf::behavior coordinator_actor(caf::event_based_actor* self, context ctx,
       handle(*sh, sched::ev_decode_result{std::move(r)});
     },
     [sh](msg::latent_holdings& h) { handle(*sh, sched::ev_latent_holdings{std::move(h)}); },
+    [sh](msg::verdict_indexed& a) { handle(*sh, sched::ev_verdict_indexed{std::move(a)}); },
     [sh](msg::peer_event& p) { handle(*sh, sched::ev_peer{p.host, p.up}); },
     [sh](msg::gpu_report& r) {
       std::vector<sched::ev_gpu_health> health;

@@ -3,6 +3,7 @@
 // never scans all runs. reindex rebuilds it; check_index compares it with a rebuild.
 #include "actors/coordinator/index.hpp"
 #include "actors/coordinator/graph.hpp"
+#include "actors/coordinator/verdicts.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -166,6 +167,8 @@ void index_run(state& s, std::size_t rp) {
     enter(s, rp, j);
     if (j.state == job_state::cancelled && j.attempt != 0)
       s.idx.cancelled_attempts.insert(j.attempt);
+    if (verdict_due(j))
+      s.idx.verdicts_due[j.decoder].emplace(r.id, j.spec.index);
     auto p = s.pools.find(j.pool);
     if (j.sample_start >= 0 && p != s.pools.end()) {
       auto [it, fresh] = ri.first_order_on_host.emplace(p->second.host, j.sample_start);
@@ -321,6 +324,8 @@ std::string check_index(const state& s) {
     return "free pools differ";
   if (a.unavailable != b.unavailable || a.unavailable_flag != b.unavailable_flag)
     return "unavailable pools differ";
+  if (a.verdicts_due != b.verdicts_due)
+    return "verdicts due differ";
   return "";
 }
 

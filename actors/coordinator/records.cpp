@@ -1,6 +1,7 @@
 #include "actors/coordinator/records.hpp"
 #include "actors/coordinator/graph_records.hpp"
 
+#include "config/profile/kinds.hpp"
 #include "config/shot_record.hpp"
 
 #include <algorithm>
@@ -103,7 +104,8 @@ json prompt_start(const std::string& p) {
 }
 
 /// A job's review in the status (null: none): the verdict, when (run clock and unix
-/// seconds) and the take its reject added (null: none).
+/// seconds), the take its reject added (null: none) and its revision (1 for the first
+/// verdict, one more for each change: the run index's lines say it too).
 template <class Rel, class Unix>
 json review_record(const sched::job& j, const Rel& rel, const Unix& unix_of) {
   if (j.verdict.empty())
@@ -111,7 +113,8 @@ json review_record(const sched::job& j, const Rel& rel, const Unix& unix_of) {
   return {{"verdict", j.verdict},
           {"at_s", rel(j.reviewed_at)},
           {"at_unix", unix_of(j.reviewed_at)},
-          {"take_index", j.retake >= 0 ? json(j.retake) : json(nullptr)}};
+          {"take_index", j.retake >= 0 ? json(j.retake) : json(nullptr)},
+          {"revision", j.verdict_revision}};
 }
 
 json clock_record(const sched::stage_clock& c) {
@@ -152,7 +155,7 @@ std::vector<sched::failed_attempt> failures_from(const json& r) {
 } // namespace
 
 json job_record(const sched::job& j) {
-  return {{"spec", spec_record(j.spec)},
+  json r = {{"spec", spec_record(j.spec)},
           {"state", sched::to_string(j.state)},
           {"attempt", j.attempt},
           {"sample_attempts", j.sample_attempts},
@@ -198,6 +201,12 @@ json job_record(const sched::job& j) {
           {"retake_of", j.retake_of},
           {"sampling_energy_j", j.sampling_energy_j},
           {"decode_energy_j", j.decode_energy_j}};
+  // The verdict's way to the run index (verdicts.hpp), only once there is one.
+  if (j.verdict_revision != 0) {
+    r["verdict_revision"] = j.verdict_revision;
+    r["verdict_indexed"] = j.verdict_indexed;
+  }
+  return r;
 }
 
 sched::job job_from_record(const json& r) {
@@ -221,7 +230,9 @@ sched::job job_from_record(const json& r) {
   j.output = r.at("output").get<std::string>();
   j.output_sha256 = r.value("output_sha256", "");
   j.error = r.at("error").get<std::string>();
-  j.capacity_failed = r.value("capacity_failed", std::set<std::string>{});
+  // Kinds by their current names: a journal older than a kind's rename has its old one.
+  for (const auto& kind : r.value("capacity_failed", std::set<std::string>{}))
+    j.capacity_failed.insert(profiles::current_kind(kind));
   j.cold = r.value("cold", false);
   j.sample_start = r.at("sample_start").get<double>();
   j.sample_end = r.at("sample_end").get<double>();
@@ -231,9 +242,9 @@ sched::job job_from_record(const json& r) {
   j.sampling_s = r.value("sampling_s", 0.0);
   j.handoff_s = r.value("handoff_s", 0.0);
   j.decode_s = r.value("decode_s", 0.0);
-  j.pool_kind = r.value("pool_kind", "");
-  j.encoder_kind = r.value("encoder_kind", "");
-  j.decoder_kind = r.value("decoder_kind", "");
+  j.pool_kind = profiles::current_kind(r.value("pool_kind", ""));
+  j.encoder_kind = profiles::current_kind(r.value("encoder_kind", ""));
+  j.decoder_kind = profiles::current_kind(r.value("decoder_kind", ""));
   j.handoff_same_host = r.value("handoff_same_host", false);
   j.latent_attempt = r.value("latent_attempt", uint64_t{0});
   j.duplicates = r.value("duplicates", 0u);
@@ -249,6 +260,10 @@ sched::job job_from_record(const json& r) {
   j.reviewed_at = r.value("reviewed_at", -1.0);
   j.retake = r.value("retake", int64_t{-1});
   j.retake_of = r.value("retake_of", int64_t{-1});
+  // A verdict journaled before verdicts were carried to the run index: its first revision,
+  // not confirmed, so it is sent to its video's host now.
+  j.verdict_revision = r.value("verdict_revision", j.verdict.empty() ? 0u : 1u);
+  j.verdict_indexed = r.value("verdict_indexed", 0u);
   j.sampling_energy_j = r.value("sampling_energy_j", -1.0);
   j.decode_energy_j = r.value("decode_energy_j", -1.0);
   return j;
@@ -355,7 +370,9 @@ nlohmann::json runs_json(const sched::state& s, double now, bool all,
     finished_shown += r.done ? 1 : 0;
     uint32_t done = 0, succeeded = 0, failed = 0, cancelled = 0, queued = 0, running = 0;
     uint32_t reused = 0;  // counted in succeeded too: their videos are there
+    uint64_t verdicts = 0;  // given, each change counted: a collector sees one more
     for (auto& j : r.jobs) {
+      verdicts += j.verdict_revision;
       switch (j.state) {
         case sched::job_state::succeeded: ++succeeded; break;
         case sched::job_state::failed: ++failed; break;
@@ -393,7 +410,8 @@ nlohmann::json runs_json(const sched::state& s, double now, bool all,
                    {"age_s", ms3(now - r.submitted_at)},
                    {"from_journal", it->second},
                    {"wh_per_clip", known(sum.wh_per_clip, 3)},
-                   {"clips_per_kwh", known(sum.clips_per_kwh, 2)}});
+                   {"clips_per_kwh", known(sum.clips_per_kwh, 2)},
+                   {"verdicts", verdicts}});
   }
   // Oldest first, as submitted.
   std::reverse(out.begin(), out.end());

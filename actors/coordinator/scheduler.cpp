@@ -2,6 +2,7 @@
 #include "actors/coordinator/drain.hpp"
 #include "actors/coordinator/index.hpp"
 #include "actors/coordinator/review.hpp"
+#include "actors/coordinator/verdicts.hpp"
 #include "actors/coordinator/graph.hpp"
 #include "config/shot_identity.hpp"
 
@@ -733,7 +734,10 @@ struct stepper {
       auto it = current.find(a);
       return it == current.end() ? nullptr : it->second;
     });
+    send_due_verdicts(s, d, now, fx);
   }
+
+  void on(const ev_verdict_indexed& e) { apply_verdict_indexed(s, e, now, fx); }
 
   void on(const ev_sample_result& e) { on_sample_result(e.r); }
   void on(const ev_decode_result& e) { on_decode_result(e.r); }
@@ -1034,10 +1038,13 @@ struct stepper {
   void retain() {
     if (s.p.finished_run_memory_s >= 0) {
       std::vector<std::string> gone;
+      // A verdict its video's host has not confirmed keeps its run here, to be sent again.
+      const auto held = runs_with_verdicts_due(s);
       for (std::size_t rp = 0; rp < s.runs.size(); ++rp) {
         const auto& r = s.runs[rp];
         const double at = r.finished_at >= 0 ? r.finished_at : r.submitted_at;
-        if (r.done && s.idx.runs[rp].unfinished == 0 && now - at >= s.p.finished_run_memory_s)
+        if (r.done && s.idx.runs[rp].unfinished == 0 && now - at >= s.p.finished_run_memory_s
+            && held.count(r.id) == 0)
           gone.push_back(r.id);
       }
       if (!gone.empty())
@@ -1227,8 +1234,9 @@ struct stepper {
       return;
     }
     const std::string id = r->id;
+    const std::string verdict_was = r->jobs[e.index].verdict;
+    const int64_t take_was = r->jobs[e.index].retake;
     r->jobs[e.index].verdict = plan.verdict;
-    r->jobs[e.index].reviewed_at = now;
     persist(r->jobs[e.index]);
     if (plan.take) {
       if (r->done) {  // open again for the take (as a resume opens it)
@@ -1240,7 +1248,13 @@ struct stepper {
       r->jobs[e.index].retake = static_cast<int64_t>(r->jobs.size()) - 1;
       persist(r->jobs[e.index]);
     }
-    const auto& j = r->jobs[e.index];
+    auto& j = r->jobs[e.index];
+    // A new verdict or take (the same again changes nothing): timed, and on its way to the
+    // run index on the video's host (verdicts.hpp), journaled first.
+    if (j.verdict != verdict_was || j.retake != take_was) {
+      j.reviewed_at = now;
+      verdict_given(s, j, now, fx);
+    }
     fx.push_back(fx_review_answer{"", "", j.verdict, j.retake,
                                   j.retake >= 0 ? r->jobs[j.retake].spec.seed : 0});
     log(2, "run " + id + ": job " + std::to_string(e.index) + " " + j.verdict

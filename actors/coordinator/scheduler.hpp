@@ -38,6 +38,7 @@
 
 #include "actors/gpu/power_log.hpp"
 #include "messages/messages.hpp"
+#include "messages/review.hpp"
 
 namespace vidline::sched {
 
@@ -155,6 +156,14 @@ struct job {
   double reviewed_at = -1;         ///< run-clock time of the verdict
   int64_t retake = -1;             ///< the index of the take its reject added (-1 = none)
   int64_t retake_of = -1;          ///< the job whose reject added this take (-1 = none)
+  /// The verdict in the run index on the video's host (verdicts.hpp): its revision (1 for
+  /// the first verdict, one more for each change) and the revision that host confirmed,
+  /// both journaled; when it was last sent and the error the last answer named, not
+  /// journaled (a restarted coordinator sends at the decoder's first report).
+  uint32_t verdict_revision = 0;
+  uint32_t verdict_indexed = 0;
+  double verdict_sent_at = -1;
+  std::string verdict_error;
 };
 
 /// One batch submitted together. Open runs share the line (docs/design.md, "The queue"):
@@ -444,6 +453,9 @@ struct state_index {
   std::set<std::pair<std::size_t, uint32_t>> inputs_due;
   /// Outputs of the state's jobs by job key (succeeded, with a key).
   std::map<std::string, held_output> outputs_by_key;
+  /// Verdicts the video's host has not confirmed in its run index, by the decoder that
+  /// made the video: (run id, job) (verdicts.hpp).
+  std::map<std::string, std::set<std::pair<std::string, uint32_t>>> verdicts_due;
 };
 
 /// The whole machine state.
@@ -572,6 +584,8 @@ struct ev_gpu_health {
 /// source's video (fx_make_input): stored as an input by its SHA-256.
 struct ev_input_made { std::string run_id; uint32_t index = 0; std::string name;
                        std::string sha256; uint64_t bytes = 0; std::string error; };
+/// The decoder that made a job's video answered its verdict_index (verdicts.hpp).
+struct ev_verdict_indexed { msg::verdict_indexed a; };
 /// Power readings of cards (a node's gpu_report): each at its node's wall-clock time.
 struct ev_gpu_power {
   struct reading {
@@ -585,7 +599,7 @@ struct ev_gpu_power {
 using event = std::variant<ev_submit, ev_pool_status, ev_decoder_status, ev_sample_result,
                            ev_decode_result, ev_peer, ev_tick, ev_resume, ev_latent_holdings,
                            ev_cancel, ev_add_jobs, ev_drain, ev_gpu_health, ev_input_made,
-                           ev_review, ev_gpu_power>;
+                           ev_review, ev_gpu_power, ev_verdict_indexed>;
 
 // -- effects -------------------------------------------------------------------------------
 
@@ -626,10 +640,13 @@ struct fx_drain_answer { std::vector<std::string> targets; std::string error; };
 /// not (`code`: "no_such_run", "not_reviewable", "invalid").
 struct fx_review_answer { std::string error; std::string code; std::string verdict;
                           int64_t take = -1; uint64_t take_seed = 0; };
+/// Send a verdict to the decoder on `host` that made the video, for the run index there.
+struct fx_send_verdict { std::string host; msg::verdict_index v; };
 using effect = std::variant<fx_persist_job, fx_persist_run, fx_send_sample, fx_send_decode,
                             fx_ack, fx_job_final, fx_run_done, fx_log, fx_release, fx_grant,
                             fx_drop_runs, fx_accepted, fx_persist_drains, fx_drain_changed,
-                            fx_drain_answer, fx_make_input, fx_review_answer>;
+                            fx_drain_answer, fx_make_input, fx_review_answer,
+                            fx_send_verdict>;
 
 /// Puts drains read back from the journal into the state (a restarted coordinator): the
 /// views of the pools and decoders they name are marked; names no longer in the config

@@ -20,6 +20,7 @@
 #include "common/sha256.hpp"
 #include "messages/actor_types.hpp"
 #include "messages/envelope.hpp"
+#include "messages/review_actor_types.hpp"
 
 namespace vidline::actors {
 namespace {
@@ -333,6 +334,44 @@ void discard_video(shell& sh, const decoding::fx_discard& d) {
                          {"reason", d.published ? "another_won" : "lease_ended"}});
 }
 
+/// A reviewer's verdict for the run index beside a video this host holds (the coordinator's
+/// verdicts.hpp): appended as the video's line again with `review`, unless the index has
+/// that revision already; answered either way, as the coordinator sends it until answered.
+void index_verdict(shell& sh, const msg::verdict_index& v) {
+  msg::verdict_indexed a;
+  a.decoder = sh.dec.name;
+  a.host = sh.ctx.host;
+  a.run_id = v.run_id;
+  a.index = v.index;
+  a.revision = v.revision;
+  if (auto why = inbound::check_verdict(v, output_dir(sh.ctx)); !why.empty()) {
+    a.outcome = msg::verdict_outcome::refused;
+    a.error = why;
+  } else {
+    const std::string dir = output_dir(sh.ctx) + "/" + v.run_id;
+    const nlohmann::json review = {
+      {"verdict", v.verdict}, {"at_unix", v.at_unix},
+      {"take_index", v.take_index >= 0 ? nlohmann::json(v.take_index) : nlohmann::json(nullptr)},
+      {"revision", v.revision}};
+    try {
+      const auto r = output_index::append_review(dir + "/" + output_index::file_name,
+                                                 v.output.substr(dir.size() + 1),
+                                                 v.output_sha256, review);
+      a.outcome = r == output_index::review_result::no_line ? msg::verdict_outcome::no_line
+                                                            : msg::verdict_outcome::indexed;
+      if (r == output_index::review_result::appended)
+        spdlog::info("decoder {}: {}/{}: verdict {} (revision {}) in the run index", sh.dec.name,
+                     v.run_id, v.index, v.verdict, v.revision);
+    } catch (const std::exception& x) {
+      a.outcome = msg::verdict_outcome::error;
+      a.error = x.what();
+      spdlog::error("decoder {}: {}/{}: the verdict is not in the run index: {}", sh.dec.name,
+                    v.run_id, v.index, x.what());
+    }
+  }
+  sh.ctx.out->send(sh.ctx.cluster->coordinator, "coordinator", a);
+}
+
 /// The coordinator acknowledged a published video's result: its kept copy goes.
 void forget_unacked(shell& sh, uint64_t attempt) {
   std::error_code ec;
@@ -410,6 +449,7 @@ caf::behavior decoder_actor(caf::event_based_actor* self, context ctx, config::d
                                        sh->ctx.run_now()));
     },
     [self, sh](msg::fetch_done& f) { fetched(self, sh, f.attempt, f.outcome, f.error); },
+    [sh](msg::verdict_index& v) { index_verdict(*sh, v); },
     [self, sh](msg::stage_done& d) {
       std::string output_sha = d.outcome == msg::outcome::ok ? d.sha256 : "";
       stage_ended(*sh, d.attempt, "decode", d.outcome, sh->ctx.run_now());

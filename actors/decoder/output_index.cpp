@@ -131,6 +131,40 @@ bool append_line(cache& c, const std::string& path, const std::string& name,
   return true;
 }
 
+review_result append_review(const std::string& path, const std::string& file,
+                            const std::string& sha256, const json& review) {
+  json base;
+  {
+    std::ifstream in(path, std::ios::binary);
+    std::string text;
+    while (std::getline(in, text)) {
+      auto l = json::parse(text, nullptr, false);
+      if (l.is_object() && l.value("file", json()) == file
+          && l.value("output_sha256", json()) == sha256)
+        base = std::move(l);
+    }
+  }
+  if (base.is_null())
+    return review_result::no_line;
+  const uint64_t revision = review.value("revision", uint64_t{0});
+  uint64_t have = 0;  // a review written before reviews had revisions counts as none
+  if (base.contains("review") && base["review"].is_object()) {
+    const json& r = base["review"];
+    if (r.contains("revision") && r["revision"].is_number_unsigned())
+      have = r["revision"].get<uint64_t>();
+  }
+  if (have >= revision)
+    return review_result::already;
+  base["review"] = review;
+  const std::string name = base.value("name", json()).is_string() ? base["name"].get<std::string>()
+                                                                  : file;
+  // Keyed apart from the video's own line (which the file holds): always appended.
+  cache fresh;
+  append_line(fresh, path, name, sha256 + " review " + std::to_string(revision),
+              base.dump(-1, ' ', false, json::error_handler_t::replace));
+  return review_result::appended;
+}
+
 std::size_t remove(cache& c, const std::string& path, const std::string& name,
                    const std::string& sha256) {
   std::ifstream in(path, std::ios::binary);

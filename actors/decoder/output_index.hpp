@@ -20,6 +20,8 @@
 #include <set>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "messages/messages.hpp"
 
 namespace vidline::actors::output_index {
@@ -65,6 +67,21 @@ bool append(cache& c, const std::string& path, const entry& e);
 /// (JSON, no newline) unless the index holds (`name`, `sha256`) already.
 bool append_line(cache& c, const std::string& path, const std::string& name,
                  const std::string& sha256, const std::string& line);
+
+/// What append_review did.
+enum class review_result {
+  appended,  ///< the video's line again, with the review
+  already,   ///< its last line holds a review of that revision or a later one
+  no_line,   ///< the index holds no line of that video
+};
+
+/// A reviewer's verdict in the index (docs/shots.md): the last line of video `file` with
+/// SHA-256 `sha256`, again, with `review` ({verdict, at_unix, take_index, revision}) set,
+/// appended as any line is, so the last line of a name says the verdict. Idempotent by
+/// revision: a review whose revision the video's last line holds already, or passed, is
+/// not written again. Throws std::runtime_error on an I/O error.
+review_result append_review(const std::string& path, const std::string& file,
+                            const std::string& sha256, const nlohmann::json& review);
 
 /// Takes the lines of (`name`, `sha256`) out of the index at `path` (a retracted video):
 /// the rest is written to a temporary file, fsynced and renamed over it. Returns how many

@@ -81,7 +81,7 @@ struct power_draw {
   std::string source;
 };
 
-/// One pool kind ("t10x8", "t10x4", "xtx").
+/// One pool kind ("t10x8", "t10x4", "rx7900xtx"; kinds.hpp names them).
 struct pool_profile {
   std::string description;
   std::optional<power_draw> power;  ///< nullopt = not measured
@@ -160,6 +160,14 @@ public:
   const std::map<std::string, decoder_profile>& decoders() const noexcept { return decoders_; }
   const std::map<std::string, timing>& encoders() const noexcept { return encoders_; }
 
+  /// A kind the profile named by its old name (kinds.hpp): where, and its name now.
+  struct old_name {
+    std::string path;   ///< "/pools/xtx"
+    std::string kind;   ///< "rx7900xtx"
+  };
+  /// The kinds it named by an old name; they load under the new one.
+  const std::vector<old_name>& old_names() const noexcept { return renamed_; }
+
   bool has_pool(const std::string& key) const { return pools_.count(key) != 0; }
   bool has_decoder(const std::string& key) const { return decoders_.count(key) != 0; }
   bool has_encoder(const std::string& key) const { return encoders_.count(key) != 0; }
@@ -195,6 +203,7 @@ private:
   std::map<std::string, pool_profile> pools_;
   std::map<std::string, decoder_profile> decoders_;
   std::map<std::string, timing> encoders_;
+  std::vector<old_name> renamed_;
 };
 
 } // namespace vidline::profiles

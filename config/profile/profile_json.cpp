@@ -4,11 +4,13 @@
 #include <cmath>
 #include <fstream>
 #include <initializer_list>
+#include <map>
 #include <set>
 #include <sstream>
 #include <string_view>
 #include <vector>
 
+#include "config/profile/kinds.hpp"
 #include "config/profile/profile.hpp"
 
 namespace vidline::profiles {
@@ -282,13 +284,31 @@ profile profile_reader::read(const json& j) {
       fail(std::string("/") + key, "must be a non-empty object keyed by kind");
     return t;
   };
+  // Kinds by their current names (kinds.hpp): an old name loads as the new one, and is
+  // noted (preflight names it); both names in one table would be two entries for one kind.
+  std::map<std::string, std::string> spelled;  // "table/kind" -> the key it was read under
+  auto add = [&](auto& entries, const char* table_name, const std::string& key, auto entry) {
+    const std::string path = std::string("/") + table_name + "/" + escape(key);
+    const std::string now = current_kind(key);
+    auto [first, fresh] = spelled.emplace(std::string(table_name) + "/" + now, key);
+    if (!fresh)
+      fail(path, "'" + key + "' and '" + first->second + "' name one kind (an old name and "
+                 "the current one, '" + now + "'): keep one, named '" + now + "'");
+    entries.emplace(now, std::move(entry));
+    if (now != key)
+      p.renamed_.push_back({path, now});
+  };
   for (const auto& [key, value] : table("pools").items())
-    p.pools_.emplace(key, read_pool(value, "/pools/" + escape(key)));
+    add(p.pools_, "pools", key, read_pool(value, "/pools/" + escape(key)));
   for (const auto& [key, value] : table("encoders").items())
-    p.encoders_.emplace(key, read_timing(value, "/encoders/" + escape(key), false,
-                                         {"description"}));
-  for (const auto& [key, value] : table("decoders").items())
-    p.decoders_.emplace(key, read_decoder(value, "/decoders/" + escape(key)));
+    add(p.encoders_, "encoders", key,
+        read_timing(value, "/encoders/" + escape(key), false, {"description"}));
+  for (const auto& [key, value] : table("decoders").items()) {
+    auto d = read_decoder(value, "/decoders/" + escape(key));
+    if (d.scale_of)
+      d.scale_of->decoder = current_kind(d.scale_of->decoder);
+    add(p.decoders_, "decoders", key, std::move(d));
+  }
 
   for (const auto& [key, d] : p.decoders_) {
     if (!d.scale_of)

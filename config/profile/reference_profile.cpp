@@ -121,7 +121,7 @@ constexpr std::string_view reference_text = R"json({
         }
       ]
     },
-    "xtx": {
+    "rx7900xtx": {
       "description": "1 x RX 7900 XTX 24 GB (ROCm) on host B, the decoder's host; samples a whole job by itself",
       "cold_extra": {
         "s": 88.922,
@@ -143,7 +143,7 @@ constexpr std::string_view reference_text = R"json({
           },
           "warm": {
             "s": 66.382,
-            "source": "FITTED FROM TWO BATCH ROWS, not measured (the XTX was never timed alone inside a batch). The reference handed jobs to its sources in turn (job i to source i mod n, docs/planner.md), so the XTX took 2 of 6 jobs in '416x736, 5 s | two 4 x T10 pools + XTX' and 3 of 6 in '... one 8 x T10 pool + XTX', its last latent the last decoded in both: conditioning 27 (xtx) + cold + warm + handoff 0 (same host) + decode 12.020 = 266.324, and 27 + cold + 2 x warm + 0 + 12.020 = 332.706. So warm = 332.706 - 266.324 = 66.382 and cold = 227.304 - 66.382 = 160.922. Check: the one-host row (104.69 s end to end, warm) = this warm + 27 conditioning + 11.3 left for decode on the XTX"
+            "source": "FITTED FROM TWO BATCH ROWS, not measured (the XTX was never timed alone inside a batch). The reference handed jobs to its sources in turn (job i to source i mod n, docs/planner.md), so the XTX took 2 of 6 jobs in '416x736, 5 s | two 4 x T10 pools + XTX' and 3 of 6 in '... one 8 x T10 pool + XTX', its last latent the last decoded in both: conditioning 27 (rx7900xtx) + cold + warm + handoff 0 (same host) + decode 12.020 = 266.324, and 27 + cold + 2 x warm + 0 + 12.020 = 332.706. So warm = 332.706 - 266.324 = 66.382 and cold = 227.304 - 66.382 = 160.922. Check: the one-host row (104.69 s end to end, warm) = this warm + 27 conditioning + 11.3 left for decode on the XTX"
           }
         },
         {
@@ -176,7 +176,7 @@ constexpr std::string_view reference_text = R"json({
       "s": 27.0,
       "source": "docs/reference.md 'How the line works' 1: 27 s on one card (the card is not named; taken as one T10)"
     },
-    "xtx": {
+    "rx7900xtx": {
       "s": 27.0,
       "source": "ASSUMPTION, not measured on the XTX: the one-card figure (27 s) is used"
     }

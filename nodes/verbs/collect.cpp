@@ -160,6 +160,21 @@ std::string fetch_output(const config::cluster& c, const std::string& host,
   return fetch_video(cl, c.knobs, host, sha, dest + ".part", dest, bytes);
 }
 
+namespace {
+
+/// A job's verdict as an index line says it ({verdict, at_unix, take_index, revision}, as
+/// the decoder's index), from its status; null when it has none.
+json review_of(const json& job) {
+  const json r = job.value("review", json());
+  if (!r.is_object() || !r.value("verdict", json()).is_string())
+    return nullptr;
+  return {{"verdict", r["verdict"]}, {"at_unix", r.value("at_unix", json())},
+          {"take_index", r.value("take_index", json())},
+          {"revision", r.value("revision", json(1))}};
+}
+
+} // namespace
+
 std::string collected_line(const std::string& run_id, const json& j, uint64_t bytes) {
   const bool reused = str_or(j, "state") == "reused";
   std::string file = std::filesystem::path(str_or(j, "output")).filename().string();
@@ -191,6 +206,8 @@ std::string collected_line(const std::string& run_id, const json& j, uint64_t by
     l["key"] = str_or(j, "key");  // docs/shots.md, "Job keys"
   if (reused)
     l["reused"] = true;
+  if (auto review = review_of(j); !review.is_null())
+    l["review"] = std::move(review);  // the verdict so far; a later one gets a line of its own
   // What it was made from, as the status says it (config::shot_record's fields).
   for (const char* k : {"workflow", "model", "params", "inputs", "negative_prompt_sha256", "ident",
                         "vidline_version"})
@@ -209,6 +226,9 @@ struct collector::impl {
   std::map<std::string, std::string> refusals;             // key -> its problem line
   std::map<std::string, std::string> failures;             // key -> its problem line
   std::map<uint64_t, std::pair<std::string, std::string>> files;  // job -> (file, sha) here
+  std::map<std::string, uint64_t> reviewed;                // key -> the review revision indexed
+  void index_review(const std::string& key, const json& job, const std::string& file,
+                    const std::string& sha, const std::string& label);
   std::set<std::string> joined;                            // sequences joined (or refused)
   void join_sequences(const std::string& run_id, const json& status, collect_report& r);
 };
@@ -265,8 +285,29 @@ void collector::impl::join_sequences(const std::string& run_id, const json& stat
   }
 }
 
+/// A verdict given since the job's line went into this index: the line again with it, as
+/// the decoder's index does (output_index::append_review).
+void collector::impl::index_review(const std::string& key, const json& job,
+                                   const std::string& file, const std::string& sha,
+                                   const std::string& label) {
+  const json review = review_of(job);
+  if (review.is_null())
+    return;
+  const uint64_t revision = review["revision"].is_number_unsigned()
+                              ? review["revision"].get<uint64_t>() : 1;
+  if (auto it = reviewed.find(key); it != reviewed.end() && it->second >= revision)
+    return;
+  try {
+    actors::output_index::append_review(index, file, sha, review);
+    reviewed[key] = revision;
+    failures.erase(key);
+  } catch (const std::exception& e) {
+    failures[key] = label + ": collected, but its verdict was not indexed: " + e.what();
+  }
+}
+
 collector::collector(const config::cluster& c, std::string dir)
-    : p_(std::make_unique<impl>(impl{c, std::move(dir), "", {}, {}, {}, {}, {}, {}, {}})) {
+    : p_(std::make_unique<impl>(impl{c, std::move(dir), "", {}, {}, {}, {}, {}, {}, {}, {}})) {
   files::make_dirs(p_->dir);
   p_->index = p_->dir + "/" + actors::output_index::file_name;
 }
@@ -291,7 +332,17 @@ void collector::pass(const json& status, bool final) {
       continue;
     }
     const std::string key = std::to_string(j.value("index", uint64_t{0})) + ":" + sha;
-    if (P.handled.count(key) || (!final && P.failures.count(key)))
+    if (P.handled.count(key)) {
+      // Collected before: a verdict given since goes into this index too.
+      if (auto f = P.files.find(j.value("index", uint64_t{0}));
+          f != P.files.end() && f->second.second == sha) {
+        const std::string file = std::filesystem::path(f->second.first).filename().string();
+        P.index_review(key, j, file, sha,
+                       fmt::format("job {} ({})", j.value("index", uint64_t{0}), file));
+      }
+      continue;
+    }
+    if (!final && P.failures.count(key))
       continue;
     P.failures.erase(key);
     // A reused video (made by an earlier job with the same key) is collected under this
@@ -355,6 +406,8 @@ void collector::pass(const json& status, bool final) {
                                         collected_line(run_id, j, bytes));
       P.handled.insert(key);
       P.files[j.value("index", uint64_t{0})] = {dest, sha};
+      // Its verdict, when the line was there before it (collected before the verdict).
+      P.index_review(key, j, file, sha, label);
     } catch (const std::exception& e) {
       P.failures[key] = label + ": collected, but its index line was not written: " + e.what();
     }

@@ -9,6 +9,7 @@
 #include "common/files.hpp"
 #include "config/config.hpp"
 #include "config/json_reader.hpp"
+#include "config/profile/kinds.hpp"
 #include "nodes/exit_codes.hpp"
 
 namespace vidline::nodes {
@@ -20,7 +21,9 @@ using config::detail::object_reader;
 
 /// One GPU of the adapted config.
 struct gpu_entry {
-  std::string id, model, vendor, short_name;
+  std::string id, model, vendor;
+  std::string short_name;   ///< its GPU ids, its single-GPU pool and mode names ("xtx")
+  std::string kind;         ///< the profile kind of one such card ("rx7900xtx")
   double memory_gib = 0;
   int index = 0;
   bool decoder = false;
@@ -35,7 +38,7 @@ struct host_entry {
 
 /// A set of same-model GPUs of one host that sample together in some layout.
 struct group {
-  std::string host, short_name;
+  std::string host, short_name, kind;
   std::vector<std::string> gpu_ids;
   /// Layouts: each a list of pools (name, gpu ids).
   std::vector<std::vector<std::pair<std::string, std::vector<std::string>>>> layouts;
@@ -100,14 +103,23 @@ nlohmann::json adapt_host_map(const nlohmann::json& map) {
       config::detail::expect_array(gj, h.path_of("gpus"));
       for (std::size_t k = 0; k < gj.size(); ++k) {
         std::string gp = config::detail::child(h.path_of("gpus"), k);
-        object_reader g(gj[k], gp, {"model", "vendor", "memory_gib", "count", "profile", "first_index", "decoder"});
+        object_reader g(gj[k], gp, {"model", "vendor", "memory_gib", "count", "profile", "name",
+                                    "first_index", "decoder"});
         gpu_entry base;
         base.model = g.string("model");
         base.vendor = g.string("vendor");
         base.memory_gib = g.number("memory_gib");
-        base.short_name = g.has("profile") ? g.string("profile") : config::default_profile_key(base.model, 1);
+        // The kind by its current name (a kind's old name is read as the new one); the
+        // short name as given (a map naming an old kind keeps its pools' names).
+        const std::string profile = g.has("profile") ? g.string("profile")
+                                                     : config::default_profile_key(base.model, 1);
+        if (profile.empty())
+          throw config_error(g.path_of("model"), "gives no profile kind: add \"profile\"");
+        base.kind = profiles::current_kind(profile);
+        base.short_name = g.has("name") ? g.string("name") : profile;
         if (base.short_name.empty())
-          throw config_error(g.path_of("model"), "gives no profile short name: add \"profile\"");
+          throw config_error(g.path_of("name"), "must not be empty; leave it out to name the "
+                                                "GPUs after their profile kind");
         base.decoder = g.has("decoder") && g.required("decoder").is_boolean() && g.required("decoder").get<bool>();
         if (g.has("decoder") && !g.required("decoder").is_boolean())
           throw config_error(g.path_of("decoder"), "must be true or false");
@@ -173,6 +185,7 @@ nlohmann::json adapt_host_map(const nlohmann::json& map) {
         order.push_back(g.group);
         by[g.group].host = h.name;
         by[g.group].short_name = g.group.substr(g.group.find('/') + 1);
+        by[g.group].kind = g.kind;
       }
       by[g.group].gpu_ids.push_back(g.id);
     }
@@ -227,25 +240,25 @@ nlohmann::json adapt_host_map(const nlohmann::json& map) {
     for (auto& l : g.layouts)
       for (auto& [name, ids] : l)
         pools.push_back({{"name", name}, {"host", g.host}, {"gpus", ids}, {"backend", backend},
-                         {"profile", profile_key(g.short_name, ids.size())}});
+                         {"profile", profile_key(g.kind, ids.size())}});
   }
   for (auto& [host, g] : largest_of_host) {
     std::size_t n = g->gpu_ids.size();
     std::vector<std::string> ids(g->gpu_ids.begin(), g->gpu_ids.begin() + (n == 1 ? 1 : n / 2));
     encoders.push_back({{"name", "encoder_" + host}, {"host", host}, {"gpus", ids},
-                        {"backend", backend}, {"profile", profile_key(g->short_name, ids.size())}});
+                        {"backend", backend}, {"profile", profile_key(g->kind, ids.size())}});
   }
   std::vector<std::string> decoder_names;
   for (auto& [host, id] : decoders) {
-    std::string short_name;
+    std::string kind;
     for (auto& h : hosts)
       for (auto& g : h.gpus)
         if (h.name == host && g.id == id)
-          short_name = g.short_name;
+          kind = g.kind;
     std::string name = decoders.size() == 1 ? id : host + "_" + id;
     decoder_names.push_back(name);
     decs.push_back({{"name", name}, {"host", host}, {"gpu", id}, {"backend", backend},
-                    {"profile", short_name}});
+                    {"profile", kind}});
   }
 
   // Modes: the largest group always, in each layout; every other group in or out.

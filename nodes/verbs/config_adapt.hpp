@@ -5,12 +5,14 @@
 ///
 /// Rules, in short:
 /// - GPUs: an entry with `count` N becomes N GPUs "<short>-<i>" (one GPU: "<short>"),
-///   indices counted per vendor from 0 unless `first_index` says otherwise;
+///   indices counted per vendor from 0 unless `first_index` says otherwise; <short> is the
+///   entry's `name`, else its `profile`, else the kind derived from its model; the kind
+///   (`profile`, else derived) names its pools' profiles: "<kind>" or "<kind>x<N>";
 /// - the decoder: the GPU marked "decoder": true (else the smallest single GPU on a host
 ///   other than the one with the most GPUs); it samples nothing;
 /// - each host's other GPUs, grouped by model, form pools: the whole group ("eight"),
 ///   and for an even group also its two halves ("four_a", "four_b"); a single GPU is a
-///   pool named by its profile short ("xtx");
+///   pool named by its short name ("xtx");
 /// - an encoder per host with pools, on the first half of its largest group (all of it when
 ///   it is one GPU), since the text encoder is unloaded before sampling;
 /// - modes: the largest group is in every mode, in each of its layouts; every other group

@@ -25,12 +25,23 @@ std::vector<check_line> check_profile_kinds(const config::cluster& c, const conf
   }
   const auto& prof = *loaded;
   const std::string name = from.empty() ? "the embedded reference profile" : from;
+  // Old kind names load as the new ones (config/profile/kinds.hpp): said, so files move on.
+  for (const auto& k : c.old_profile_keys)
+    out.push_back({lvl::warn, "profile name " + k.path,
+                   "\"" + k.written + "\" is the old name of kind '" + k.kind + "' (read as it)",
+                   "write \"profile\": \"" + k.kind + "\" (or leave \"profile\" out: it is "
+                   "derived from the GPUs' model)", ""});
+  for (const auto& k : prof.old_names())
+    out.push_back({lvl::warn, "profile name " + k.path,
+                   name + " names kind '" + k.kind + "' by its old name (read as it)",
+                   "rename " + k.path + " to '" + k.kind + "' in " + name, ""});
   auto known = [](const auto& map) {
     std::string k;
     for (auto& [key, v] : map)
       k += (k.empty() ? "" : ", ") + key;
     return k;
   };
+  const std::size_t renamed = out.size();
   // The sim backend paces itself by the profile: a kind it lacks cannot run. A real
   // backend runs, but plan and the coordinator's estimates lack its timings: a warning.
   auto level = [&](const std::string& backend) {
@@ -53,7 +64,7 @@ std::vector<check_line> check_profile_kinds(const config::cluster& c, const conf
                      "give the decoder the profile's name for this card (\"profile\": one of " +
                        known(prof.decoders()) + "), or time the card with `vidline profile build`",
                      ""});
-  if (out.empty())
+  if (out.size() == renamed)
     out.push_back({lvl::ok, "profile", "every pool and decoder kind of mode " + m.name +
                                          " has timings in " + name, "", ""});
   return out;

@@ -5,7 +5,9 @@
 #include <filesystem>
 #include <map>
 #include <set>
+#include <vector>
 
+#include "config/profile/kinds.hpp"
 #include "config/profile/profile.hpp"
 #include "common/files.hpp"
 #include "nodes/exit_codes.hpp"
@@ -224,6 +226,31 @@ void merge_capacity(json& pools, const std::string& kind, uint64_t failed,
       rows.erase(i);
 }
 
+/// The base profile's kinds under their current names (config/profile/kinds.hpp), so the
+/// kinds learned (the journal's, read under current names too) land on them. A kind under
+/// both names is left as it is, for the reader to refuse.
+void current_kind_names(json& base) {
+  for (const char* table : {"pools", "encoders", "decoders"}) {
+    if (!base.contains(table) || !base[table].is_object())
+      continue;
+    json& t = base[table];
+    std::vector<std::pair<std::string, std::string>> moves;
+    for (auto& [key, value] : t.items())
+      if (auto now = profiles::renamed(key); now && !t.contains(*now))
+        moves.emplace_back(key, *now);
+    for (auto& [old, now] : moves) {
+      t[now] = std::move(t[old]);
+      t.erase(old);
+    }
+  }
+  if (base.contains("decoders") && base["decoders"].is_object())
+    for (auto& [key, d] : base["decoders"].items())
+      if (d.is_object() && d.contains("scale_of") && d["scale_of"].is_object()
+          && d["scale_of"].value("decoder", json()).is_string())
+        d["scale_of"]["decoder"] =
+          profiles::current_kind(d["scale_of"]["decoder"].get<std::string>());
+}
+
 } // namespace
 
 json profile_from_history(const std::deque<sched::run>& runs, json base,
@@ -232,6 +259,7 @@ json profile_from_history(const std::deque<sched::run>& runs, json base,
   if (h.stages == 0)
     throw std::runtime_error("the journal holds no measured stage with its pool, encoder or "
                              "decoder kind (" + std::to_string(runs.size()) + " runs)");
+  current_kind_names(base);
   base["name"] = "history";
   base["notes"] = "Learned by `vidline profile build` from " + std::to_string(runs.size())
                   + " runs: every entry whose source says 'measured' comes from them; the "

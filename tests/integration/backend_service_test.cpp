@@ -302,7 +302,7 @@ TEST_CASE("config-adapt: the reference hardware gives the reference line") {
        "gpus": [{"model": "Tesla T10", "vendor": "nvidia", "memory_gib": 16, "count": 8}]},
       {"name": "host_b", "address": "127.0.0.1", "port": 7602,
        "gpus": [{"model": "RTX 3080 Ti", "vendor": "nvidia", "memory_gib": 12, "decoder": true},
-                {"model": "RX 7900 XTX", "vendor": "amd", "memory_gib": 24, "profile": "xtx"}]}
+                {"model": "RX 7900 XTX", "vendor": "amd", "memory_gib": 24, "name": "xtx"}]}
     ]})");
   std::ofstream(dir.path() + "/map.json") << map.dump(2);
   auto r = run(dir, {"config-adapt", "--host-map", dir.path() + "/map.json", "--out", dir.path() + "/out/cluster.json"});
@@ -316,14 +316,15 @@ TEST_CASE("config-adapt: the reference hardware gives the reference line") {
     pools.insert(p.name + ":" + p.profile_key + ":" + std::to_string(p.gpus.size()));
   CHECK(modes == std::set<std::string>{"single_eight_plus_one", "four_four_plus_one", "four_four_xtx_plus_one",
                                        "eight_xtx_plus_one"});
-  CHECK(pools == std::set<std::string>{"eight:t10x8:8", "four_a:t10x4:4", "four_b:t10x4:4", "xtx:xtx:1"});
+  CHECK(pools == std::set<std::string>{"eight:t10x8:8", "four_a:t10x4:4", "four_b:t10x4:4",
+                                       "xtx:rx7900xtx:1"});
   REQUIRE(c.decoders.size() == 1);
   CHECK(c.decoders[0].host == "host_b");
   CHECK(c.decoders[0].gpu == "rtx3080ti");
   CHECK(c.decoders[0].profile_key == "rtx3080ti");
   REQUIRE(c.encoders.size() == 2);
   CHECK(c.find_encoder_of_host("host_a")->profile_key == "t10x4");
-  CHECK(c.find_encoder_of_host("host_b")->profile_key == "xtx");
+  CHECK(c.find_encoder_of_host("host_b")->profile_key == "rx7900xtx");
   // Devices as the runtimes number them: per vendor, from 0.
   auto* b = c.find_host("host_b");
   CHECK(b->find_gpu("rtx3080ti")->index == 0);
@@ -338,8 +339,10 @@ TEST_CASE("config-adapt: the reference hardware gives the reference line") {
     CHECK(std::set<std::string>(mine->pools.begin(), mine->pools.end()) ==
           std::set<std::string>(m.pools.begin(), m.pools.end()));
   }
-  for (auto& p : ref.pools)
+  for (auto& p : ref.pools) {
     CHECK(c.find_pool(p.name)->gpus.size() == p.gpus.size());
+    CHECK(c.find_pool(p.name)->profile_key == p.profile_key);  // one name per card kind
+  }
 
   // A host map with a typo: exit 2, the field named.
   map["hosts"][0]["gpus"][0]["cuont"] = 8;

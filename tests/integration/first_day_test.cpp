@@ -9,9 +9,12 @@
 #include <csignal>
 #include <filesystem>
 #include <regex>
+#include <set>
+#include <sstream>
 
 #include <httplib.h>
 
+#include "config/profile/profile.hpp"
 #include "tests/support/cluster.hpp"
 
 using namespace testing_support;
@@ -45,13 +48,38 @@ json documented_host_map() {
   return json::parse(doc.substr(from + 8, to - from - 8));
 }
 
+/// `vidline plan --mode all --json` of a 6-job batch on `config`: the modes it planned.
+json plan_all(const std::string& dir, const std::string& config) {
+  auto p = vidline_cli(dir, {"plan", "--config", config, "--mode", "all", "--width", "416",
+                             "--height", "736", "--seconds", "5", "--count", "6", "--json"});
+  INFO(p.out + p.err);
+  REQUIRE(p.code == 0);
+  return json::parse(p.out);
+}
+
+/// The lines of a preflight report at `level` ("ok", "warn", "FAIL") whose check's name
+/// starts with `name` (a line: the level padded to 4, two spaces, the name, its detail).
+std::vector<std::string> report_lines(const std::string& out, const std::string& level,
+                                      const std::string& name) {
+  std::vector<std::string> found;
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(level, 0) == 0 && line.size() > 6 && line.compare(6, name.size(), name) == 0)
+      found.push_back(line);
+  return found;
+}
+
 } // namespace
 
-TEST_CASE("first day: config-adapt takes the documented host map with keygen's keys, preflight fails a kind without timings") {
+TEST_CASE("first day: config-adapt takes the documented host map with keygen's keys, its cards' kinds are the profile's") {
   temp_dir dir;
   auto map = documented_host_map();
   for (auto& h : map["hosts"])
     h["data_dir"] = dir.path() + "/" + h["name"].get<std::string>();
+  // The documented map gives no card a "profile": each card's kind is derived from its model.
+  for (auto& h : map["hosts"])
+    for (auto& g : h["gpus"])
+      REQUIRE_FALSE(g.contains("profile"));
   std::ofstream(dir.path() + "/hosts.json") << map.dump(2);
   // Without keys: refused, naming the command that makes them.
   auto no_keys = vidline_cli(dir.path(), {"config-adapt", "--host-map", dir.path() + "/hosts.json",
@@ -67,28 +95,93 @@ TEST_CASE("first day: config-adapt takes the documented host map with keygen's k
   REQUIRE(ok.code == 0);
   auto c = vidline::config::load(dir.path() + "/cluster.json");
   CHECK(c.find_host("host_b")->secret_key_file == dir.path() + "/keys/host_b.key");
+  REQUIRE(c.find_pool("xtx") != nullptr);
+  CHECK(c.find_pool("xtx")->profile_key == "rx7900xtx");
+  CHECK(c.find_pool("eight")->profile_key == "t10x8");
+  CHECK(c.find_decoder("rtx3080ti")->profile_key == "rtx3080ti");
 
-  // The documented map names the XTX's profile: preflight passes the profile check.
+  // Preflight: every kind has timings in the embedded profile, no old name, nothing failed.
   auto pre = vidline_cli(dir.path(), {"preflight", "--config", dir.path() + "/cluster.json",
                                       "--mode", "auto", "--before-start"});
   INFO(pre.out);
-  CHECK(pre.out.find("ok    profile") != std::string::npos);
-  // Left out, the XTX's kind is derived from its model (rx7900xtx), which the embedded
-  // profile does not time: preflight fails it, naming the kind and profile build.
-  map["hosts"][1]["gpus"][1].erase("profile");
-  std::ofstream(dir.path() + "/hosts.json") << map.dump(2);
-  REQUIRE(vidline_cli(dir.path(), {"config-adapt", "--host-map", dir.path() + "/hosts.json",
+  CHECK(report_lines(pre.out, "ok", "profile").size() == 1);
+  CHECK(report_lines(pre.out, "warn", "profile").empty());
+  CHECK(report_lines(pre.out, "FAIL", "").empty());
+  CHECK(pre.code == 0);
+  // Plan: every mode plans, the XTX's included.
+  auto plans = plan_all(dir.path(), dir.path() + "/cluster.json");
+  std::set<std::string> planned;
+  for (auto& m : plans["modes"]) {
+    INFO(m.dump());
+    CHECK_FALSE(m.contains("refused"));
+    planned.insert(m["mode"].get<std::string>());
+  }
+  CHECK(planned.count("four_four_xtx_plus_one"));
+  CHECK(planned.count("eight_xtx_plus_one"));
+
+  // A host map written before kinds took their models' names ("profile": "xtx") adapts to
+  // the same config: the XTX's pool keeps its name, its kind is the current one.
+  map["hosts"][1]["gpus"][1].erase("name");
+  map["hosts"][1]["gpus"][1]["profile"] = "xtx";
+  std::ofstream(dir.path() + "/old_hosts.json") << map.dump(2);
+  REQUIRE(vidline_cli(dir.path(), {"config-adapt", "--host-map", dir.path() + "/old_hosts.json",
                                    "--keys", dir.path() + "/keys", "--out",
-                                   dir.path() + "/derived.json"}).code == 0);
-  auto bad = vidline_cli(dir.path(), {"preflight", "--config", dir.path() + "/derived.json",
+                                   dir.path() + "/old.json"}).code == 0);
+  auto old = vidline::config::load(dir.path() + "/old.json");
+  CHECK(old.find_pool("xtx")->profile_key == "rx7900xtx");
+  CHECK(vidline::config::digest(old) == vidline::config::digest(c));
+
+  // A config file written by hand with the old name: it loads and plans; preflight says
+  // which field to update and to what.
+  auto by_hand = json::parse(read_file(dir.path() + "/cluster.json"));
+  std::string field;
+  for (std::size_t i = 0; i < by_hand["pools"].size(); ++i)
+    if (by_hand["pools"][i]["name"] == "xtx") {
+      by_hand["pools"][i]["profile"] = "xtx";
+      field = "/pools/" + std::to_string(i) + "/profile";
+    }
+  std::ofstream(dir.path() + "/by_hand.json") << by_hand.dump(2);
+  auto warned = vidline_cli(dir.path(), {"preflight", "--config", dir.path() + "/by_hand.json",
+                                         "--mode", "auto", "--before-start"});
+  INFO(warned.out);
+  CHECK(warned.code == 0);
+  const auto old_name = report_lines(warned.out, "warn", "profile name " + field);
+  REQUIRE(old_name.size() == 1);
+  CHECK(old_name[0].find("old name of kind 'rx7900xtx'") != std::string::npos);
+  CHECK(warned.out.find("write \"profile\": \"rx7900xtx\"") != std::string::npos);
+  for (auto& m : plan_all(dir.path(), dir.path() + "/by_hand.json")["modes"])
+    CHECK_FALSE(m.contains("refused"));
+  // A profile file of that time (the reference's XTX entries under "xtx") loads the same;
+  // preflight names the entry to rename.
+  auto old_profile = json::parse(std::string(vidline::profiles::profile::reference_json()));
+  old_profile["pools"]["xtx"] = old_profile["pools"]["rx7900xtx"];
+  old_profile["pools"].erase("rx7900xtx");
+  std::ofstream(dir.path() + "/old_profile.json") << old_profile.dump(2);
+  by_hand["backends"]["sim"]["profile"] = dir.path() + "/old_profile.json";
+  std::ofstream(dir.path() + "/by_hand.json") << by_hand.dump(2);
+  warned = vidline_cli(dir.path(), {"preflight", "--config", dir.path() + "/by_hand.json",
+                                    "--mode", "auto", "--before-start"});
+  INFO(warned.out);
+  CHECK(warned.code == 0);
+  CHECK(report_lines(warned.out, "warn", "profile name /pools/xtx").size() == 1);
+  CHECK(report_lines(warned.out, "ok", "profile").size() == 1);
+
+  // A card the profile has never timed: preflight fails its pool, naming its kind and how
+  // to time it.
+  map["hosts"][1]["gpus"][1] = {{"model", "NVIDIA GeForce RTX 4090"}, {"vendor", "nvidia"},
+                                {"memory_gib", 24}, {"name", "big"}};
+  std::ofstream(dir.path() + "/new_card.json") << map.dump(2);
+  REQUIRE(vidline_cli(dir.path(), {"config-adapt", "--host-map", dir.path() + "/new_card.json",
+                                   "--keys", dir.path() + "/keys", "--out",
+                                   dir.path() + "/new_card_cluster.json"}).code == 0);
+  auto bad = vidline_cli(dir.path(), {"preflight", "--config", dir.path() + "/new_card_cluster.json",
                                       "--mode", "auto", "--before-start"});
   INFO(bad.out);
   CHECK(bad.code == 1);
-  const auto at = bad.out.find("FAIL  profile pool");
-  REQUIRE(at != std::string::npos);
-  const auto line = bad.out.substr(at, bad.out.find('\n', at) - at);
-  CHECK(line.find("'rx7900xtx'") != std::string::npos);
-  CHECK(bad.out.find("vidline profile build", at) != std::string::npos);
+  const auto failed = report_lines(bad.out, "FAIL", "profile pool big");
+  REQUIRE(failed.size() == 1);
+  CHECK(failed[0].find("'rtx4090'") != std::string::npos);
+  CHECK(bad.out.find("vidline profile build", bad.out.find(failed[0])) != std::string::npos);
 }
 
 TEST_CASE("first day: a shot list with several bad lines reports every one") {

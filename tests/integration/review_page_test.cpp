@@ -163,10 +163,21 @@ TEST_CASE("review page: names, a thumbnail, a real MP4 playing, reject with anot
   CHECK(after["jobs"][2]["retake_of"] == 0);
   CHECK(after["jobs"][2]["prompt_start"] == "a harbour at dawn, gulls over the cranes");
 
-  // The run index: the video's line again, with the verdict.
-  std::vector<std::string> repeated;
-  auto index = read_index(dir.path() + "/alpha/outputs/" + run_id + "/index.jsonl", repeated);
+  // The run index: the video's line again, with the verdict (its decoder writes it there,
+  // answering the coordinator: polled for).
+  const std::string index_file = dir.path() + "/alpha/outputs/" + run_id + "/index.jsonl";
+  std::map<std::string, json> index;
+  auto deadline_index = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  for (;;) {
+    std::vector<std::string> repeated;
+    index = read_index(index_file, repeated);
+    if ((index.count("harbour") && index["harbour"].contains("review"))
+        || std::chrono::steady_clock::now() > deadline_index)
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // polling the index file
+  }
   REQUIRE(index.count("harbour"));
+  CHECK(index["harbour"]["review"]["revision"] == 1);
   CHECK(index["harbour"]["review"]["verdict"] == "rejected");
   CHECK(index["harbour"]["review"]["take_index"] == 2);
   CHECK(index["harbour"]["output_sha256"] == sha);

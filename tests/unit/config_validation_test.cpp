@@ -304,7 +304,7 @@ TEST_CASE("the reference example loads with its four modes", "[config]") {
 
   CHECK(c.find_pool("eight")->profile_key == "t10x8");
   CHECK(c.find_pool("four_b")->profile_key == "t10x4");
-  CHECK(c.find_pool("xtx")->profile_key == "xtx");
+  CHECK(c.find_pool("xtx")->profile_key == "rx7900xtx");
   CHECK(c.find_decoder("rtx3080ti")->profile_key == "rtx3080ti");
   CHECK(c.find_encoder_of_host("host_b")->name == "encoder_b");
   CHECK(c.find_encoder("encoder_a")->profile_key == "t10x4");
@@ -463,6 +463,44 @@ TEST_CASE("profile keys default from the GPU model and count", "[config]") {
   CHECK(c.find_pool("four_a")->profile_key == "t10x4");
   CHECK(c.find_pool("xtx")->profile_key == "rx7900xtx");
   CHECK(c.find_decoder("rtx3080ti")->profile_key == "rtx3080ti");
+}
+
+TEST_CASE("one name per card kind: a profile left out is the one the reference example writes", "[config]") {
+  // Every pool, decoder and encoder of the reference example names the kind its GPUs
+  // derive: leaving "profile" out changes nothing, digest included.
+  json j = example_json("reference.json");
+  const cfg::cluster written = cfg::parse(j.dump(), examples_dir);
+  for (const char* list : {"pools", "decoders", "encoders"})
+    for (auto& e : j[list])
+      e.erase("profile");
+  const cfg::cluster derived = cfg::parse(j.dump(), examples_dir);
+  for (std::size_t i = 0; i < written.pools.size(); ++i)
+    CHECK(derived.pools[i].profile_key == written.pools[i].profile_key);
+  for (std::size_t i = 0; i < written.decoders.size(); ++i)
+    CHECK(derived.decoders[i].profile_key == written.decoders[i].profile_key);
+  for (std::size_t i = 0; i < written.encoders.size(); ++i)
+    CHECK(derived.encoders[i].profile_key == written.encoders[i].profile_key);
+  CHECK(cfg::digest(derived) == cfg::digest(written));
+  CHECK(written.old_profile_keys.empty());
+}
+
+TEST_CASE("a profile key written with a kind's old name loads as the current name, noted", "[config]") {
+  json j = example_json("reference.json");
+  for (auto& p : j["pools"])
+    if (p["name"] == "xtx")
+      p["profile"] = "xtx";
+  j["encoders"][1]["profile"] = "xtx";
+  const cfg::cluster c = cfg::parse(j.dump(), examples_dir);
+  CHECK(c.find_pool("xtx")->profile_key == "rx7900xtx");
+  CHECK(c.find_encoder("encoder_b")->profile_key == "rx7900xtx");
+  REQUIRE(c.old_profile_keys.size() == 2);
+  CHECK(c.old_profile_keys[0].path == "/pools/3/profile");
+  CHECK(c.old_profile_keys[0].written == "xtx");
+  CHECK(c.old_profile_keys[0].kind == "rx7900xtx");
+  CHECK(c.old_profile_keys[1].path == "/encoders/1/profile");
+  // Written back under the current name: the same config as the example's, to every peer.
+  CHECK(cfg::to_json(c)["pools"][3]["profile"] == "rx7900xtx");
+  CHECK(cfg::digest(c) == cfg::digest(cfg::parse(example_json("reference.json").dump(), examples_dir)));
 }
 
 TEST_CASE("knobs read, write and validate by name", "[config]") {

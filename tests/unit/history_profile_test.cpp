@@ -3,6 +3,7 @@
 // rest from the base profile; the result reads as a profile.
 #include <catch2/catch.hpp>
 
+#include "actors/coordinator/records.hpp"
 #include "config/profile/profile.hpp"
 #include "nodes/verbs/profile_cmd.hpp"
 
@@ -53,7 +54,7 @@ TEST_CASE("profile build: medians and spreads per kind x size x cold/warm over t
   runs[0].jobs.push_back(decoded(sampled(416, 736, 5, "t10x4", false, 64), 14, 0.9, false));
   runs[1].jobs.push_back(decoded(sampled(416, 736, 5, "t10x4", false, 60), 12, 0.7, false));
   runs[1].jobs.push_back(sampled(416, 736, 5, "t10x4", false, 62));  // not decoded yet
-  runs[1].jobs.push_back(decoded(sampled(416, 736, 5, "xtx", true, 150), 12, 0, true));
+  runs[1].jobs.push_back(decoded(sampled(416, 736, 5, "rx7900xtx", true, 150), 12, 0, true));
   runs[1].jobs.push_back(sampled(416, 736, 5, "h100x1", true, 30));
   runs[1].jobs.push_back(sampled(416, 736, 5, "h100x1", false, 20));
   runs[1].jobs.push_back(sampled(736, 1280, 5, "h100x1", true, 80));
@@ -76,9 +77,9 @@ TEST_CASE("profile build: medians and spreads per kind x size x cold/warm over t
       CHECK_THAT(row["warm"]["source"].get<std::string>(), Catch::Contains("run-one, run-two"));
   CHECK(p.sampling("t10x4", small, model_state::cold).s == Approx(100));
   // Only cold measured on the XTX: its warm time stays the base's.
-  CHECK(p.sampling("xtx", small, model_state::cold).s == Approx(150));
-  CHECK(p.sampling("xtx", small, model_state::warm).s
-        == Approx(profile::reference().sampling("xtx", small, model_state::warm).s));
+  CHECK(p.sampling("rx7900xtx", small, model_state::cold).s == Approx(150));
+  CHECK(p.sampling("rx7900xtx", small, model_state::warm).s
+        == Approx(profile::reference().sampling("rx7900xtx", small, model_state::warm).s));
   // A kind the base does not know, measured both ways at one size (cold_extra 10) and cold
   // only at another (warm = cold - cold_extra).
   REQUIRE(p.has_pool("h100x1"));
@@ -150,4 +151,36 @@ TEST_CASE("profile build: watts per pool and decoder kind from the stages' telem
   // Kinds no stage with telemetry ran on keep what the base said: nothing.
   CHECK_FALSE(p.pools().at("t10x8").power);
   CHECK_FALSE(p.decoders().at("t10").power);
+}
+
+TEST_CASE("profile build: kinds under their old names, in the journal or the base, are learned under the current ones") {
+  // A journal written before the XTX's kind took its model's name: its records say "xtx".
+  auto record = actors::job_record(decoded(sampled(416, 736, 5, "rx7900xtx", true, 150), 12, 0, true));
+  record["pool_kind"] = "xtx";
+  record["encoder_kind"] = "xtx";
+  record["capacity_failed"] = {"xtx"};
+  const auto old = actors::job_from_record(record);
+  CHECK(old.pool_kind == "rx7900xtx");
+  CHECK(old.encoder_kind == "rx7900xtx");
+  CHECK(old.capacity_failed == std::set<std::string>{"rx7900xtx"});
+
+  // A base profile file of that time: its "xtx" entry takes the measurements, renamed.
+  json old_base = base();
+  old_base["pools"]["xtx"] = old_base["pools"]["rx7900xtx"];
+  old_base["pools"].erase("rx7900xtx");
+  old_base["encoders"]["xtx"] = old_base["encoders"]["rx7900xtx"];
+  old_base["encoders"].erase("rx7900xtx");
+  std::deque<sched::run> runs(1);
+  runs[0].id = "run-one";
+  auto j = actors::job_from_record(record);
+  j.capacity_failed.clear();
+  j.conditioning_s = 30;
+  runs[0].jobs.push_back(j);
+  auto learned = nodes::profile_from_history(runs, old_base, "an old profile");
+  CHECK_FALSE(learned["pools"].contains("xtx"));
+  CHECK_FALSE(learned["encoders"].contains("xtx"));
+  auto p = profile::from_json(learned);
+  CHECK(p.old_names().empty());
+  CHECK(p.sampling("rx7900xtx", {416, 736, 5}, model_state::cold).s == Approx(150));
+  CHECK(p.conditioning("rx7900xtx").s == Approx(30));
 }

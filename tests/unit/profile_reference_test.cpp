@@ -32,7 +32,7 @@ struct row {
 std::pair<double, double> replay(const profile& p, const row& r) {
   std::vector<pool_state> pools;
   for (const auto& k : r.pools)  // host A's encoder conditions for the T10 pools, the XTX its own
-    pools.push_back({k, p.conditioning(k == "xtx" ? "xtx" : "t10x4").s, 0});
+    pools.push_back({k, p.conditioning(k == "rx7900xtx" ? "rx7900xtx" : "t10x4").s, 0});
   std::vector<double> arrivals;
   for (int job = 0; job < 6; ++job) {
     auto next = std::min_element(pools.begin(), pools.end(), [](const auto& a, const auto& b) {
@@ -41,7 +41,7 @@ std::pair<double, double> replay(const profile& p, const row& r) {
     auto state = next->done == 0 ? model_state::cold : model_state::warm;
     next->free_at += p.sampling(next->kind, r.size, state).s;
     next->done++;
-    bool same_host = next->kind == "xtx";  // the XTX shares host B with the decoder
+    bool same_host = next->kind == "rx7900xtx";  // the XTX shares host B with the decoder
     arrivals.push_back(next->free_at + p.handoff(same_host).s);
   }
   std::sort(arrivals.begin(), arrivals.end());
@@ -62,12 +62,12 @@ TEST_CASE("the reference profile reproduces the reference batch rows", "[profile
   std::vector<row> rows = {
       {"single_eight_plus_one", small, {"t10x8"}, 133.314, 440.791},
       {"four_four_plus_one", small, {"t10x4", "t10x4"}, 146.396, 296.917},
-      {"four_four_xtx_plus_one", small, {"t10x4", "t10x4", "xtx"}, 147.707, 266.324},
-      {"eight_xtx_plus_one", small, {"t10x8", "xtx"}, 136.910, 332.706},
+      {"four_four_xtx_plus_one", small, {"t10x4", "t10x4", "rx7900xtx"}, 147.707, 266.324},
+      {"eight_xtx_plus_one", small, {"t10x8", "rx7900xtx"}, 136.910, 332.706},
       {"single_eight_plus_one", large, {"t10x8"}, 238.642, 1024.217},
-      {"eight_xtx_plus_one", large, {"t10x8", "xtx"}, 241.279, 945.328},
+      {"eight_xtx_plus_one", large, {"t10x8", "rx7900xtx"}, 241.279, 945.328},
       {"four_four_plus_one", large, {"t10x4", "t10x4"}, 346.771, 902.538},
-      {"four_four_xtx_plus_one", large, {"t10x4", "t10x4", "xtx"}, 352.477, 677.538},
+      {"four_four_xtx_plus_one", large, {"t10x4", "t10x4", "rx7900xtx"}, 352.477, 677.538},
   };
   for (const row& r : rows) {
     auto [first, makespan] = replay(p, r);

@@ -11,6 +11,8 @@
 
 #include <unistd.h>
 
+#include "config/config.hpp"
+#include "config/profile/kinds.hpp"
 #include "config/profile/profile.hpp"
 
 namespace {
@@ -49,11 +51,11 @@ TEST_CASE("job_size parses WxHxS and nothing else", "[profile]") {
 TEST_CASE("the reference profile has the reference line's kinds", "[profile]") {
   auto p = profile::reference();
   CHECK(p.name() == "reference");
-  for (const char* k : {"t10x8", "t10x4", "xtx"})
+  for (const char* k : {"t10x8", "t10x4", "rx7900xtx"})
     CHECK(p.has_pool(k));
   for (const char* k : {"rtx3080ti", "t10"})
     CHECK(p.has_decoder(k));
-  for (const char* k : {"t10x4", "xtx", "t10"})
+  for (const char* k : {"t10x4", "rx7900xtx", "t10"})
     CHECK(p.has_encoder(k));
   CHECK(p.latent().bytes == 13000000);
   CHECK(p.latent().size == job_size{416, 736, 5});
@@ -72,12 +74,12 @@ TEST_CASE("sampling: measured and batch-derived entries", "[profile]") {
   CHECK(p.sampling("t10x4", {416, 736, 5}, model_state::warm).s == Approx(75.261));
   CHECK(p.sampling("t10x4", {416, 736, 5}, model_state::cold).max_s == Approx(216.754));
   CHECK(p.sampling("t10x4", {736, 1280, 5}, model_state::warm).s == Approx(277.884));
-  CHECK(p.sampling("xtx", {416, 736, 5}, model_state::warm).s == Approx(66.382));
+  CHECK(p.sampling("rx7900xtx", {416, 736, 5}, model_state::warm).s == Approx(66.382));
 
   // Rows with one state only get the other from the pool kind's cold_extra.
   auto filled = p.sampling("t10x8", {544, 960, 15}, model_state::warm);
   CHECK(filled.s == Approx(315.665 - 41.076));
-  auto xtx10 = p.sampling("xtx", {736, 1280, 10}, model_state::cold);
+  auto xtx10 = p.sampling("rx7900xtx", {736, 1280, 10}, model_state::cold);
   CHECK(xtx10.s == Approx(336.881 + 88.922));
 }
 
@@ -129,7 +131,7 @@ TEST_CASE("capacity: max load per pool kind, fails after a time", "[profile]") {
   CHECK(p.fits("t10x4", {736, 1280, 5}));
   CHECK_FALSE(p.fits("t10x4", {736, 1280, 10}));
   CHECK_FALSE(p.fits("t10x4", {544, 960, 15}));
-  CHECK(p.fits("xtx", {736, 1280, 10}));
+  CHECK(p.fits("rx7900xtx", {736, 1280, 10}));
   CHECK_FALSE(p.capacity("t10x4").source.empty());
 }
 
@@ -137,7 +139,7 @@ TEST_CASE("conditioning, decode and handoff", "[profile]") {
   auto p = profile::reference();
   CHECK(p.conditioning("t10x4").s == Approx(13.06));
   CHECK(p.conditioning("t10").s == Approx(27));
-  CHECK(p.conditioning("xtx").s == Approx(27));
+  CHECK(p.conditioning("rx7900xtx").s == Approx(27));
   CHECK_THROWS_AS(p.conditioning("h100"), profile_error);
 
   auto d = p.decode("rtx3080ti", {416, 736, 5});
@@ -162,12 +164,12 @@ TEST_CASE("conditioning, decode and handoff", "[profile]") {
 
 TEST_CASE("the XTX entries say they are fitted, not measured", "[profile]") {
   auto j = reference_json();
-  for (const auto& row : j["pools"]["xtx"]["sampling"])
+  for (const auto& row : j["pools"]["rx7900xtx"]["sampling"])
     for (const char* state : {"cold", "warm"})
       if (row.contains(state))
         CHECK_THAT(row[state]["source"].get<std::string>(),
                    Catch::Contains("FITTED") || Catch::Contains("DERIVED"));
-  CHECK_THAT(j["encoders"]["xtx"]["source"].get<std::string>(), Catch::Contains("ASSUMPTION"));
+  CHECK_THAT(j["encoders"]["rx7900xtx"]["source"].get<std::string>(), Catch::Contains("ASSUMPTION"));
 }
 
 TEST_CASE("a bad profile is refused, naming the field", "[profile]") {
@@ -223,7 +225,7 @@ TEST_CASE("a bad profile is refused, naming the field", "[profile]") {
                                  j["decoders"]["t10"]["power"] = {{"watts", 70},
                                                                    {"source", "measured"}}; })
         == "none");
-  CHECK(error_path([](json& j) { j["pools"]["a/b"] = j["pools"]["xtx"];
+  CHECK(error_path([](json& j) { j["pools"]["a/b"] = j["pools"]["rx7900xtx"];
                                  j["pools"]["a/b"]["shape"] = 1; }) == "/pools/a~1b/shape");
 
   try {
@@ -266,4 +268,70 @@ TEST_CASE("profile files: parse, load, and their errors", "[profile]") {
   }
   std::remove(path.c_str());
   CHECK_THROWS_WITH(profile::load(path), Catch::Contains(path));
+}
+
+TEST_CASE("one name per card kind: the profile's kinds are the names derived from the models", "[profile]") {
+  // The reference line's cards, as their models derive (config::default_profile_key).
+  namespace cfg = vidline::config;
+  auto p = profile::reference();
+  CHECK(p.has_pool(cfg::default_profile_key("Tesla T10", 8)));
+  CHECK(p.has_pool(cfg::default_profile_key("Tesla T10", 4)));
+  CHECK(p.has_pool(cfg::default_profile_key("AMD Radeon RX 7900 XTX", 1)));
+  CHECK(p.has_encoder(cfg::default_profile_key("Tesla T10", 4)));
+  CHECK(p.has_encoder(cfg::default_profile_key("Tesla T10", 1)));
+  CHECK(p.has_encoder(cfg::default_profile_key("RX 7900 XTX", 1)));
+  CHECK(p.has_decoder(cfg::default_profile_key("RTX 3080 Ti", 1)));
+  CHECK(p.has_decoder(cfg::default_profile_key("Tesla T10", 1)));
+  CHECK(p.old_names().empty());
+  for (const auto& r : renamed_kinds()) {
+    CHECK_FALSE(p.has_pool(r.old_name));
+    CHECK_FALSE(p.has_encoder(r.old_name));
+    CHECK_FALSE(p.has_decoder(r.old_name));
+  }
+}
+
+TEST_CASE("a kind's old name is read as its current one", "[profile]") {
+  CHECK(current_kind("xtx") == "rx7900xtx");
+  CHECK(current_kind("xtxx4") == "rx7900xtxx4");  // four of them in one pool
+  CHECK(current_kind("rx7900xtx") == "rx7900xtx");
+  CHECK(current_kind("t10x8") == "t10x8");
+  CHECK(current_kind("xtxx") == "xtxx");          // not a count
+  CHECK(current_kind("xtx2") == "xtx2");
+  CHECK(current_kind("") == "");
+  CHECK_FALSE(renamed("rx7900xtx"));
+
+  // A profile file written before the rename: its XTX entries load under the new name,
+  // noted where they were.
+  json j = reference_json();
+  j["pools"]["xtx"] = j["pools"]["rx7900xtx"];
+  j["pools"].erase("rx7900xtx");
+  j["encoders"]["xtx"] = j["encoders"]["rx7900xtx"];
+  j["encoders"].erase("rx7900xtx");
+  auto old = profile::from_json(j);
+  CHECK(old.has_pool("rx7900xtx"));
+  CHECK_FALSE(old.has_pool("xtx"));
+  CHECK(old.sampling("rx7900xtx", {416, 736, 5}, model_state::warm).s == Approx(66.382));
+  CHECK(old.conditioning("rx7900xtx").s == Approx(27));
+  REQUIRE(old.old_names().size() == 2);
+  CHECK(old.old_names()[0].path == "/pools/xtx");
+  CHECK(old.old_names()[0].kind == "rx7900xtx");
+  CHECK(old.old_names()[1].path == "/encoders/xtx");
+
+  // Both names in one table: two entries for one kind, refused naming both.
+  json both = reference_json();
+  both["pools"]["xtx"] = both["pools"]["rx7900xtx"];
+  try {
+    profile::from_json(both);
+    FAIL("accepted a kind under both its names");
+  } catch (const profile_error& e) {
+    CHECK(e.path() == "/pools/xtx");
+    CHECK_THAT(e.message(), Catch::Contains("'xtx' and 'rx7900xtx' name one kind"));
+  }
+  // A scaled decoder naming its base by an old name finds it under the new one.
+  json scaled = reference_json();
+  scaled["decoders"]["rx7900xtx"] = scaled["decoders"]["rtx3080ti"];
+  scaled["decoders"]["t10"]["scale_of"]["decoder"] = "xtx";
+  auto sp = profile::from_json(scaled);
+  CHECK(sp.decode("t10", {416, 736, 5}).s
+        == Approx(sp.decode("rx7900xtx", {416, 736, 5}).s * 2.2932));
 }

@@ -132,7 +132,7 @@ TEST_CASE("sampler: a pool sampling on shared GPUs makes the sharing pools cold"
   auto eight = make_sim_sampler(prof, {fast, "t10x8", "eight", host, all});
   auto four_a = make_sim_sampler(prof, {fast, "t10x4", "four_a", host, low});
   auto four_b = make_sim_sampler(prof, {fast, "t10x4", "four_b", host, high});
-  auto xtx = make_sim_sampler(prof, {fast, "xtx", "xtx", host, {"xtx"}});
+  auto xtx = make_sim_sampler(prof, {fast, "rx7900xtx", "xtx", host, {"xtx"}});
   int n = 0;
   auto cold = [&](sampler_backend& s) {
     auto r = s.sample(job(1, 416, 736, 5), "", env_for(dir / std::to_string(n++)));
@@ -325,7 +325,7 @@ TEST_CASE("factory: sim from a config entry, exec and comfyui check their own op
   CHECK(make_sampler(p) != nullptr);
   p.profile_key = "rtx3080ti";
   CHECK(make_decoder(p) != nullptr);
-  p.profile_key = "xtx";
+  p.profile_key = "rx7900xtx";
   CHECK(make_encoder(p) != nullptr);
   CHECK(make_sampler(p) != nullptr);
 
