@@ -6,12 +6,15 @@ cd "$root"
 
 packages=(g++ cmake make pkg-config libcaf-dev cppzmq-dev libzmq3-dev libmsgpack-cxx-dev
           libspdlog-dev libssl-dev catch2 libsqlite3-dev libcli11-dev nlohmann-json3-dev
-          iproute2 nftables iperf3 libcpp-httplib-dev clang-14 libclang-rt-14-dev
+          iproute2 nftables iperf3 libcpp-httplib-dev
           python3-torch ffmpeg libsystemd-dev systemd dpkg-dev chromium libarchive-dev)
+# launch/fuzz's too: clang and libFuzzer's runtime (the suite replays the seeds with g++).
+fuzz_packages=(clang-14 libclang-rt-14-dev)
 
+# install_missing [EXTRA_PACKAGE...]: the packages above and these, where not installed.
 install_missing() {
   local missing=()
-  for p in "${packages[@]}"; do
+  for p in "${packages[@]}" "$@"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
   done
   if ((${#missing[@]})); then

@@ -1,4 +1,4 @@
-# Shared by launch/fuzz and tests/fuzz/smoke.sh: build the libFuzzer targets with clang,
+# Used by launch/fuzz: build the libFuzzer targets with clang,
 # run one on its corpus for a while, count what it found. Sourced, not run.
 #
 # Each run reads the committed seeds (tests/fuzz/<target>/, never written to) and keeps
@@ -46,10 +46,7 @@ fuzz_build() {
   local jobs
   jobs=$(nproc)
   ((jobs > 2)) && jobs=2
-  # FUZZ_OPT (default -O2) sets the optimisation: the short run of launch/test builds with
-  # -O1, faster to compile, and runs for seconds only.
-  if ! { CXX=$fuzz_cxx cmake -S "$fuzz_src" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-           "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=${FUZZ_OPT:--O2} -g -DNDEBUG" &&
+  if ! { CXX=$fuzz_cxx cmake -S "$fuzz_src" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo &&
          cmake --build "$dir" -j"$jobs"; } >"$dir/build.log" 2>&1; then
     tail -40 "$dir/build.log"
     echo "== fuzz build failed (full log: $dir/build.log)"
