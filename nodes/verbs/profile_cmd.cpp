@@ -86,7 +86,7 @@ struct energy {
 };
 
 /// A POWER: the stages' energy over their total length (a long stage weighs more).
-json power_of(const energy& e, const std::string& what) {
+json power_of(const energy& e, const std::string& what, const std::string& note = "") {
   std::string runs;
   int named = 0;
   for (auto& r : e.runs)
@@ -98,7 +98,7 @@ json power_of(const energy& e, const std::string& what) {
   std::snprintf(total, sizeof(total), "%.0f J over %.1f s", e.joules, e.seconds);
   return {{"watts", e.joules / e.seconds},
           {"source", "measured: GPU telemetry of " + std::to_string(e.stages) + " " + what
-                       + (e.stages == 1 ? "" : "s") + " (" + total + ") in run"
+                       + (e.stages == 1 ? "" : "s") + note + " (" + total + ") in run"
                        + (e.runs.size() == 1 ? " " : "s ") + runs}};
 }
 
@@ -291,7 +291,7 @@ json profile_from_history(const std::deque<sched::run>& runs, json base,
   // Power only where a kind has timings too (a profile entry needs them).
   for (auto& [kind, e] : h.pool_energy)
     if (e.stages > 0 && base["pools"].contains(kind))
-      base["pools"][kind]["power"] = power_of(e, "sampling stage (conditioning included)");
+      base["pools"][kind]["power"] = power_of(e, "sampling stage", ", conditioning included");
   for (auto& [kind, e] : h.decoder_energy)
     if (e.stages > 0 && base["decoders"].contains(kind))
       base["decoders"][kind]["power"] = power_of(e, "decode");
