@@ -628,15 +628,16 @@ int run_bench(int argc, char** argv) {
       }
     return 0;
   }
-  // `bench_plan --quick` (launch/test): the grid's counts 1, 6 and 30 only, so its count-120
-  // targets are not checked; everything else as the full run (launch/bench plan).
+  // `bench_plan --quick` (launch/test): the grid's counts 1, 6 and 30 only and no exhaustive
+  // search of the example, so the count-120 and search targets are not checked; everything
+  // else as the full run (launch/bench plan).
   const bool quick = argc > 1 && std::string(argv[1]) == "--quick";
   if (argc > 1 && !quick) {
     std::fprintf(stderr, "usage: bench_plan [--quick | --search [MAX_COUNT]]\n");
     return 2;
   }
   std::printf("bench_plan: the planner against the reference line, and auto against every "
-              "fixed mode%s\n\n", quick ? " (--quick: counts 1, 6 and 30)" : "");
+              "fixed mode%s\n\n", quick ? " (--quick: counts 1, 6 and 30, no search)" : "");
 
   // -- 1. the reference rows -----------------------------------------------------------------
   auto ref = make_setup("reference", embedded::reference_config);
@@ -775,7 +776,8 @@ int run_bench(int argc, char** argv) {
   const auto& refc = clusters[0];
   auto example = plan(refc, dispatching::auto_mode, 736, 1280, 5, 6);
   auto t0 = std::chrono::steady_clock::now();
-  auto opt = best_schedule(refc, 736, 1280, 5, 6, 5'000'000);
+  // --quick: not searched (168,833 whole simulations, most of the bench's time).
+  auto opt = quick ? search_result{} : best_schedule(refc, 736, 1280, 5, 6, 5'000'000);
   double search_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::string split;
   for (auto& [pool, n] : opt.jobs_per_pool)
@@ -790,6 +792,11 @@ int run_bench(int argc, char** argv) {
               opt_no_t10.complete ? "proved optimal" : "NOT complete",
               static_cast<unsigned long long>(opt_no_t10.schedules),
               example_no_t10.summary.makespan_s);
+  if (quick)
+    std::printf("The issue's example (reference cluster, 736x1280x5 x 6): auto %.3f s; the "
+                "search of every schedule is left out (--quick).\n\n",
+                example.summary.makespan_s);
+  else
   std::printf("The issue's example (reference cluster, 736x1280x5 x 6), every schedule the "
               "model allows,\nsearched with line_sim: best makespan %.3f s (%s), %s after %llu "
               "schedules (%.1f s); auto %.3f s.\n\n",
@@ -870,9 +877,11 @@ int run_bench(int argc, char** argv) {
   std::printf("RESULT auto_cells_worse_than_best_fixed %d of %d target ==0\n", worse_cells,
               cells);
   std::printf("RESULT auto_cells_unfinished %d cells target ==0\n", incomplete);
-  std::printf("RESULT example_auto_vs_best_schedule %+.2f %% target <=0\n",
-              100 * (example.summary.makespan_s / opt.best - 1));
-  std::printf("RESULT example_search_complete %d bool target ==1\n", opt.complete ? 1 : 0);
+  if (!quick) {
+    std::printf("RESULT example_auto_vs_best_schedule %+.2f %% target <=0\n",
+                100 * (example.summary.makespan_s / opt.best - 1));
+    std::printf("RESULT example_search_complete %d bool target ==1\n", opt.complete ? 1 : 0);
+  }
   std::printf("RESULT auto_count30plus_steady_throughput_vs_upper_bound_worst %.3f ratio target >=0.97\n",
               worst_steady);
   if (!quick)
@@ -895,8 +904,8 @@ int run_bench(int argc, char** argv) {
               s_whole / sub);
   bool ok = sa_ok && sa.summary.makespan_s / best_fixed <= 0.9 && s_steady / sub >= 0.9
             && worst_row <= 10 && worse_cells == 0 && incomplete == 0 && worst_steady >= 0.97
-            && (quick || worst_steady_120 >= 0.97) && opt.complete
-            && example.summary.makespan_s <= opt.best + 1e-6;
+            && (quick || (worst_steady_120 >= 0.97 && opt.complete
+                          && example.summary.makespan_s <= opt.best + 1e-6));
   return ok ? 0 : 1;
 }
 
