@@ -35,15 +35,21 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+/// "run-a, run-b" (the first five, then "and N more").
+std::string runs_text(const std::set<std::string>& ids) {
+  std::string out;
+  int named = 0;
+  for (auto& r : ids)
+    if (named++ < 5)
+      out += (out.empty() ? "" : ", ") + r;
+  if (ids.size() > 5)
+    out += " and " + std::to_string(ids.size() - 5) + " more";
+  return out;
+}
+
 /// A TIMING: the median as the time, min and max as the spread, the runs as the source.
 json timing_of(const samples& x, const std::string& what) {
-  std::string runs;
-  int named = 0;
-  for (auto& r : x.runs)
-    if (named++ < 5)
-      runs += (runs.empty() ? "" : ", ") + r;
-  if (x.runs.size() > 5)
-    runs += " and " + std::to_string(x.runs.size() - 5) + " more";
+  const std::string runs = runs_text(x.runs);
   auto [lo, hi] = std::minmax_element(x.s.begin(), x.s.end());
   return {{"s", median(x.s)}, {"min_s", *lo}, {"max_s", *hi},
           {"source", "measured: median of " + std::to_string(x.s.size()) + " " + what
@@ -87,13 +93,7 @@ struct energy {
 
 /// A POWER: the stages' energy over their total length (a long stage weighs more).
 json power_of(const energy& e, const std::string& what, const std::string& note = "") {
-  std::string runs;
-  int named = 0;
-  for (auto& r : e.runs)
-    if (named++ < 5)
-      runs += (runs.empty() ? "" : ", ") + r;
-  if (e.runs.size() > 5)
-    runs += " and " + std::to_string(e.runs.size() - 5) + " more";
+  const std::string runs = runs_text(e.runs);
   char total[64];
   std::snprintf(total, sizeof(total), "%.0f J over %.1f s", e.joules, e.seconds);
   return {{"watts", e.joules / e.seconds},
