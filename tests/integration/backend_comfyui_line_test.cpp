@@ -2,9 +2,14 @@
 // ComfyUI servers in this process (one per pool, one for the decoder): sampling workflows
 // end in SaveLatent (video and audio), the decoder's workflow loads both and saves the
 // video. Checks every video against the latent parts that reached it, and that no prompt
-// ran twice. Second case: a pool's server restarts mid-batch, losing its history.
+// ran twice. Second case: a pool's server restarts mid-batch, losing its history. Third: a
+// shot list on the Wan workflows of config/examples/comfyui_wan.json (image-to-video,
+// first+last frame), each shot's images, LoRA, params and negative prompt checked in the
+// prompt its server received.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
+#include <map>
 #include <set>
 
 #include "backends/comfyui/bundle.hpp"
@@ -43,8 +48,8 @@ json gpu(const std::string& id, const std::string& model, const std::string& ven
   return {{"id", id}, {"model", model}, {"vendor", vendor}, {"memory_gib", 16}, {"index", index}};
 }
 
-std::string write_config(const std::string& dir, const comfyui_server& left,
-                         const comfyui_server& right, const comfyui_server& dec) {
+/// The two-host line of these tests; `backends` holds comfy_left, comfy_right, comfy_dec.
+std::string write_config(const std::string& dir, const json& backends) {
   auto ports = testing_support::free_ports(2);
   json cfg = {
     {"cluster", "comfy_line"},
@@ -54,8 +59,7 @@ std::string write_config(const std::string& dir, const comfyui_server& left,
        {"gpus", {gpu("t0", "Tesla T10", "nvidia", 0), gpu("t1", "Tesla T10", "nvidia", 1)}}},
       {{"name", "beta"}, {"address", "127.0.0.1"}, {"port", ports[1]}, {"data_dir", dir + "/beta"},
        {"gpus", {gpu("d0", "RTX 3080 Ti", "nvidia", 0), gpu("x0", "RX 7900 XTX", "amd", 0)}}}}},
-    {"backends",
-     {{"comfy_left", comfy_backend(left)}, {"comfy_right", comfy_backend(right)}, {"comfy_dec", comfy_backend(dec)}}},
+    {"backends", backends},
     {"pools",
      {{{"name", "left"}, {"host", "alpha"}, {"gpus", {"t0", "t1"}}, {"backend", "comfy_left"}},
       {{"name", "xtx"}, {"host", "beta"}, {"gpus", {"x0"}}, {"backend", "comfy_right"}}}},
@@ -72,6 +76,29 @@ std::string write_config(const std::string& dir, const comfyui_server& left,
   testing_support::add_keys(cfg, dir);
   std::ofstream(path) << cfg.dump(2);
   return path;
+}
+
+std::string write_config(const std::string& dir, const comfyui_server& left,
+                         const comfyui_server& right, const comfyui_server& dec) {
+  return write_config(dir, {{"comfy_left", comfy_backend(left)}, {"comfy_right", comfy_backend(right)},
+                            {"comfy_dec", comfy_backend(dec)}});
+}
+
+/// A backend of config/examples/comfyui_wan.json pointed at `s`: its workflows as they
+/// are, the example's workflow files by absolute path.
+json wan_example_backend(const std::string& name, const comfyui_server& s) {
+  json b = json::parse(testing_support::read_file(examples + "comfyui_wan.json"))["backends"][name];
+  json& o = b["options"];
+  o["url"] = s.url();
+  for (const char* key : {"sample_workflow", "decode_workflow"})
+    if (o.contains(key))
+      o[key] = examples + std::filesystem::path(o[key].get<std::string>()).filename().string();
+  if (b.contains("workflows"))
+    for (auto& w : b["workflows"])
+      w["template"] = examples + w["template"].get<std::string>();
+  o["poll_interval_s"] = 0.05;
+  o["unreachable_s"] = 20;
+  return b;
 }
 
 std::string submit(nodes::coordinator_client& cl, uint32_t count, const std::string& request_id) {
@@ -203,5 +230,113 @@ TEST_CASE("comfyui line: a pool's server restarts mid-batch and loses its histor
     CHECK(j["attempts"] == 1);  // the lost prompt was resubmitted within its attempt
   }
   CHECK(left.submissions() >= 2);
+  stop(*a, *b);
+}
+
+TEST_CASE("comfyui line: a shot list on the Wan example workflows reaches its servers with each shot's values") {
+  temp_dir dir;
+  comfyui_server left(dir.path() + "/comfy_left"), right(dir.path() + "/comfy_right"),
+    dec(dir.path() + "/comfy_dec");
+  left.exec_delay_s = right.exec_delay_s = 0.1;
+  dec.exec_delay_s = 0.05;
+  auto config = write_config(dir.path(), {{"comfy_left", wan_example_backend("comfy_wan", left)},
+                                          {"comfy_right", wan_example_backend("comfy_wan", right)},
+                                          {"comfy_dec", wan_example_backend("comfy_wan_decode", dec)}});
+  auto cluster = config::load(config);
+  auto a = start_node(dir.path(), config, "alpha");
+  auto b = start_node(dir.path(), config, "beta");
+  nodes::coordinator_client cl(cluster);
+  REQUIRE(coordinator_answers(cl, 30));
+
+  // What each shot should reach its server with; "" = the workflow's or backend's default.
+  struct shot {
+    std::string name, workflow, lora, negative;
+    double lora_strength, cfg;
+    int steps;
+    std::vector<std::string> images;  ///< first_frame, then last_frame
+  };
+  const std::vector<shot> shots = {
+    {"fl-harbour", "flf2v", "wan21_harbour_style.safetensors", "blurry, text, watermark", 0.6, 4.5, 12,
+     {"harbour-a.png", "harbour-b.png"}},
+    {"i2v-street", "i2v", "wan21_rain.safetensors", "extra fingers, \"quoted\" {{seed}}", 1.25, 6.0, 8,
+     {"street.png"}},
+    {"fl-plain", "flf2v", "", "", 1.0, 5.0, 20, {"plain-a.png", "plain-b.png"}},
+  };
+  const std::string backend_negative = wan_example_backend("comfy_wan", left)["options"]["negative_prompt"];
+  std::filesystem::create_directories(dir.path() + "/frames");
+  std::map<std::string, std::string> image_sha;
+  std::string list;
+  for (auto& sh : shots) {
+    json inputs = json::object();
+    const char* names[] = {"first_frame", "last_frame"};
+    for (std::size_t i = 0; i < sh.images.size(); ++i) {
+      const std::string bytes = "PNG of " + sh.images[i];
+      std::ofstream(dir.path() + "/frames/" + sh.images[i]) << bytes;
+      image_sha[sh.images[i]] = to_hex(sha256_of(bytes));
+      inputs[names[i]] = "frames/" + sh.images[i];
+    }
+    json line = {{"prompt", "shot " + sh.name}, {"workflow", sh.workflow}, {"width", 416}, {"height", 736},
+                 {"seconds", 5}, {"seed", 1000 + list.size()}, {"name", sh.name}, {"inputs", inputs}};
+    if (!sh.lora.empty())
+      line["params"] = {{"lora", sh.lora}, {"lora_strength", sh.lora_strength}, {"cfg", sh.cfg}, {"steps", sh.steps}};
+    if (!sh.negative.empty())
+      line["negative_prompt"] = sh.negative;
+    list += line.dump() + "\n";
+  }
+  std::ofstream(dir.path() + "/shots.jsonl") << list;
+  auto run_id = testing_support::submit_shot_list(dir.path(), config, "both", dir.path() + "/shots.jsonl");
+  json st = wait_run(cl, run_id, *a, *b);
+  INFO(st.dump(2));
+  CHECK(st["state"] == "succeeded");
+  REQUIRE(st["jobs"].size() == shots.size());
+
+  // Each server's prompts by the shot they sampled (node 5 holds the prompt text).
+  std::map<std::string, std::pair<json, const comfyui_server*>> sampled;
+  for (auto* s : {&left, &right})
+    for (auto& id : s->submitted_ids()) {
+      json w = s->workflow_of(id);
+      sampled[w["5"]["inputs"]["text"].get<std::string>().substr(5)] = {w, s};
+    }
+  REQUIRE(sampled.size() == shots.size());
+  for (auto& sh : shots) {
+    INFO(sh.name);
+    REQUIRE(sampled.count(sh.name) == 1);
+    const json& w = sampled[sh.name].first;
+    const std::string input_dir = sampled[sh.name].second->root() + "/input/";
+    const bool fl = sh.workflow == "flf2v";
+    CHECK(w["13"]["class_type"] == (fl ? "WanFirstLastFrameToVideo" : "WanImageToVideo"));
+    CHECK(w["1"]["inputs"]["unet_name"] ==
+          (fl ? "wan2.1_flf2v_720p_14B_fp16.safetensors" : "wan2.1_i2v_480p_14B_fp16.safetensors"));
+    // The shot's params, or the workflow's defaults, typed as KSampler and the LoRA loader want.
+    CHECK(w["2"]["inputs"]["lora_name"] == (sh.lora.empty() ? "wan21_style.safetensors" : sh.lora));
+    CHECK(w["2"]["inputs"]["strength_model"] == sh.lora_strength);
+    CHECK(w["14"]["inputs"]["steps"] == sh.steps);
+    CHECK(w["14"]["inputs"]["cfg"] == sh.cfg);
+    CHECK(w["6"]["inputs"]["text"] == (sh.negative.empty() ? backend_negative : sh.negative));
+    CHECK(w["13"]["inputs"]["length"] == 5 * 16 + 1);  // the example's fps 16, frame_offset 1
+    CHECK(w["13"]["inputs"]["width"] == 416);
+    // Each image uploaded, and the loader names that upload.
+    CHECK(sha256_file_hex(input_dir + w["9"]["inputs"]["image"].get<std::string>()) == image_sha[sh.images[0]]);
+    if (fl)
+      CHECK(sha256_file_hex(input_dir + w["10"]["inputs"]["image"].get<std::string>()) == image_sha[sh.images[1]]);
+    else
+      CHECK_FALSE(w.contains("10"));
+  }
+  // The status records each shot's workflow, model and inputs; every video names its latent.
+  for (auto& j : st["jobs"]) {
+    INFO(j.dump());
+    CHECK(j["state"] == "succeeded");
+    CHECK(j["model"] == (j["workflow"] == "flf2v" ? "wan21-flf2v-14b-720p" : "wan21-i2v-14b-480p"));
+    CHECK(j["inputs"].size() == (j["workflow"] == "flf2v" ? 2u : 1u));
+    std::string sha = j["latent_sha256"];
+    std::string host = j["pool"] == "left" ? "alpha" : "beta";
+    const std::string unpack = dir.path() + "/unpacked-" + j["name"].get<std::string>();
+    std::filesystem::create_directories(unpack);
+    auto parts = backends::comfyui::read_bundle(dir.path() + "/" + host + "/latents/" + sha + ".latent", unpack);
+    REQUIRE(parts.size() == 1);
+    CHECK(testing_support::read_file(j["output"].get<std::string>()).find(sha256_file_hex(parts[0].path)) !=
+          std::string::npos);
+  }
+  CHECK(dec.total_executions() == static_cast<int>(shots.size()));
   stop(*a, *b);
 }

@@ -55,16 +55,38 @@ public:
   using json = nlohmann::json;
 
   /// Input kinds a node class checks: 'i' integer, 'f' number, 's' string, 'l' link,
-  /// '*' anything. Output nodes are listed separately.
+  /// '*' anything. Output nodes are listed separately; `optional` names the inputs of the
+  /// class's "optional" section, which a node may leave out.
   struct node_class {
     std::map<std::string, char> inputs;
     bool output = false;
+    std::set<std::string> optional = {};
   };
 
   /// The classes of the example workflows (LTX-2's are core from ComfyUI 0.8.0, not in
-  /// 0.3.64) and of the tests' own, with the inputs the examples give them.
+  /// 0.3.64; the Wan ones' inputs are those of 0.8.0) and of the tests' own, with the
+  /// inputs the examples give them.
   static std::map<std::string, node_class> default_classes() {
+    const std::map<std::string, char> wan_latent = {
+      {"positive", 'l'}, {"negative", 'l'}, {"vae", 'l'}, {"width", 'i'}, {"height", 'i'},
+      {"length", 'i'}, {"batch_size", 'i'}};
+    auto with = [](std::map<std::string, char> m, std::initializer_list<const char*> links) {
+      for (auto* n : links)
+        m[n] = 'l';
+      return m;
+    };
     return {
+      {"UNETLoader", {{{"unet_name", 's'}, {"weight_dtype", 's'}}, false}},
+      {"LoraLoaderModelOnly", {{{"model", 'l'}, {"lora_name", 's'}, {"strength_model", 'f'}}, false}},
+      {"ModelSamplingSD3", {{{"model", 'l'}, {"shift", 'f'}}, false}},
+      {"CLIPLoader", {{{"clip_name", 's'}, {"type", 's'}, {"device", 's'}}, false, {"device"}}},
+      {"CLIPVisionLoader", {{{"clip_name", 's'}}, false}},
+      {"CLIPVisionEncode", {{{"clip_vision", 'l'}, {"image", 'l'}, {"crop", 's'}}, false}},
+      {"WanImageToVideo", {with(wan_latent, {"clip_vision_output", "start_image"}), false,
+                           {"clip_vision_output", "start_image"}}},
+      {"WanFirstLastFrameToVideo",
+       {with(wan_latent, {"clip_vision_start_image", "clip_vision_end_image", "start_image", "end_image"}),
+        false, {"clip_vision_start_image", "clip_vision_end_image", "start_image", "end_image"}}},
       {"CheckpointLoaderSimple", {{{"ckpt_name", 's'}}, false}},
       {"CLIPTextEncode", {{{"text", 's'}, {"clip", 'l'}}, false}},
       {"EmptyLTXVLatentVideo", {{{"width", 'i'}, {"height", 'i'}, {"length", 'i'}, {"batch_size", 'i'}}, false}},
@@ -303,7 +325,7 @@ private:
     verdict v;
     for (auto& [name, kind] : c.inputs) {
       if (!inputs.is_object() || !inputs.contains(name)) {
-        if (!optional_input(name))
+        if (!optional_input(name) && !c.optional.count(name))
           v.reasons.push_back({{"type", "required_input_missing"}, {"message", "Required input is missing"},
                                {"details", name}, {"extra_info", {{"input_name", name}}}});
         continue;
@@ -683,10 +705,11 @@ private:
       s.Get(p + "/object_info", [this](const httplib::Request&, httplib::Response& res) {
         json out = json::object();
         for (auto& [name, c] : classes_) {
-          json req = json::object();
+          json in = {{"required", json::object()}};
           for (auto& [k, kind] : c.inputs)
-            req[k] = json::array({kind == 'i' ? "INT" : kind == 'f' ? "FLOAT" : kind == 's' ? "STRING" : "*"});
-          out[name] = {{"input", {{"required", req}}}, {"output_node", c.output}, {"name", name}};
+            in[c.optional.count(k) ? "optional" : "required"][k] =
+              json::array({kind == 'i' ? "INT" : kind == 'f' ? "FLOAT" : kind == 's' ? "STRING" : "*"});
+          out[name] = {{"input", in}, {"output_node", c.output}, {"name", name}};
         }
         reply(res, 200, out);
       });
