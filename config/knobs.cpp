@@ -59,6 +59,7 @@ void visit_knobs(K& k, V&& v) {
   v("handoff_retries", k.handoff_retries, int_range{0, 1000});
   v("retry_backoff_ms", k.retry_backoff_ms, int_range{0, 3'600'000});
   v("retry_backoff_max_ms", k.retry_backoff_max_ms, int_range{0, 3'600'000});
+  v("model_wait_s", k.model_wait_s, int_range{-1, 30 * 86'400});
   v("chunk_bytes", k.chunk_bytes, int_range{4 * kib, 16 * mib});
   v("chunk_window", k.chunk_window, int_range{1, 1024});
   v("transfer_timeout_ms", k.transfer_timeout_ms, interval_ms);

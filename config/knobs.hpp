@@ -44,6 +44,11 @@ struct knobs {
   /// spends every attempt of the jobs sampled meanwhile.
   int retry_backoff_ms = 1000;
   int retry_backoff_max_ms = 60000;   ///< the longest backoff; at least retry_backoff_ms
+  /// Model affinity: a pool keeps to the model it holds while jobs of it are queued; a job
+  /// of another model passed over meanwhile goes once it has waited this long (real
+  /// seconds). -1 = one warm sampling stage of that job (the auto policy's estimate; 600 s
+  /// under in_turn and first_free).
+  int model_wait_s = -1;
 
   // -- data plane --
   uint32_t chunk_bytes = 1u << 20;    ///< bytes per latent chunk; 256 KiB-4 MiB

@@ -172,7 +172,7 @@ function render() {
   renderHeader();
   renderSummary();
   renderHosts();
-  renderDecoders();
+  renderPools(); renderDecoders();
   renderJobs();
   renderReview();
   renderGantt();
@@ -270,6 +270,24 @@ function renderHosts() {
     li.dataset.host = h;
     li.textContent = h + (up ? ' up' : ' down');
     ul.appendChild(li);
+  }
+}
+
+// A pool holds one model at a time; a job of another model loads it first (a cold stage).
+function renderPools() {
+  const tb = $('pools').tBodies[0];
+  tb.replaceChildren();
+  const c = view.cluster;
+  if (!c) return;
+  for (const [name, p] of Object.entries(c.pools || {})) {
+    const tr = tb.insertRow();
+    const up = p.alive && hostsUp()[p.host] !== false;
+    const state = !up ? 'not answering' : p.drained ? 'drained' : p.busy ? 'busy' : 'idle';
+    const model = p.model === null || p.model === undefined ? '–' : (p.model || '(default)');
+    for (const v of [name, p.host, p.kind, state, model]) tr.insertCell().textContent = v;
+    tr.dataset.pool = name;
+    tr.dataset.model = p.model == null ? '' : p.model;
+    if (!up) tr.className = 'state-failed';
   }
 }
 

@@ -127,7 +127,7 @@ struct auto_policy::mode_consts {
 const auto_policy::mode_consts& auto_policy::consts(const state& st, const std::string& mode,
                                                      const msg::job_spec& spec) const {
   const auto& ids = st.idx.mode_ids.at(mode);
-  auto key = std::make_tuple(mode, spec.width, spec.height, spec.seconds);
+  auto key = std::make_tuple(mode, spec.width, spec.height, spec.seconds, spec.model);
   auto it = cache_.find(key);
   if (it != cache_.end() && it->second->ids == ids) {
     // Decoder views move when the state is copied: re-point them (same mode, same order).
@@ -305,7 +305,7 @@ std::optional<assignment> auto_policy::next_of(const dispatch_view& v, uint32_t 
         continue;
       const auto& p = v.pool(id);
       double f = cond_ready(k, v.now)
-                 + (p.warm ? c.warm_s[k] : c.cold_s[k]) * p.speed_factor + c.tail_s[k];
+                 + (warm_for(p, head.spec) ? c.warm_s[k] : c.cold_s[k]) * p.speed_factor + c.tail_s[k];
       if (f < best_f || (f == best_f && static_cast<std::size_t>(k) < best)) {
         best_f = f;
         best = static_cast<std::size_t>(k);
@@ -347,6 +347,9 @@ std::optional<assignment> auto_policy::next_of(const dispatch_view& v, uint32_t 
       l.busy = true;
       double end = v.now + l.warm_s;
       bool was_cold = !l.p->warm;
+      if (const run* ar = v.s.find_run(l.p->assigned->first);
+          ar != nullptr && l.p->assigned->second < ar->jobs.size())
+        was_cold = !warm_for(*l.p, ar->jobs[l.p->assigned->second].spec);
       if (l.p->assigned->first == v.r.id) {
         end = cond_ready(k, l.p->ordered_at) + (was_cold ? l.cold_s : l.warm_s);
       } else if (const run* r = v.s.find_run(l.p->assigned->first);
@@ -371,7 +374,7 @@ std::optional<assignment> auto_policy::next_of(const dispatch_view& v, uint32_t 
       s.first = l.busy_end + l.warm_s + l.tail_s;
     else
       s.first = cond_ready(k, std::max(v.now, gpus_free_at))
-                + (l.p->warm ? l.warm_s : l.cold_s) + l.tail_s;
+                + (warm_for(*l.p, head.spec) ? l.warm_s : l.cold_s) + l.tail_s;
     return s;
   };
   // As things stand: busy and free pools go on; pools held back by a busy neighbour don't.
@@ -489,7 +492,7 @@ std::optional<assignment> auto_policy::next_of(const dispatch_view& v, uint32_t 
       const line& l = lines[g.members[a]];
       if (l.busy)
         busy |= 1u << a;
-      if (l.usable && l.p->warm)
+      if (l.usable && warm_for(*l.p, head.spec))
         warm |= 1u << a;
     }
     kept[gi] = busy != 0 ? busy : warm;
@@ -619,7 +622,8 @@ decoder_view* auto_policy::pick_decoder(const state& s, const run& r, const job&
   auto sampled_at = [&](const pool_view& p) -> std::optional<double> {
     if (!p.assigned || p.assigned->first != r.id || p.assigned->second >= r.jobs.size())
       return std::nullopt;
-    auto sm = est_->sampling(p.kind, r.jobs[p.assigned->second].spec, !p.warm);
+    const auto& spec = r.jobs[p.assigned->second].spec;
+    auto sm = est_->sampling(p.kind, spec, !warm_for(p, spec));
     double start = p.ordered_at;
     if (auto f = q->first_order_on_host.find(p.host); f != q->first_order_on_host.end())
       start = std::max(start, f->second + est_->conditioning(p.host));

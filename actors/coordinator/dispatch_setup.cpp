@@ -53,13 +53,13 @@ profile_estimates::profile_estimates(const config::cluster& c, profiles::profile
 
 std::optional<double> profile_estimates::sampling(const std::string& kind,
                                                   const msg::job_spec& j, bool cold) const {
-  auto key = std::make_tuple(kind, j.width, j.height, j.seconds, cold);
+  auto key = std::make_tuple(kind, j.width, j.height, j.seconds, cold, j.model);
   auto it = sampling_.find(key);
   if (it != sampling_.end())
     return it->second;
   std::optional<double> s;
   if (p_.has_pool(kind) && p_.fits(kind, size_of(j)))
-    s = p_.sampling(kind, size_of(j), cold ? model_state::cold : model_state::warm).s;
+    s = p_.sampling(kind, size_of(j), cold ? model_state::cold : model_state::warm, j.model).s;
   sampling_.emplace(key, s);
   return s;
 }
@@ -347,6 +347,7 @@ sched::state initial_state(const config::cluster& c, double time_scale) {
   s.p.handoff_retries = static_cast<uint32_t>(c.knobs.handoff_retries);
   s.p.retry_backoff_s = run_s(c.knobs.retry_backoff_ms / 1000.0);
   s.p.retry_backoff_max_s = run_s(c.knobs.retry_backoff_max_ms / 1000.0);
+  s.p.model_wait_s = c.knobs.model_wait_s < 0 ? -1.0 : run_s(c.knobs.model_wait_s);
   s.p.latent_wait_s =
     run_s(c.knobs.heartbeat_interval_ms * (c.knobs.heartbeat_misses + 7) / 1000.0);
   s.p.finished_run_memory_s = run_s(c.knobs.finished_run_memory_s);

@@ -62,7 +62,7 @@ public:
 private:
   profiles::profile p_;
   std::map<std::string, std::string> encoder_of_host_;  ///< host -> encoder profile key
-  mutable std::map<std::tuple<std::string, uint32_t, uint32_t, uint32_t, bool>,
+  mutable std::map<std::tuple<std::string, uint32_t, uint32_t, uint32_t, bool, std::string>,
                    std::optional<double>> sampling_;
   mutable std::map<std::tuple<std::string, uint32_t, uint32_t, uint32_t>, double> decode_;
 };

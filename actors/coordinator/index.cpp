@@ -37,6 +37,7 @@ void enter(state& s, std::size_t rp, const job& j) {
   switch (j.state) {
     case job_state::queued:
       ri.queued.insert(i);
+      ri.queued_by_model[j.spec.model].insert(i);
       if (unrestricted(s.runs[rp], ri, j))
         ri.by_home[(ri.turn_base + i) % ri.able.size()].insert(i);
       else
@@ -61,12 +62,16 @@ void leave(state& s, std::size_t rp, const job& j) {
     return;
   }
   switch (j.state) {
-    case job_state::queued:
+    case job_state::queued: {
       ri.queued.erase(i);
       ri.restricted.erase(i);
+      auto m = ri.queued_by_model.find(j.spec.model);
+      if (m != ri.queued_by_model.end() && m->second.erase(i) && m->second.empty())
+        ri.queued_by_model.erase(m);
       if (!ri.by_home.empty())
         ri.by_home[(ri.turn_base + i) % ri.by_home.size()].erase(i);
       break;
+    }
     case job_state::sampled: s.idx.sampled.erase({j.sample_end, rp, i}); break;
     case job_state::decoding: {
       auto it = s.idx.decoding.find(j.decoder);
@@ -299,6 +304,8 @@ std::string check_index(const state& s) {
     std::string run = "run " + s.runs[rp].id + ": ";
     if (x.queued != y.queued)
       return run + "queued jobs differ";
+    if (x.queued_by_model != y.queued_by_model)
+      return run + "queued jobs by model differ";
     if (x.turn_base != y.turn_base)
       return run + "turn base " + std::to_string(x.turn_base) + " != "
              + std::to_string(y.turn_base);

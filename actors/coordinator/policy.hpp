@@ -91,9 +91,9 @@ private:
 
   std::shared_ptr<const stage_estimates> est_;
   auto_tuning t_;
-  /// (mode, width, height, seconds) -> its constants. A cache of pure lookups; the policy
-  /// is used from one thread (the coordinator's, or one plan's).
-  mutable std::map<std::tuple<std::string, uint32_t, uint32_t, uint32_t>,
+  /// (mode, width, height, seconds, model) -> its constants. A cache of pure lookups; the
+  /// policy is used from one thread (the coordinator's, or one plan's).
+  mutable std::map<std::tuple<std::string, uint32_t, uint32_t, uint32_t, std::string>,
                    std::shared_ptr<const mode_consts>> cache_;
 };
 

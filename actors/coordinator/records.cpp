@@ -299,7 +299,8 @@ json cluster_json(const sched::state& s) {
     pools[name] = {{"host", p.host}, {"kind", p.kind}, {"alive", p.alive},
                    {"busy", p.assigned.has_value() || p.reported_busy != 0},
                    {"speed_factor", p.speed_factor}, {"speed_observed", p.speed_observed},
-                   {"drained", p.drained}};
+                   {"drained", p.drained},
+                   {"model", p.warm ? json(p.model) : json(nullptr)}};
   json decoders = json::object();
   for (auto& [name, d] : s.decoders)
     decoders[name] = {{"host", d.host}, {"kind", d.kind}, {"alive", d.alive},

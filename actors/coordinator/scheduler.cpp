@@ -123,6 +123,10 @@ bool pool_may_take(const pool_view& p, const job& j) {
 
 namespace {
 
+/// Queued jobs of a pool's model looked at per decision (model affinity): a decision's
+/// cost stays bounded however long the queue is.
+constexpr std::size_t max_model_scan = 64;
+
 enum class report { stale, current, restarted };
 
 /// Sorts a status report: stale (from a replaced epoch, or older than one already seen),
@@ -857,8 +861,10 @@ struct stepper {
     j->order_sent_at = -1;
     failing_stamps = stamps_of(r.start_unix_s, r.end_unix_s);
     if (r.outcome == msg::outcome::ok || r.outcome == msg::outcome::capacity)
-      if (auto it = s.pools.find(r.pool); it != s.pools.end())
-        it->second.warm = true;  // the model stayed loaded
+      if (auto it = s.pools.find(r.pool); it != s.pools.end()) {
+        it->second.warm = true;  // the job's model stayed loaded
+        it->second.model = j->spec.model;
+      }
     if (r.outcome == msg::outcome::ok) {
       observe_speed(*j, r);
       adopt_latent(*j, r);
@@ -1467,6 +1473,7 @@ struct stepper {
                    + ", which it may not have; nothing more dispatched for run " + r.id);
           break;
         }
+        by_model(r, rp, *a, free, policy);
         order_sample(r, rp, r.jobs[a->job], *s.idx.pool_views[a->pool]);
         if (mode_queued[r.mode] > 0)
           --mode_queued[r.mode];
@@ -1477,8 +1484,52 @@ struct stepper {
     }
   }
 
+  /// Model affinity: a pool holds one model, and loading another costs a cold stage. When
+  /// the policy sends job j to pool p and p holds another model, a free pool of p's kind
+  /// that holds j's model takes j instead; otherwise p takes the lowest queued job of the
+  /// run of j's size whose model it holds, so a pool keeps to one model while its jobs last,
+  /// unless j has been passed over this way for params::model_wait_s: then j goes, and p
+  /// switches.
+  void by_model(run& r, std::size_t rp, assignment& a, const std::vector<uint32_t>& free,
+                const dispatch_policy& policy) {
+    job& j = r.jobs[a.job];
+    const pool_view& p = *s.idx.pool_views[a.pool];
+    if (!p.warm || p.model == j.spec.model)
+      return;  // nothing loaded to keep, or already the job's model
+    for (uint32_t id : free) {
+      const pool_view& q = *s.idx.pool_views[id];
+      if (id != a.pool && q.kind == p.kind && warm_for(q, j.spec) && s.idx.free_flag[id]
+          && !s.idx.unavailable_flag[id] && pool_may_take(q, j)) {
+        a.pool = id;
+        return;
+      }
+    }
+    double wait = s.p.model_wait_s;
+    if (wait < 0)
+      wait = policy.expected_sampling(p.kind, j.spec, true).value_or(default_model_wait_s);
+    if (j.passed_over_at >= 0 && now - j.passed_over_at >= wait)
+      return;  // it has waited its turn: p switches to its model
+    auto m = s.idx.runs[rp].queued_by_model.find(p.model);
+    if (m == s.idx.runs[rp].queued_by_model.end() || wait <= 0)
+      return;
+    std::size_t looked = 0;
+    for (uint32_t i : m->second) {
+      if (++looked > max_model_scan)
+        break;
+      const job& k = r.jobs[i];
+      if (k.retry_at < 0 && k.spec.width == j.spec.width && k.spec.height == j.spec.height
+          && k.spec.seconds == j.spec.seconds && pool_may_take(p, k)) {
+        if (j.passed_over_at < 0)
+          j.passed_over_at = now;
+        a.job = i;
+        return;
+      }
+    }
+  }
+
   void order_sample(run& r, std::size_t rp, job& j, pool_view& p) {
     set_state(j, job_state::sampling);
+    j.passed_over_at = -1;
     j.attempt = s.next_attempt++;
     ++j.sample_attempts;
     j.pool = p.name;

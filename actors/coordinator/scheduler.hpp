@@ -113,6 +113,9 @@ struct job {
   std::string error;               ///< why it failed (or the last retried failure)
   std::set<std::string> capacity_failed;  ///< pool profile keys that ran out of memory on it
   bool cold = false;
+  /// Since when model affinity has passed it over for jobs of the model a pool holds (run
+  /// clock; -1 = it was not). Not journaled: after a restart its wait counts afresh.
+  double passed_over_at = -1;
   double order_sent_at = -1;       ///< when the current order was (re)sent
   double sample_start = -1, sample_end = -1, decode_start = -1, decode_end = -1;
   double conditioning_s = 0, sampling_s = 0, handoff_s = 0, decode_s = 0;
@@ -209,6 +212,9 @@ struct pool_view {
   /// Its model is loaded: a result came back since it (re)started, and no pool sharing its
   /// GPUs was ordered since. An estimate for the auto policy; the pool itself knows better.
   bool warm = false;
+  /// Which model it holds while warm: the model key of the job whose result came back last
+  /// (a pool holds one model at a time; a job of another model is a cold stage, a switch).
+  std::string model;
   double ordered_at = -1;          ///< when the current order first went out (-1 idle)
   /// Decoders on one of its GPUs: it does not sample while one of them has a latent, and a
   /// decode there unloads its model (dispatching::configure fills it from the config).
@@ -229,6 +235,11 @@ struct pool_view {
   /// Its cards, "host/gpu id" (the keys of the power log and the health events).
   std::vector<std::string> cards;
 };
+
+/// Whether `p` holds the model job `j` needs loaded (its next stage of `j` would be warm).
+inline bool warm_for(const pool_view& p, const msg::job_spec& j) {
+  return p.warm && p.model == j.model;
+}
 
 /// The weight of the newest observation in pool_view::speed_factor: a hot GPU's slowdown
 /// shows after two or three results, one odd result moves the factor at most half way.
@@ -305,7 +316,16 @@ struct params {
   /// never (the knob's 0 for the journal).
   double finished_run_memory_s = -1;
   double journal_keep_finished_s = -1;
+  /// Model affinity (dispatch_sampling): a job passed over for jobs of the model a pool
+  /// holds goes once it has been passed over this long (run-clock seconds, knob
+  /// model_wait_s); -1 = one cold sampling stage of the job as the policy estimates it
+  /// (its model's load and the stage), default_model_wait_s where the policy has no
+  /// estimate; 0 = no job is passed over.
+  double model_wait_s = -1;
 };
+
+/// model_wait_s's fallback under a policy without stage estimates (in_turn, first_free).
+inline constexpr double default_model_wait_s = 600;
 
 /// A host down, as peer events said (run clock; to = -1 while it is still down).
 struct outage {
@@ -404,6 +424,8 @@ struct run_index {
   uint64_t turn_base = 0;
   /// job -> the jobs that take an input from it (graph.hpp); empty without a graph.
   std::vector<std::vector<uint32_t>> takers;
+  /// Queued jobs by their model key, lowest index first (model affinity).
+  std::map<std::string, std::set<uint32_t>> queued_by_model;
 };
 
 /// An output a job made, found again by its job key (graph.hpp, "Job keys").

@@ -203,6 +203,41 @@ std::string gantt_svg(const std::vector<gantt_chart>& charts) {
       }
       svg += "\n";
     }
+    // Dependencies: from the end of the source's video to the start of the taker's first
+    // stage (a grey line with a dot where the taker starts).
+    if (!chart.dependencies.empty()) {
+      std::map<uint32_t, std::pair<double, double>> video_end;  // job -> (x, y)
+      std::map<uint32_t, std::pair<double, double>> first_start;
+      for (auto& s : chart.spans) {
+        auto ly = lane_y.find(s.lane);
+        if (ly == lane_y.end())
+          continue;
+        const double mid = ly->second + lane_h / 2;
+        if (s.stage == "decode") {
+          auto& e = video_end[s.job];
+          if (x_of(s.end) >= e.first)
+            e = {x_of(s.end), mid};
+        }
+        if (s.stage == "conditioning" || s.stage == "sampling") {
+          auto it = first_start.find(s.job);
+          if (it == first_start.end() || x_of(s.start) < it->second.first)
+            first_start[s.job] = {x_of(s.start), mid};
+        }
+      }
+      for (auto& d : chart.dependencies) {
+        auto a = video_end.find(d.from);
+        auto b = first_start.find(d.to);
+        if (a == video_end.end() || b == first_start.end())
+          continue;
+        svg += "<g class=\"dependency\"><line x1=\"" + num(a->second.first) + "\" y1=\""
+               + num(a->second.second) + "\" x2=\"" + num(b->second.first) + "\" y2=\""
+               + num(b->second.second) + "\" stroke=\"#505050\" stroke-width=\"1\""
+               + " stroke-dasharray=\"4,2\"/><circle cx=\"" + num(b->second.first) + "\" cy=\""
+               + num(b->second.second) + "\" r=\"2.5\" fill=\"#505050\"/><title>job "
+               + std::to_string(d.to) + " takes from job " + std::to_string(d.from)
+               + "</title></g>\n";
+      }
+    }
     // Stages running now: faded, dashed, up to now.
     for (auto& s : chart.running) {
       auto ly = lane_y.find(s.lane);

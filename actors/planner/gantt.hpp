@@ -5,9 +5,10 @@
 /// lane, pending at the decoder one at the top of the decoder's), a time axis in seconds and
 /// a legend. A live run adds its failed attempts (red, crossed), host outages (a red band
 /// over that host's lanes), the stages running now (faded, up to now) and a "now" line.
+/// Shots that take a frame from another shot's video are joined to it by a dependency line.
 /// Takes plain spans, so a plan (line_sim's spans) and a live run (spans read off a run's
 /// status) draw alike. Every mark carries a class (bar, running, failed, outage, now, lane)
-/// so a program can read the chart back.
+/// so a program can read the chart back (a dependency line's class is `dependency`).
 
 #include <map>
 #include <string>
@@ -43,6 +44,13 @@ struct gantt_chart {
   };
   std::vector<outage> outages;
   double now = -1;  ///< >= 0: the run is running; a "now" line is drawn here
+  /// A shot that takes an input (a frame) from another shot's video: a line from the end of
+  /// the source's decode to the start of the taker's first stage.
+  struct dependency {
+    uint32_t from = 0;  ///< the source job
+    uint32_t to = 0;    ///< the job that takes from it
+  };
+  std::vector<dependency> dependencies;
   /// A job's shot in words (its name, the prompt's first words), beside its index in the
   /// bars' labels and tooltips; a job not listed is labelled by its index alone.
   std::map<uint32_t, std::string> job_names;

@@ -224,8 +224,10 @@ private:
   }
 
   void sample(const pooling::state& p, const msg::sample_order& o) {
-    bool cold = warm_.count({p.pool, p.epoch}) == 0;
-    warm_.insert({p.pool, p.epoch});
+    // Cold: its first job, its GPUs were taken meanwhile, or another model is loaded.
+    auto w = warm_.find({p.pool, p.epoch});
+    bool cold = w == warm_.end() || w->second != o.job.model;
+    warm_[{p.pool, p.epoch}] = o.job.model;
     // Its GPUs are taken from the pools sharing them: their models go.
     for (auto& other : s_.pools.at(p.pool).conflicts)
       if (auto q = pools_.find(other); q != pools_.end())
@@ -415,7 +417,8 @@ private:
   std::map<std::string, pooling::state> pools_;
   std::map<std::string, decoding::state> decoders_;
   std::map<std::string, encoder_model> encoders_;
-  std::set<std::pair<std::string, uint64_t>> warm_;
+  /// (pool, epoch) -> the model it holds loaded.
+  std::map<std::pair<std::string, uint64_t>, std::string> warm_;
   std::string run_id_;
   std::set<std::string> open_;  ///< runs submitted and not yet done
   std::size_t jobs_ = 0;

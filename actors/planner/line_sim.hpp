@@ -5,6 +5,7 @@
 ///
 /// A pool that starts sampling takes its GPUs from the pools sharing them: their models are
 /// unloaded, and their next job is cold (switching layouts, 8 vs 4+4, costs a model load).
+/// A pool holds one model: a job of another model than the loaded one is cold too (a switch).
 ///
 /// Faults (seeded): messages dropped, duplicated, delayed and reordered; pools and decoders
 /// crashed (their state lost, a new epoch). After every event the invariants are checked:
@@ -31,7 +32,7 @@ struct sample_time {
 
 /// Stage times of the line being simulated (run-clock seconds).
 struct timing {
-  /// Sampling on a pool of `kind`; `cold` for the pool's first job.
+  /// Sampling on a pool of `kind`; `cold` for the pool's first job and a model switch.
   std::function<sample_time(const std::string& kind, const msg::job_spec&, bool cold)> sample;
   /// Conditioning on the encoder of `host` (paid once per prompt and host).
   std::function<double(const std::string& host)> conditioning;

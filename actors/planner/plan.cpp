@@ -118,6 +118,12 @@ plan_result plan(const sched::state& s0, const profile_estimates& est, const req
       j.spec = std::move(spec);
       auto k = keys.emplace(j.spec.prompt, "plan-prompt-" + std::to_string(keys.size()));
       j.spec.prompt_sha256 = k.first->second;
+      if (req.catalog != nullptr)
+        if (const config::workflow* w = req.catalog->find(
+              j.spec.workflow.empty() ? req.catalog->default_name : j.spec.workflow)) {
+          j.spec.workflow = w->name;
+          j.spec.model = w->model;
+        }
       r.jobs.push_back(std::move(j));
     }
   } else {
@@ -152,6 +158,9 @@ plan_result plan(const sched::state& s0, const profile_estimates& est, const req
     pj.decoder = j.decoder;
     pj.cold = j.cold;
     pj.state = sched::to_string(j.state);
+    for (auto& in : j.spec.inputs)
+      if (in.from_index >= 0)
+        pj.takes_from.push_back(static_cast<uint32_t>(in.from_index));
   }
   // The last span of each stage is the one that counted (earlier ones were retried).
   for (auto& sp : res.spans) {

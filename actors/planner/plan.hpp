@@ -20,6 +20,7 @@
 #include "actors/planner/line_sim.hpp"
 #include "config/profile/profile.hpp"
 #include "config/config.hpp"
+#include "config/workflows.hpp"
 
 namespace vidline::planner {
 
@@ -31,6 +32,9 @@ struct request {
   uint64_t seed = 0;
   std::string prompt = "vidline plan";
   std::vector<msg::shot> shots;
+  /// The workflows the shots may name: each job gets its workflow's model (a pool holds one
+  /// model; a job of another model is a cold stage). nullptr = every job of one model.
+  const config::catalog* catalog = nullptr;
 };
 
 /// One job as planned: where it ran and when each stage began and ended (run-clock seconds
@@ -44,6 +48,7 @@ struct planned_job {
   std::string decoder;
   bool cold = false;
   std::string state;
+  std::vector<uint32_t> takes_from;  ///< the jobs whose videos it takes a frame from
   struct span { double start = 0, end = 0; };
   std::optional<span> conditioning, sampling, handoff, decode;
 };

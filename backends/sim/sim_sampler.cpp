@@ -78,8 +78,9 @@ stage_result sim_sampler::run(const msg::job_spec& job, const std::string& condi
     return *bad;
   if (auto bad = check_inputs(job))
     return *bad;
-  // Loading this pool's model evicts any other pool's from these GPUs.
-  bool cold = !load_on_gpus(id_, settings_.host, settings_.gpus) || !warm_.load();
+  // Loading this pool's model evicts any other pool's from these GPUs; a job of another
+  // model than the one loaded switches it (a cold stage).
+  bool cold = !load_on_gpus(id_, settings_.host, settings_.gpus, job.model) || !warm_.load();
 
   if (!profile_.fits(settings_.profile_key, size)) {
     double fail_after = profile_.capacity(settings_.profile_key).fail_after_s;
@@ -91,7 +92,8 @@ stage_result sim_sampler::run(const msg::job_spec& job, const std::string& condi
   }
 
   double duration =
-      profile_.sampling(settings_.profile_key, size, cold ? model_state::cold : model_state::warm)
+      profile_.sampling(settings_.profile_key, size, cold ? model_state::cold : model_state::warm,
+                        job.model)
           .s;
   switch (next_fault()) {
     case injected::hang:  // until the stage timeout (or a cancel) ends it

@@ -137,15 +137,40 @@ const decoder_profile& profile::decoder(const std::string& key) const {
 }
 
 estimate profile::sampling(const std::string& pool_key, const job_size& size,
-                           model_state state) const {
+                           model_state state, const std::string& model) const {
   const pool_profile& p = pool(pool_key);
-  auto pick = [state](const sampling_point& sp) -> const timing& {
-    return state == model_state::cold ? sp.cold : sp.warm;
+  auto row = [&](model_state st) {
+    auto pick = [st](const sampling_point& sp) -> const timing& {
+      return st == model_state::cold ? sp.cold : sp.warm;
+    };
+    for (const sampling_point& sp : p.sampling)
+      if (sp.size == size)
+        return from_timing(pick(sp), "entry " + size.str());
+    return by_load(load_points(p.sampling, pick), size);
   };
-  for (const sampling_point& sp : p.sampling)
-    if (sp.size == size)
-      return from_timing(pick(sp), "entry " + size.str());
-  return by_load(load_points(p.sampling, pick), size);
+  auto m = model.empty() ? p.models.end() : p.models.find(model);
+  if (m == p.models.end())
+    return row(state);
+  // The model's own speed and load time on this kind.
+  const model_timing& mt = m->second;
+  estimate warm = row(model_state::warm);
+  estimate e{warm.s * mt.warm_factor, warm.min_s * mt.warm_factor, warm.max_s * mt.warm_factor,
+             warm.basis + ", model " + model + " x" + std::to_string(mt.warm_factor)};
+  if (state == model_state::warm)
+    return e;
+  if (mt.load) {
+    e.s += mt.load->s;
+    e.min_s += mt.load->min_s;
+    e.max_s += mt.load->max_s;
+    e.basis += " + its load";
+  } else {
+    estimate cold = row(model_state::cold);
+    e.s += cold.s - warm.s;
+    e.min_s += cold.min_s - warm.min_s;
+    e.max_s += cold.max_s - warm.max_s;
+    e.basis += " + the kind's load";
+  }
+  return e;
 }
 
 bool profile::fits(const std::string& pool_key, const job_size& size) const {

@@ -81,6 +81,15 @@ struct power_draw {
   std::string source;
 };
 
+/// How one model samples on a pool kind, against the kind's own sampling rows (which are
+/// the times of the model the kind was measured with): warm times scale by `warm_factor`,
+/// and a cold stage (the model loaded first, or switched from another model) adds `load`.
+struct model_timing {
+  double warm_factor = 1;
+  std::optional<timing> load;  ///< nullopt = the kind's own cold - warm
+  std::string source;
+};
+
 /// One pool kind ("t10x8", "t10x4", "rx7900xtx"; kinds.hpp names them).
 struct pool_profile {
   std::string description;
@@ -89,6 +98,9 @@ struct pool_profile {
   std::optional<timing> cold_extra;
   capacity_limit capacity;
   std::vector<sampling_point> sampling;  ///< sorted by load
+  /// Models (their keys, as workflows name them) that sample at other speeds or load in
+  /// other times than the rows say; a model not named here samples as the rows say.
+  std::map<std::string, model_timing> models;
 };
 
 /// One decode time of a decoder kind.
@@ -172,9 +184,11 @@ public:
   bool has_decoder(const std::string& key) const { return decoders_.count(key) != 0; }
   bool has_encoder(const std::string& key) const { return encoders_.count(key) != 0; }
 
-  /// Sampling seconds of one job on pool kind `pool_key` (capacity not considered).
-  /// Throws profile_error for an unknown key.
-  estimate sampling(const std::string& pool_key, const job_size& size, model_state state) const;
+  /// Sampling seconds of one job of model `model` on pool kind `pool_key` (capacity not
+  /// considered): cold = its model is loaded first (a pool's first job, or a switch from
+  /// another model). Throws profile_error for an unknown key.
+  estimate sampling(const std::string& pool_key, const job_size& size, model_state state,
+                    const std::string& model = {}) const;
   /// False when `size` is over the pool kind's capacity.
   bool fits(const std::string& pool_key, const job_size& size) const;
   /// The pool kind's capacity limit.

@@ -180,7 +180,7 @@ void profile_reader::fill_cold_warm(pool_profile& p, sampling_point& sp, bool ha
 }
 
 pool_profile profile_reader::read_pool(const json& j, const std::string& path) {
-  object(j, path, {"description", "power", "cold_extra", "capacity", "sampling"});
+  object(j, path, {"description", "power", "cold_extra", "capacity", "sampling", "models"});
   pool_profile p;
   p.description = text(j, path, "description", false);
   if (j.contains("power"))
@@ -223,6 +223,30 @@ pool_profile profile_reader::read_pool(const json& j, const std::string& path) {
     p.sampling.push_back(std::move(sp));
   }
   sort_unique(p.sampling, spath);
+
+  if (j.contains("models")) {
+    std::string mpath = path + "/models";
+    const json& ms = j["models"];
+    if (!ms.is_object())
+      fail(mpath, "must be an object of model keys");
+    for (auto it = ms.begin(); it != ms.end(); ++it) {
+      std::string kpath = mpath + "/" + it.key();
+      if (it.key().empty())
+        fail(mpath, "a model key must not be empty");
+      object(it.value(), kpath, {"warm_factor", "load", "source"});
+      model_timing mt;
+      if (it.value().contains("warm_factor")) {
+        const json& f = it.value()["warm_factor"];
+        if (!f.is_number() || !std::isfinite(f.get<double>()) || f.get<double>() <= 0)
+          fail(kpath + "/warm_factor", "must be a number greater than 0");
+        mt.warm_factor = f.get<double>();
+      }
+      if (it.value().contains("load"))
+        mt.load = read_timing(it.value()["load"], kpath + "/load", false);
+      mt.source = text(it.value(), kpath, "source");
+      p.models.emplace(it.key(), std::move(mt));
+    }
+  }
   return p;
 }
 

@@ -284,6 +284,9 @@ planner::gantt_chart run_gantt(const json& st) {
     auto index = j.at("index").get<uint32_t>();
     if (auto words = shot_words(j); !words.empty())
       c.job_names[index] = words;
+    for (auto& t : j.value("takes_from", json::array()))
+      if (t.is_object() && t.value("from_index", int64_t{-1}) >= 0)
+        c.dependencies.push_back({static_cast<uint32_t>(t["from_index"].get<int64_t>()), index});
     for (const char* stage :
          {"conditioning", "sampling", "waiting", "handoff", "pending", "decode"}) {
       if (!j.at("stages").contains(stage))

@@ -114,6 +114,9 @@ planner::gantt_chart chart_of(const planner::plan_result& p, const planner::requ
   c.lanes = p.pools;
   c.lanes.insert(c.lanes.end(), p.decoders.begin(), p.decoders.end());
   c.spans = p.spans;
+  for (auto& j : p.jobs)
+    for (uint32_t from : j.takes_from)
+      c.dependencies.push_back({from, j.index});
   return c;
 }
 
@@ -268,6 +271,9 @@ int run_plan(const plan_options& o_in) {
   req.count = o.count;
   req.seed = o.seed;
   req.shots = list.shots;
+  // Each shot's model, from its workflow: switches between models are cold stages.
+  const config::catalog plan_catalog = dispatching::run_catalog(setup.cluster, o.mode);
+  req.catalog = &plan_catalog;
   if (!req.shots.empty() && o.mode != "all" && setup.state.modes.count(o.mode))
     if (auto why = shot_file_capacity(o.jobs, list, setup.state, o.mode); !why.empty()) {
       std::fprintf(stderr, "error: plan refused: %s\n", why.c_str());

@@ -107,6 +107,9 @@ struct history {
   std::map<std::string, energy> pool_energy;     // pool kind: conditioning + sampling
   std::map<std::string, energy> decoder_energy;  // decoder kind: decode
   std::map<std::string, std::map<std::string, std::map<bool, samples>>> sampling;  // kind, size, cold
+  /// The same per model: kind, model key, size, cold.
+  std::map<std::string,
+           std::map<std::string, std::map<std::string, std::map<bool, samples>>>> by_model;
   std::map<std::string, std::map<std::string, samples>> decode;                    // kind, size
   std::map<std::string, samples> conditioning;                                     // encoder kind
   std::map<bool, samples> handoff;                                                 // same host
@@ -128,6 +131,7 @@ history collect(const std::deque<sched::run>& runs) {
       bool sampled = j.sample_end >= 0 && !j.latent_sha256.empty() && !j.pool_kind.empty();
       if (sampled && j.sampling_s > 0) {
         h.sampling[j.pool_kind][size_of(j.spec)][j.cold].add(j.sampling_s, r.id);
+        h.by_model[j.pool_kind][j.spec.model][size_of(j.spec)][j.cold].add(j.sampling_s, r.id);
         ++h.stages;
       }
       if (sampled) {
@@ -202,6 +206,56 @@ void merge_pool(json& pools, const std::string& kind,
     }
 }
 
+/// Stages measured of one model on a kind.
+std::size_t stages_of(const std::map<std::string, std::map<bool, samples>>& sizes) {
+  std::size_t n = 0;
+  for (auto& [size, by_state] : sizes)
+    for (auto& [cold, x] : by_state)
+      n += x.s.size();
+  return n;
+}
+
+/// A kind measured with several models: its rows come from the model measured most (the
+/// kind's own times), each other model becomes a `models` entry: its warm times over the
+/// rows' at the sizes both were measured warm (the median of the ratios), and its load
+/// (cold - warm) where it was measured both ways. Returns the sizes to merge as rows.
+std::map<std::string, std::map<bool, samples>> split_models(
+  json& pools, const std::string& kind,
+  const std::map<std::string, std::map<std::string, std::map<bool, samples>>>& models) {
+  auto base = std::max_element(models.begin(), models.end(), [](auto& a, auto& b) {
+    return stages_of(a.second) < stages_of(b.second);
+  });
+  for (auto& [model, sizes] : models) {
+    if (model == base->first)
+      continue;
+    std::vector<double> ratios;
+    std::string where;
+    std::set<std::string> runs;
+    for (auto& [size, by_state] : sizes) {
+      auto b = base->second.find(size);
+      if (!by_state.count(false) || b == base->second.end() || !b->second.count(false))
+        continue;
+      ratios.push_back(median(by_state.at(false).s) / median(b->second.at(false).s));
+      where += (where.empty() ? "" : ", ") + size;
+      runs.insert(by_state.at(false).runs.begin(), by_state.at(false).runs.end());
+    }
+    if (ratios.empty()) {
+      std::fprintf(stderr, "warning: pool kind %s, model %s: no warm stage at a size %s was "
+                           "measured at too; left out\n",
+                   kind.c_str(), model.c_str(), base->first.c_str());
+      continue;
+    }
+    json entry = {{"warm_factor", median(ratios)},
+                  {"source", "measured: warm sampling against model " + base->first + " at "
+                               + where + " (median of the ratios of the medians) in "
+                               + runs_text(runs)}};
+    if (auto load = cold_extra_of(sizes))
+      entry["load"] = *load;
+    pools[kind]["models"][model] = entry;
+  }
+  return base->second;
+}
+
 /// Lowers `kind`'s max_load below the smallest load that ran out of memory, to the largest
 /// load known to fit (a sampling row), and drops rows above it.
 void merge_capacity(json& pools, const std::string& kind, uint64_t failed,
@@ -264,8 +318,15 @@ json profile_from_history(const std::deque<sched::run>& runs, json base,
   base["notes"] = "Learned by `vidline profile build` from " + std::to_string(runs.size())
                   + " runs: every entry whose source says 'measured' comes from them; the "
                     "rest from the base profile '" + base_name + "'.";
-  for (auto& [kind, sizes] : h.sampling)
-    merge_pool(base["pools"], kind, sizes);
+  for (auto& [kind, sizes] : h.sampling) {
+    const auto& models = h.by_model.at(kind);
+    if (models.size() == 1) {
+      merge_pool(base["pools"], kind, sizes);
+      continue;
+    }
+    merge_pool(base["pools"], kind, {});  // the kind's entry, rows from its main model
+    merge_pool(base["pools"], kind, split_models(base["pools"], kind, models));
+  }
   for (auto& [kind, oom] : h.out_of_memory)
     merge_capacity(base["pools"], kind, oom.first, oom.second);
   for (auto it = base["pools"].begin(); it != base["pools"].end();)

@@ -137,3 +137,23 @@ TEST_CASE("gantt: a running run with a failed attempt and an outage", "[gantt]")
   CHECK(count(svg, "<title>job 2 running sampling since 350.0 s") == 1);
   CHECK(lanes_of(svg) == std::vector<std::string>{"p_b", "p_a", "dec"});
 }
+
+TEST_CASE("gantt: a shot taking a frame from another is joined to it by a dependency line",
+          "[gantt]") {
+  // Job 2 takes the last frame of job 0: a line from the end of job 0's decode (305 s) to
+  // the start of job 2's sampling (305 s here); job 1 takes from nothing.
+  auto st = status("p_a", "p_b");
+  st["jobs"][2]["takes_from"] = {
+    {{"input", "first_frame"}, {"from", "shot0"}, {"from_index", 0}, {"frame", "last"}}};
+  st["jobs"][1]["takes_from"] = json::array();
+  auto svg = planner::gantt_svg({nodes::run_gantt(st)});
+  CHECK(count(svg, "class=\"dependency\"") == 1);
+  CHECK(count(svg, "<title>job 2 takes from job 0</title>") == 1);
+  std::smatch m;
+  REQUIRE(std::regex_search(svg, m, std::regex("class=\"dependency\"><line x1=\"([^\"]*)\" "
+                                               "y1=\"[^\"]*\" x2=\"([^\"]*)\"")));
+  CHECK(std::stod(m[1]) <= std::stod(m[2]) + 0.01);  // it starts after its source's video
+  // Without takes_from (an older coordinator's status): no line.
+  auto plain = planner::gantt_svg({nodes::run_gantt(status("p_a", "p_b"))});
+  CHECK(count(plain, "class=\"dependency\"") == 0);
+}

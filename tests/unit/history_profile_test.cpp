@@ -184,3 +184,31 @@ TEST_CASE("profile build: kinds under their old names, in the journal or the bas
   CHECK(p.sampling("rx7900xtx", {416, 736, 5}, model_state::cold).s == Approx(150));
   CHECK(p.conditioning("rx7900xtx").s == Approx(30));
 }
+
+TEST_CASE("profile build: a kind measured with two models learns the second as a models entry") {
+  // The h100x1 kind ran model A (3 warm, 1 cold) and model B (2 warm at twice A's time, 1
+  // cold 50 s above its warm): rows from A, B as warm_factor 2 and load 50.
+  std::deque<sched::run> runs(1);
+  runs[0].id = "run-models";
+  auto with = [](sched::job j, const std::string& model) {
+    j.spec.model = model;
+    return j;
+  };
+  runs[0].jobs.push_back(with(sampled(416, 736, 5, "h100x1", true, 40), "A"));
+  for (double s : {19.0, 20.0, 21.0})
+    runs[0].jobs.push_back(with(sampled(416, 736, 5, "h100x1", false, s), "A"));
+  runs[0].jobs.push_back(with(sampled(416, 736, 5, "h100x1", false, 40), "B"));
+  runs[0].jobs.push_back(with(sampled(416, 736, 5, "h100x1", false, 40), "B"));
+  runs[0].jobs.push_back(with(sampled(416, 736, 5, "h100x1", true, 90), "B"));
+  auto learned = nodes::profile_from_history(runs, base(), "embedded reference");
+  auto p = profile::from_json(learned);
+  const profiles::job_size small{416, 736, 5};
+  CHECK(p.sampling("h100x1", small, model_state::warm, "A").s == Approx(20));
+  CHECK(p.sampling("h100x1", small, model_state::cold, "A").s == Approx(40));
+  CHECK(p.sampling("h100x1", small, model_state::warm, "B").s == Approx(40));
+  CHECK(p.sampling("h100x1", small, model_state::cold, "B").s == Approx(90));
+  REQUIRE(learned["pools"]["h100x1"]["models"].contains("B"));
+  CHECK_FALSE(learned["pools"]["h100x1"]["models"].contains("A"));
+  CHECK_THAT(learned["pools"]["h100x1"]["models"]["B"]["source"].get<std::string>(),
+             Catch::Contains("against model A"));
+}

@@ -165,6 +165,26 @@ TEST_CASE("sampler: a pool sampling on shared GPUs makes the sharing pools cold"
   CHECK_FALSE(cold(*eight));
 }
 
+TEST_CASE("sampler: a job of another model than the one loaded is cold (a switch)",
+          "[sampler]") {
+  temp_dir dir;
+  auto prof = small_profile();
+  auto pool = make_sim_sampler(prof, {fast, "rx7900xtx", "xtx", "model-switch-test", {"xtx"}});
+  int n = 0;
+  auto cold = [&](const std::string& model) {
+    auto j = job(1, 416, 736, 5);
+    j.model = model;
+    auto r = pool->sample(j, "", env_for(dir / std::to_string(n++)));
+    REQUIRE(r.outcome == msg::outcome::ok);
+    return r.cold;
+  };
+  CHECK(cold("wan-t2v"));        // first job
+  CHECK_FALSE(cold("wan-t2v"));
+  CHECK(cold("wan-i2v"));        // switched
+  CHECK_FALSE(cold("wan-i2v"));
+  CHECK(cold("wan-t2v"));        // and back
+}
+
 TEST_CASE("sampler: the reference latent, full size, matches its contract digest",
           "[sampler]") {
   temp_dir dir;
