@@ -113,6 +113,10 @@ struct job {
   std::string error;               ///< why it failed (or the last retried failure)
   std::set<std::string> capacity_failed;  ///< pool profile keys that ran out of memory on it
   bool cold = false;
+  /// The model its latent was sampled with, as its pool's backend said it (key and
+  /// identity, msg::sample_result; "" = the backend cannot tell).
+  std::string sampled_model;
+  std::string model_identity;
   double order_sent_at = -1;       ///< when the current order was (re)sent
   double sample_start = -1, sample_end = -1, decode_start = -1, decode_end = -1;
   double conditioning_s = 0, sampling_s = 0, handoff_s = 0, decode_s = 0;
@@ -228,6 +232,9 @@ struct pool_view {
   bool drained = false;
   /// Its cards, "host/gpu id" (the keys of the power log and the health events).
   std::vector<std::string> cards;
+  /// The model its backend says it holds loaded (pool_status::model; "" = none or unknown).
+  std::string reported_model;
+  std::string reported_identity;
 };
 
 /// The weight of the newest observation in pool_view::speed_factor: a hot GPU's slowdown
