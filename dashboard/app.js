@@ -172,6 +172,7 @@ function render() {
   renderHeader();
   renderSummary();
   renderHosts();
+  renderPools();
   renderDecoders();
   renderJobs();
   renderReview();
@@ -270,6 +271,25 @@ function renderHosts() {
     li.dataset.host = h;
     li.textContent = h + (up ? ' up' : ' down');
     ul.appendChild(li);
+  }
+}
+
+// Each pool, and the model its backend says it holds loaded (its identity on hover).
+function renderPools() {
+  const tb = $('pools').tBodies[0];
+  tb.replaceChildren();
+  const c = view.cluster;
+  if (!c) return;
+  for (const [name, p] of Object.entries(c.pools || {})) {
+    const tr = tb.insertRow();
+    const up = p.alive && hostsUp()[p.host] !== false;
+    const state = !up ? 'not answering' : p.drained ? 'drained' : p.busy ? 'busy' : 'idle';
+    for (const v of [name, p.host, p.kind, state, p.model || '–'])
+      tr.insertCell().textContent = v;
+    tr.dataset.pool = name;
+    tr.dataset.model = p.model || '';
+    if (p.model_identity) tr.title = 'model ' + p.model + ': ' + p.model_identity;
+    if (!up) tr.className = 'state-failed';
   }
 }
 
