@@ -350,7 +350,7 @@ call_end worker_process::call(const request& r, double timeout_s, const std::ato
                        " s (last: " + last_exit_ + "); log " + spec_.log_path);
       if (state_ == state::stopped || stop_)
         return ended(call_end::kind::down, spec_.name + " is stopped");
-      if (state_ == state::ready && !busy_ && current_)
+      if (state_ == state::ready && !busy_ && current_ && loads_waiting_ == 0)
         break;
       if (cancelled())
         return ended(call_end::kind::cancelled, "cancelled while the worker was starting");
@@ -462,18 +462,27 @@ load_end worker_process::load(const load_request& lr, double timeout_s,
   std::shared_ptr<instance> inst;
   {
     std::unique_lock<std::mutex> l(m_);
+    ++loads_waiting_;  // calls that come meanwhile wait behind it
+    auto leave = [&](load_end e) {
+      --loads_waiting_;
+      cv_.notify_all();
+      return e;
+    };
     for (;;) {
       if (state_ == state::gave_up || state_ == state::stopped || stop_)
-        return ended(false, spec_.name + " is not running" +
-                              (last_exit_.empty() ? std::string() : " (last: " + last_exit_ + ")"));
+        return leave(ended(false, spec_.name + " is not running" +
+                                    (last_exit_.empty() ? std::string()
+                                                        : " (last: " + last_exit_ + ")")));
       if (state_ == state::ready && !busy_ && current_)
         break;
       if (cancelled())
-        return ended(false, "cancelled");
+        return leave(ended(false, "cancelled"));
       if (steady::now() >= deadline)
-        return ended(false, "the worker was not ready within " + std::to_string(timeout_s) + " s");
+        return leave(ended(false, "the worker was not ready within " +
+                                    std::to_string(timeout_s) + " s"));
       cv_.wait_for(l, slice);
     }
+    --loads_waiting_;
     inst = current_;
     if (!inst->takes_load)
       return ended(false, "its hello did not say it takes load requests (\"load\": true)");

@@ -90,7 +90,8 @@ public:
 
   /// Sends `l` once the worker is ready and idle, if its hello said it takes load
   /// requests, and waits up to `timeout_s` for its loaded. Blocks; the worker is busy
-  /// meanwhile, so a request waits for the load (and finds the model loaded).
+  /// meanwhile, and a call waiting beside it goes after it, so a request waits for the
+  /// load (and finds the model loaded).
   /// `cancel` (may be null) ends the wait early (the worker goes on loading).
   load_end load(const load_request& l, double timeout_s, const std::atomic<bool>* cancel);
 
@@ -111,6 +112,7 @@ private:
   worker_spec spec_;
   state state_ = state::starting;
   bool busy_ = false;                 ///< a call (or a health check) owns the socket
+  int loads_waiting_ = 0;             ///< loads waiting for the worker: they go first
   bool kill_ = false;                 ///< a call asks the supervisor to end this instance
   std::string kill_why_;
   int restarts_ = 0;
