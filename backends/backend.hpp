@@ -11,7 +11,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 
 #include "config/config.hpp"
 #include "messages/messages.hpp"
@@ -40,6 +42,29 @@ struct stage_result {
   uint64_t bytes = 0;                 ///< size of the product
   double elapsed_s = 0;               ///< run-clock seconds the stage took
   bool cold = false;                  ///< the model had to be loaded first
+  /// The model the backend had loaded for it: its key and an identity that changes when its
+  /// weights change; "" = the backend cannot tell (msg::sample_result::model_identity).
+  std::string model;
+  std::string model_identity;
+};
+
+/// A load before the first job (config backend `warm_start`): the model of the backend's
+/// default workflow, on the owner's devices.
+struct warm_request {
+  std::string workflow;
+  std::string model;
+  stage_env env;                      ///< devices, vendor, work_dir (output_path unused)
+};
+
+/// How a warm start ended. `warmed` false: nothing is loaded yet (the backend cannot warm,
+/// the worker does not take load requests, the load failed: `error` says which); the first
+/// job then loads the model as it always did.
+struct warm_result {
+  bool warmed = false;
+  std::string model;
+  std::string model_identity;
+  double load_s = 0;
+  std::string error;
 };
 
 /// Text-encoder backend: conditioning for a prompt, written to env.output_path.
@@ -55,6 +80,16 @@ public:
   virtual ~sampler_backend() = default;
   virtual stage_result sample(const msg::job_spec& job, const std::string& conditioning_path,
                               const stage_env& env) = 0;
+  /// Loads `w.model` now, before any job asks for it. Blocks; called at most once, from a
+  /// worker thread, before the first sample. Backends that cannot: not warmed, no error.
+  virtual warm_result warm(const warm_request& w) {
+    (void)w;
+    return {};
+  }
+  /// The model it holds loaded now (key, identity); nullopt = it cannot tell. Thread-safe.
+  virtual std::optional<std::pair<std::string, std::string>> loaded_model() const {
+    return std::nullopt;
+  }
 };
 
 /// Decoder backend: a job's video file, written atomically to env.output_path, only after

@@ -1,5 +1,6 @@
 /// make_encoder / make_sampler / make_decoder: the backend a config entry names.
 
+#include <mutex>
 #include <stdexcept>
 
 #include "backends/backend.hpp"
@@ -18,6 +19,33 @@ namespace {
                            "' (known: sim, exec, worker, comfyui)");
 }
 
+/// The sim sampler, naming the model of each job it samples: its key, and the
+/// deterministic identity "sim:<key>" (simulated weights never change).
+class sim_model_sampler final : public sampler_backend {
+public:
+  explicit sim_model_sampler(std::unique_ptr<sampler_backend> inner) : inner_(std::move(inner)) {}
+  stage_result sample(const msg::job_spec& job, const std::string& conditioning_path,
+                      const stage_env& env) override {
+    auto r = inner_->sample(job, conditioning_path, env);
+    if (r.outcome == msg::outcome::ok && !job.model.empty()) {
+      r.model = job.model;
+      r.model_identity = "sim:" + job.model;
+      std::lock_guard<std::mutex> l(m_);
+      loaded_ = {r.model, r.model_identity};
+    }
+    return r;
+  }
+  std::optional<std::pair<std::string, std::string>> loaded_model() const override {
+    std::lock_guard<std::mutex> l(m_);
+    return loaded_;
+  }
+
+private:
+  std::unique_ptr<sampler_backend> inner_;
+  mutable std::mutex m_;
+  std::pair<std::string, std::string> loaded_;
+};
+
 } // namespace
 
 std::unique_ptr<encoder_backend> make_encoder(const backend_params& p) {
@@ -34,7 +62,7 @@ std::unique_ptr<encoder_backend> make_encoder(const backend_params& p) {
 
 std::unique_ptr<sampler_backend> make_sampler(const backend_params& p) {
   if (p.backend.type == "sim")
-    return sim::make_sim_sampler(p);
+    return std::make_unique<sim_model_sampler>(sim::make_sim_sampler(p));
   if (p.backend.type == "exec")
     return exec::make_exec_sampler(p);
   if (p.backend.type == "worker")

@@ -69,8 +69,10 @@ def example_env(args, trace):
 def backend(kind, args, trace):
     env = example_env(args, trace)
     if kind == "worker":
-        return {"type": "worker", "options": {"argv": [args.python, EXAMPLE, "worker"], "env": env,
-                                              "stop_grace_s": 5}}
+        # No warm start: the first job pays the load, as exec's every job does.
+        return {"type": "worker", "warm_start": False,
+                "options": {"argv": [args.python, EXAMPLE, "worker"], "env": env,
+                            "stop_grace_s": 5}}
     common = ["width={width}", "height={height}", "frames={frames}", "fps={fps}"]
     return {"type": "exec", "options": {
         "encode": {"argv": [args.python, EXAMPLE, "exec", "encode", "output={output}",

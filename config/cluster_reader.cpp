@@ -92,7 +92,8 @@ host read_host(const json& j, const std::string& path, const std::string& base_d
 /// ignored, which is how a config quietly stops meaning what its author thinks.
 backend read_backend(const std::string& name, const json& j, const std::string& path,
                      const std::string& base_dir) {
-  const object_reader r(j, path, {"type", "time_scale", "profile", "options", "workflows"});
+  const object_reader r(j, path,
+                       {"type", "time_scale", "profile", "options", "workflows", "warm_start"});
   backend b;
   b.name = name;
   b.type = r.string("type");
@@ -110,6 +111,16 @@ backend read_backend(const std::string& name, const json& j, const std::string& 
   }
   if (r.has("workflows"))
     b.workflows = read_workflows(r.required("workflows"), r.path_of("workflows"), base_dir, b.type);
+  if (r.has("warm_start")) {
+    const json& w = r.required("warm_start");
+    if (!w.is_boolean())
+      throw config_error(r.path_of("warm_start"), "must be true or false, got " + type_name(w));
+    b.warm_start = w.get<bool>();
+    if (*b.warm_start && b.type != "worker")
+      throw config_error(r.path_of("warm_start"),
+                         "'warm_start' can load a model before the first job only for backends "
+                         "of type 'worker', this one is '" + b.type + "'");
+  }
   return b;
 }
 

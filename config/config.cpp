@@ -111,6 +111,8 @@ json backend_to_json(const backend& b) {
     j["options"] = b.options;
   if (!b.workflows.empty())  // left out when none, so older configs keep their digest
     j["workflows"] = detail::workflows_to_json(b.workflows);
+  if (b.warm_start)  // left out when unset, like workflows
+    j["warm_start"] = *b.warm_start;
   return j;
 }
 

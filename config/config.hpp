@@ -76,7 +76,14 @@ struct backend {
   /// The workflows its pools offer (docs/config.md, "Workflows"); empty = one implicit
   /// default (config::workflows_of).
   std::vector<workflow> workflows;
+  /// Whether each pool of it loads the model of the backend's default workflow when its
+  /// node starts, before its first job (docs/config.md); unset = on for `worker`, off
+  /// for the others (only `worker` can). warm_start_of says which holds.
+  std::optional<bool> warm_start;
 };
+
+/// `b.warm_start`, its default applied.
+inline bool warm_start_of(const backend& b) { return b.warm_start.value_or(b.type == "worker"); }
 
 /// GPUs of one host that sample together (sequence-parallel).
 struct pool {

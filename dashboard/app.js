@@ -172,7 +172,8 @@ function render() {
   renderHeader();
   renderSummary();
   renderHosts();
-  renderPools(); renderDecoders();
+  renderPools();
+  renderDecoders();
   renderJobs();
   renderReview();
   renderGantt();
@@ -273,7 +274,7 @@ function renderHosts() {
   }
 }
 
-// A pool holds one model at a time; a job of another model loads it first (a cold stage).
+// Each pool, and the model its backend says it holds loaded (its identity on hover).
 function renderPools() {
   const tb = $('pools').tBodies[0];
   tb.replaceChildren();
@@ -283,10 +284,11 @@ function renderPools() {
     const tr = tb.insertRow();
     const up = p.alive && hostsUp()[p.host] !== false;
     const state = !up ? 'not answering' : p.drained ? 'drained' : p.busy ? 'busy' : 'idle';
-    const model = p.model === null || p.model === undefined ? '–' : (p.model || '(default)');
-    for (const v of [name, p.host, p.kind, state, model]) tr.insertCell().textContent = v;
+    for (const v of [name, p.host, p.kind, state, p.model || '–'])
+      tr.insertCell().textContent = v;
     tr.dataset.pool = name;
-    tr.dataset.model = p.model == null ? '' : p.model;
+    tr.dataset.model = p.model || '';
+    if (p.model_identity) tr.title = 'model ' + p.model + ': ' + p.model_identity;
     if (!up) tr.className = 'state-failed';
   }
 }

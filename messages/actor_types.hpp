@@ -32,6 +32,8 @@ struct stage_done {
   bool cold = false;
   std::string product_path;  ///< where the product lies now (staged until its lease decides)
   std::string final_path;    ///< decoder: where it is published (= product_path when reused)
+  std::string model;         ///< pool: the model the backend had loaded ("" unknown)
+  std::string model_identity;
 };
 
 /// A host's latents actor to its pools: whether the host is within its latent budget.

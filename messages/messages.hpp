@@ -151,9 +151,14 @@ struct sample_result {
   double start_unix_s = 0;         ///< the pool took the order: conditioning began
   double sampling_start_unix_s = 0;  ///< conditioning done: the sampler began
   double end_unix_s = 0;           ///< the attempt ended (latent made, or the failure)
+  /// The model the backend had loaded when it sampled: its key and an identity that changes
+  /// when its weights change (a worker's "sha256:<hex>" of its weights, the sim's
+  /// "sim:<key>"); "" = the backend cannot tell (exec, comfyui, an older sender).
+  std::string model;
+  std::string model_identity;
   VIDLINE_MSGPACK_MAP(pool, host, attempt, run_id, index, outcome, error, latent_sha256,
                      latent_bytes, conditioning_s, sampling_s, cold, start_unix_s,
-                     sampling_start_unix_s, end_unix_s)
+                     sampling_start_unix_s, end_unix_s, model, model_identity)
 };
 
 /// pool -> coordinator, every status interval and on every change. Level-triggered: the
@@ -170,8 +175,12 @@ struct pool_status {
   uint32_t step = 0;           ///< busy_attempt's progress: step `step` of `steps`, as its
   uint32_t steps = 0;          ///< backend reports it (a worker's sampler); 0 = unknown
   uint64_t fenced = 0;         ///< products of this epoch removed because their lease ended
+  /// The model its backend holds loaded now (key and identity, as sample_result says them);
+  /// "" = none loaded, or the backend cannot tell.
+  std::string model;
+  std::string model_identity;
   VIDLINE_MSGPACK_MAP(pool, host, epoch, busy_attempt, unacked, accepting, seq, step, steps,
-                     fenced)
+                     fenced, model, model_identity)
 };
 
 /// coordinator -> pool or decoder: this result is durable in the journal, forget it.
@@ -221,8 +230,10 @@ struct decode_order {
   std::string pool;
   double conditioning_s = 0;
   double sampling_s = 0;
+  /// The identity of the model that sampled it (sample_result::model_identity; "" unknown).
+  std::string model_identity;
   VIDLINE_MSGPACK_MAP(decoder, attempt, job, latent_sha256, latent_bytes, source_host, pool,
-                     conditioning_s, sampling_s)
+                     conditioning_s, sampling_s, model_identity)
 };
 
 /// decoder -> coordinator: how one decoding attempt ended.

@@ -173,6 +173,8 @@ json job_record(const sched::job& j) {
           {"error", j.error},
           {"capacity_failed", j.capacity_failed},
           {"cold", j.cold},
+          {"sampled_model", j.sampled_model},
+          {"model_identity", j.model_identity},
           {"sample_start", j.sample_start},
           {"sample_end", j.sample_end},
           {"decode_start", j.decode_start},
@@ -234,6 +236,8 @@ sched::job job_from_record(const json& r) {
   for (const auto& kind : r.value("capacity_failed", std::set<std::string>{}))
     j.capacity_failed.insert(profiles::current_kind(kind));
   j.cold = r.value("cold", false);
+  j.sampled_model = r.value("sampled_model", "");  // a journal older than it: unknown
+  j.model_identity = r.value("model_identity", "");
   j.sample_start = r.at("sample_start").get<double>();
   j.sample_end = r.at("sample_end").get<double>();
   j.decode_start = r.at("decode_start").get<double>();
@@ -300,7 +304,10 @@ json cluster_json(const sched::state& s) {
                    {"busy", p.assigned.has_value() || p.reported_busy != 0},
                    {"speed_factor", p.speed_factor}, {"speed_observed", p.speed_observed},
                    {"drained", p.drained},
-                   {"model", p.warm ? json(p.model) : json(nullptr)}};
+                   {"model", !p.reported_model.empty() ? json(p.reported_model)
+                             : p.warm                   ? json(p.model)
+                                                        : json(nullptr)},
+                   {"model_identity", null_if_empty(p.reported_identity)}};
   json decoders = json::object();
   for (auto& [name, d] : s.decoders)
     decoders[name] = {{"host", d.host}, {"kind", d.kind}, {"alive", d.alive},
@@ -590,6 +597,10 @@ json status_json(const sched::state& s, const sched::run& r, const clock_note& c
                     {"retake_of", j.retake_of >= 0 ? json(j.retake_of) : json(nullptr)}});
     // What its output is made from (workflow, model, params, input digests, ident, version).
     jobs.back().update(config::shot_record(j.spec));
+    // Which weights made its latent, as its pool's backend said (null: it cannot tell).
+    jobs.back()["model_identity"] = null_if_empty(j.model_identity);
+    if (!j.sampled_model.empty() && j.sampled_model != j.spec.model)
+      jobs.back()["sampled_model"] = j.sampled_model;
     // Only the newest failures are kept (sched::max_failures_kept): the count of all, when
     // some were left out.
     if (j.failures_total > j.failures.size())

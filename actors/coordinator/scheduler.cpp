@@ -662,6 +662,15 @@ struct stepper {
     p.alive = host_up(p.host);
     p.accepting = e.s.accepting;
     p.reported_busy = e.s.busy_attempt;
+    p.reported_model = e.s.model;
+    p.reported_identity = e.s.model_identity;
+    // A pool that loaded its model before any job (warm start) says so in its status: it is
+    // warm for that model. Not for pools sharing GPUs, whose models others evict unseen.
+    if (!p.warm && !e.s.model.empty() && e.s.busy_attempt == 0 && !p.assigned
+        && p.conflicts.empty() && p.decoders_sharing.empty()) {
+      p.warm = true;
+      p.model = e.s.model;
+    }
     p.last_status = now;
     if (p.assigned && e.s.busy_attempt != 0 && e.s.steps > 0)
       if (auto* j = s.find_job(p.assigned->first, p.assigned->second);
@@ -919,6 +928,8 @@ struct stepper {
     j.latent_host = r.host;
     j.pool = r.pool;
     j.cold = r.cold;
+    j.sampled_model = r.model;
+    j.model_identity = r.model_identity;
     j.conditioning_s = r.conditioning_s;
     j.sampling_s = r.sampling_s;
     if (auto p = s.pools.find(r.pool); p != s.pools.end()) {
@@ -1417,7 +1428,8 @@ struct stepper {
     d.sent[j.attempt] = now;
     fx.push_back(fx_send_decode{
       d.host, msg::decode_order{d.name, j.attempt, j.spec, j.latent_sha256, j.latent_bytes,
-                                j.latent_host, j.pool, j.conditioning_s, j.sampling_s}});
+                                j.latent_host, j.pool, j.conditioning_s, j.sampling_s,
+                                j.model_identity}});
   }
 
   bool host_up(const std::string& host) const { return s.host_up(host); }

@@ -116,6 +116,10 @@ struct job {
   /// Since when model affinity has passed it over for jobs of the model a pool holds (run
   /// clock; -1 = it was not). Not journaled: after a restart its wait counts afresh.
   double passed_over_at = -1;
+  /// The model its latent was sampled with, as its pool's backend said it (key and
+  /// identity, msg::sample_result; "" = the backend cannot tell).
+  std::string sampled_model;
+  std::string model_identity;
   double order_sent_at = -1;       ///< when the current order was (re)sent
   double sample_start = -1, sample_end = -1, decode_start = -1, decode_end = -1;
   double conditioning_s = 0, sampling_s = 0, handoff_s = 0, decode_s = 0;
@@ -234,6 +238,9 @@ struct pool_view {
   bool drained = false;
   /// Its cards, "host/gpu id" (the keys of the power log and the health events).
   std::vector<std::string> cards;
+  /// The model its backend says it holds loaded (pool_status::model; "" = none or unknown).
+  std::string reported_model;
+  std::string reported_identity;
 };
 
 /// Whether `p` holds the model job `j` needs loaded (its next stage of `j` would be warm).

@@ -63,6 +63,8 @@ std::string line(const entry& e) {
             {"bytes", e.bytes}};
   // What it was made from: workflow, model, params, input digests, ident, vidline version.
   l.update(config::shot_record(j));
+  // Which weights made the latent (the sampling pool's word; null: it cannot tell).
+  l["model_identity"] = null_if_empty(e.order.model_identity);
   l["negative_prompt"] = j.negative_prompt.empty() ? json(nullptr) : json(j.negative_prompt);
   return l.dump(-1, ' ', false, json::error_handler_t::replace);
 }

@@ -43,7 +43,8 @@ struct entry {
 /// index, seed, width, height, seconds, prompt_sha256, reference_sha256 (null: none), pool,
 /// decoder, timings {conditioning_s, sampling_s, handoff_s, decode_s}, output_sha256, bytes,
 /// and what it was made from (config::shot_record: workflow, model, params, inputs,
-/// negative_prompt_sha256, ident, vidline_version), with negative_prompt.
+/// negative_prompt_sha256, ident, vidline_version), with negative_prompt and
+/// model_identity (the sampled model's identity, null when unknown).
 std::string line(const entry& e);
 
 /// The (name, output_sha256) pairs an index file holds (lines that do not parse skipped).

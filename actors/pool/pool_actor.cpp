@@ -19,6 +19,7 @@
 #include "common/files.hpp"
 #include "common/metrics.hpp"
 #include "common/stage_records.hpp"
+#include "config/workflows.hpp"
 #include "messages/actor_types.hpp"
 
 namespace vidline::actors {
@@ -31,6 +32,8 @@ struct shell {
   pooling::state st;
   std::shared_ptr<backends::sampler_backend> backend;
   std::shared_ptr<std::atomic<bool>> cancel = std::make_shared<std::atomic<bool>>(false);
+  /// Set when the actor ends: a warm start still waiting for its load gives up.
+  std::shared_ptr<std::atomic<bool>> stopping = std::make_shared<std::atomic<bool>>(false);
   /// The running attempt's progress, set from its stage thread, read by each report.
   struct progress_box {
     std::mutex m;
@@ -82,7 +85,83 @@ void report(shell& sh) {
       st.steps = sh.progress->steps;
     }
   }
+  if (auto m = sh.backend->loaded_model()) {
+    st.model = m->first;
+    st.model_identity = m->second;
+  }
   sh.ctx.out->send(sh.coordinator_host, "coordinator", st);
+}
+
+/// The warm start's answer comes back as a stage_done of attempt 0, which no order has.
+constexpr uint64_t warm_attempt = 0;
+
+/// Whether this pool loads its model at start (config backend `warm_start`): only the first
+/// such pool (in the config's order) of each GPU, so pools that share a card do not load two
+/// models on it at once.
+bool warms_at_start(const shell& sh, const config::backend& b) {
+  if (!config::warm_start_of(b))
+    return false;
+  for (auto& other : sh.ctx.cluster->pools) {
+    if (other.name == sh.pool.name)
+      return true;
+    auto* ob = sh.ctx.cluster->find_backend(other.backend);
+    if (other.host != sh.pool.host || ob == nullptr || !config::warm_start_of(*ob))
+      continue;
+    for (auto& g : other.gpus)
+      if (std::find(sh.pool.gpus.begin(), sh.pool.gpus.end(), g) != sh.pool.gpus.end()) {
+        spdlog::info("pool {}: no warm start: pool {} loads its model on GPU {} first",
+                     sh.pool.name, other.name, g);
+        return false;
+      }
+  }
+  return true;
+}
+
+/// Loads the model of the backend's default workflow now, on a thread of its own; a first
+/// order meanwhile waits for the load in its backend call and finds the model loaded.
+void warm_start(caf::event_based_actor* self, const std::shared_ptr<shell>& sh,
+                const config::backend& b) {
+  auto flows = config::workflows_of(b);
+  if (flows.empty())
+    return;
+  const config::workflow* w = &flows.front();
+  for (auto& f : flows)
+    if (f.is_default)
+      w = &f;
+  backends::warm_request req;
+  req.workflow = w->name;
+  req.model = w->model;
+  req.env.work_dir = work_dir(sh->ctx) + "/warm";
+  req.env.devices = sh->devices;
+  req.env.vendor = sh->vendor;
+  req.env.cancel = sh->stopping.get();
+  spdlog::info("pool {}: warm start: loading model {} (workflow {})", sh->pool.name, req.model,
+               req.workflow);
+  run_on_worker(
+    self,
+    [backend = sh->backend, req, stopping = sh->stopping, pool = sh->pool.name] {
+      auto r = backend->warm(req);
+      if (r.warmed)
+        spdlog::info("pool {}: warm start: model {} loaded in {:.1f} s{}", pool, r.model,
+                     r.load_s, r.model_identity.empty() ? "" : " (" + r.model_identity + ")");
+      else if (!stopping->load())
+        spdlog::warn("pool {}: warm start: not warmed, its first job loads the model: {}", pool,
+                     r.error.empty() ? "the backend cannot load before a job" : r.error);
+      msg::stage_done d;
+      d.attempt = warm_attempt;
+      d.outcome = r.warmed ? msg::outcome::ok : msg::outcome::transient;
+      d.error = r.error;
+      d.model = r.model;
+      d.model_identity = r.model_identity;
+      return d;
+    },
+    [](const std::string& what) {
+      msg::stage_done d;
+      d.attempt = warm_attempt;
+      d.outcome = msg::outcome::transient;
+      d.error = what;
+      return d;
+    });
 }
 
 void execute(caf::event_based_actor* self, const std::shared_ptr<shell>& sh,
@@ -187,7 +266,8 @@ void sample(caf::event_based_actor* self, const std::shared_ptr<shell>& sh,
       }
       files::make_dirs(env.work_dir);
       auto r = backend->sample(job, conditioning_path, env);
-      msg::stage_done d{attempt, r.outcome, r.error, r.sha256, r.bytes, r.elapsed_s, r.cold, "", ""};
+      msg::stage_done d{attempt, r.outcome, r.error, r.sha256, r.bytes, r.elapsed_s, r.cold, "", "",
+                        r.model, r.model_identity};
       // An ok latent stays in the work folder until the lease decides (commit_latent).
       if (r.outcome == msg::outcome::ok) {
         d.product_path = env.output_path;
@@ -288,7 +368,12 @@ caf::behavior pool_actor(caf::event_based_actor* self, context ctx, config::pool
   sh->backend = backends::make_sampler({*b, sh->pool.profile_key, sh->pool.name, sh->pool.host,
                                         sh->pool.gpus, knobs.log_file_bytes, knobs.log_files});
   // A restarted or stopped pool abandons its running attempt.
-  self->attach_functor([cancel = sh->cancel] { *cancel = true; });
+  self->attach_functor([cancel = sh->cancel, stopping = sh->stopping] {
+    *cancel = true;
+    *stopping = true;
+  });
+  if (warms_at_start(*sh, *b))
+    warm_start(self, sh, *b);
   auto interval = std::chrono::milliseconds(sh->ctx.cluster->knobs.status_interval_ms);
   self->send(self, msg::status_atom::value);
   spdlog::info("pool {}: up (epoch {:x})", sh->pool.name, sh->st.epoch);
@@ -309,6 +394,10 @@ caf::behavior pool_actor(caf::event_based_actor* self, context ctx, config::pool
       execute(self, sh, pooling::step(sh->st, pooling::ev_ack{a.attempt}, sh->ctx.run_now()));
     },
     [self, sh](msg::stage_done& d) {
+      if (d.attempt == warm_attempt) {
+        report(*sh);  // the coordinator learns the loaded model now
+        return;
+      }
       if (sh->st.current && sh->st.current->attempt == d.attempt) {
         const double now = sh->ctx.run_now();
         if (sh->st.sampling_started_at >= 0 && d.outcome == msg::outcome::ok)
@@ -323,7 +412,7 @@ caf::behavior pool_actor(caf::event_based_actor* self, context ctx, config::pool
             pooling::step(sh->st,
                           pooling::ev_sampled{d.attempt, d.outcome, d.error, d.sha256, d.bytes,
                                               d.elapsed_s, d.cold, d.product_path,
-                                              sh->ctx.mono_now()},
+                                              sh->ctx.mono_now(), d.model, d.model_identity},
                           sh->ctx.run_now()));
     },
     [self, sh](msg::lease_grant& g) {

@@ -150,6 +150,8 @@ std::vector<effect> step(state& s, const event& e, double now) {
     r.latent_bytes = d->bytes;
     r.sampling_s = d->elapsed_s;
     r.cold = d->cold;
+    r.model = d->model;
+    r.model_identity = d->model_identity;
     if (r.outcome != msg::outcome::ok) {
       finish(s, std::move(r));  // no product: nothing to fence
     } else {

@@ -69,7 +69,8 @@ struct ev_conditioned { uint64_t attempt = 0; bool ok = false; std::string path;
 /// path for a latent made before and reused: nothing to commit).
 struct ev_sampled { uint64_t attempt = 0; std::string outcome; std::string error;
                     std::string sha256; uint64_t bytes = 0; double elapsed_s = 0;
-                    bool cold = false; std::string staged; double mono_s = 0; };
+                    bool cold = false; std::string staged; double mono_s = 0;
+                    std::string model; std::string model_identity; };
 struct ev_ack { uint64_t attempt = 0; };
 /// The coordinator answered a status report; `mono_s` is when the grant arrived.
 struct ev_grant { msg::lease_grant grant; double mono_s = 0; };

@@ -114,6 +114,15 @@ std::string encode_ping(uint64_t seq) {
 
 std::string encode_shutdown() { return line_of(header("shutdown")); }
 
+std::string encode_load(const load_request& l) {
+  json j = header("load");
+  j["id"] = l.id;
+  j["stage"] = l.stage;
+  j["workflow"] = l.workflow;
+  j["model"] = l.model;
+  return line_of(j);
+}
+
 std::optional<worker_message> decode_worker_line(std::string_view line, std::string& error) {
   std::string type;
   auto j = parse(line, type, error);
@@ -134,6 +143,8 @@ std::optional<worker_message> decode_worker_line(std::string_view line, std::str
       }
       m.stages.push_back(x.get<std::string>());
     }
+    if (!field(*j, "load", m.takes_load, error))
+      return std::nullopt;
     return m;
   }
   if (type == "pong") {
@@ -142,7 +153,7 @@ std::optional<worker_message> decode_worker_line(std::string_view line, std::str
       return std::nullopt;
     return m;
   }
-  if (type != "progress" && type != "result") {
+  if (type != "progress" && type != "result" && type != "loaded") {
     error = "unknown message type '" + type + "'";
     return std::nullopt;
   }
@@ -163,13 +174,17 @@ std::optional<worker_message> decode_worker_line(std::string_view line, std::str
     }
     return m;
   }
-  m.type = worker_message::kind::result;
+  m.type = type == "loaded" ? worker_message::kind::loaded : worker_message::kind::result;
+  if (type == "loaded")
+    m.outcome = msg::outcome::ok;  // a loaded without an outcome says it loaded
   if (!field(*j, "outcome", m.outcome, error) || !field(*j, "cold", m.cold, error) ||
-      !field(*j, "error", m.error, error))
+      !field(*j, "error", m.error, error) || !field(*j, "model", m.model, error) ||
+      !field(*j, "model_identity", m.model_identity, error) ||
+      !field(*j, "load_s", m.load_s, error))
     return std::nullopt;
   if (m.outcome != msg::outcome::ok && m.outcome != msg::outcome::capacity &&
       m.outcome != msg::outcome::transient && m.outcome != msg::outcome::fatal) {
-    error = "result: outcome '" + m.outcome + "' (known: ok, capacity, transient, fatal)";
+    error = type + ": outcome '" + m.outcome + "' (known: ok, capacity, transient, fatal)";
     return std::nullopt;
   }
   return m;
@@ -218,6 +233,26 @@ std::optional<request> decode_request(std::string_view line, std::string& error)
     return std::nullopt;
   }
   return r;
+}
+
+std::optional<load_request> decode_load(std::string_view line, std::string& error) {
+  std::string type;
+  auto j = parse(line, type, error);
+  if (!j)
+    return std::nullopt;
+  if (type != "load") {
+    error = "not a load but '" + type + "'";
+    return std::nullopt;
+  }
+  load_request l;
+  if (!field(*j, "id", l.id, error) || !field(*j, "stage", l.stage, error) ||
+      !field(*j, "workflow", l.workflow, error) || !field(*j, "model", l.model, error))
+    return std::nullopt;
+  if (l.id.empty()) {
+    error = "load: no 'id'";
+    return std::nullopt;
+  }
+  return l;
 }
 
 bool line_reader::feed(std::string_view bytes) {

@@ -7,9 +7,17 @@
 /// worker's line of version 1 is still read. A version-1 worker is told the node's version
 /// (VIDLINE_WORKER_PROTOCOL) and refuses it at start, naming both.
 ///
-///   node -> worker: request (a stage to run), cancel (of a request), ping, shutdown
+///   node -> worker: request (a stage to run), cancel (of a request), ping, shutdown,
+///                   load (a model to load now, before any request: only to a worker whose
+///                   hello said "load": true)
 ///   worker -> node: hello (once, when it is ready), progress (step i of n), result (one
-///                   per request: an outcome class and cold/warm), pong (to a ping)
+///                   per request: an outcome class and cold/warm, and optionally the model
+///                   it has loaded with an identity of its weights), pong (to a ping),
+///                   loaded (one per load: the model, its identity and the load's seconds)
+///
+/// The model fields, hello's "load" and the load/loaded pair are optional additions to
+/// version 2: a worker without them is served as before (its results name no model, its
+/// pools are not warmed before their first job).
 ///
 /// Pure: no I/O. Unknown fields are ignored (fields are only ever added); a message of
 /// another version, an unknown type or a field of the wrong type is an error naming it.
@@ -55,7 +63,7 @@ struct request {
 
 /// A message from the worker.
 struct worker_message {
-  enum class kind { hello, progress, result, pong };
+  enum class kind { hello, progress, result, pong, loaded };
   kind type = kind::hello;
   std::string id;                     ///< progress, result: the request's id
   uint32_t step = 0, steps = 0;       ///< progress
@@ -63,13 +71,28 @@ struct worker_message {
   bool cold = false;                  ///< result: the model was loaded for this request
   std::string error;                  ///< result: why, when not ok
   std::vector<std::string> stages;    ///< hello: the stages it serves
+  bool takes_load = false;            ///< hello: it answers load messages ("load": true)
   uint64_t seq = 0;                   ///< pong
+  /// result, loaded: the model it has loaded (its key) and an identity that changes when
+  /// its weights change ("sha256:<hex>"); "" = not said.
+  std::string model;
+  std::string model_identity;
+  double load_s = 0;                  ///< loaded: seconds the load took
+};
+
+/// A model to load before any request (the node's warm start). `id` names the answer.
+struct load_request {
+  std::string id;
+  std::string stage;                  ///< the stage it is loaded for ("sample")
+  std::string workflow;
+  std::string model;
 };
 
 std::string encode_request(const request& r);
 std::string encode_cancel(const std::string& id);
 std::string encode_ping(uint64_t seq);
 std::string encode_shutdown();
+std::string encode_load(const load_request& l);
 /// Each encode_* returns one line ending in '\n'.
 
 /// One line from the worker (without its '\n'); nullopt with `error` naming what is wrong.
@@ -77,6 +100,7 @@ std::optional<worker_message> decode_worker_line(std::string_view line, std::str
 
 /// The node's messages decoded (for tests and for workers written in C++).
 std::optional<request> decode_request(std::string_view line, std::string& error);
+std::optional<load_request> decode_load(std::string_view line, std::string& error);
 
 /// Splits a byte stream into lines; refuses a line longer than max_line_bytes.
 class line_reader {

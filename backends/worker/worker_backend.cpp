@@ -110,6 +110,11 @@ public:
                                                                 : exec::printable(e.result.error, 600)),
                            e.elapsed_s);
       res.cold = e.result.cold;
+      res.model = e.result.model;
+      res.model_identity = e.result.model_identity;
+      if (!r.model.empty() && !e.result.model.empty() && e.result.model != r.model)
+        spdlog::warn("{}: the job asked for model '{}', the worker says it has '{}' loaded", who,
+                     r.model, e.result.model);
       return res;
     }
     case call_end::kind::died: {
@@ -133,6 +138,36 @@ public:
       return exec::failed(msg::outcome::fatal, who + ": " + e.detail + where, e.elapsed_s);
     }
     return exec::failed(msg::outcome::fatal, who + ": unknown end of a call", e.elapsed_s);
+  }
+
+  /// Starts the worker now and has it load `w.model` (the warm start).
+  warm_result warm(const warm_request& w) {
+    warm_result out;
+    worker_process* p = nullptr;
+    try {
+      p = ensure_process(w.env);
+    } catch (const std::exception& e) {
+      out.error = e.what();
+      return out;
+    }
+    load_request l;
+    l.id = "load-" + owner_;
+    l.stage = stage_;
+    l.workflow = w.workflow;
+    l.model = w.model;
+    load_end e = p->load(l, o_.start_timeout_s, w.env.cancel);
+    out.warmed = e.loaded;
+    out.error = e.detail;
+    out.model = e.reply.model;
+    out.model_identity = e.reply.model_identity;
+    out.load_s = e.reply.load_s > 0 ? e.reply.load_s : e.elapsed_s;
+    return out;
+  }
+
+  /// What its worker said it has loaded; ("", "") before it started.
+  std::pair<std::string, std::string> loaded_model() {
+    std::lock_guard<std::mutex> l(m_);
+    return process_ ? process_->loaded_model() : std::pair<std::string, std::string>{};
   }
 
 private:
@@ -246,6 +281,10 @@ public:
     request r = job_request("sample", job, s_->options());
     r.conditioning = conditioning_path;
     return s_->run(std::move(r), env);
+  }
+  warm_result warm(const warm_request& w) override { return s_->warm(w); }
+  std::optional<std::pair<std::string, std::string>> loaded_model() const override {
+    return s_->loaded_model();
   }
 
 private:

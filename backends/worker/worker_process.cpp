@@ -17,6 +17,7 @@
 #include "common/files.hpp"
 #include "backends/process/supervision.hpp"
 #include "common/restart_budget.hpp"
+#include "messages/messages.hpp"
 
 namespace vidline::backends::worker {
 namespace {
@@ -42,6 +43,8 @@ struct worker_process::instance {
   int fd = -1;
   line_reader reader;
   std::vector<std::string> stages;
+  bool takes_load = false;
+  std::string model, model_identity;  ///< what it said it has loaded (under m_)
 
   instance(pid_t p, int f) : pid(p), fd(f) {}
   ~instance() {
@@ -192,6 +195,7 @@ void worker_process::supervise() {
         if (g == instance::got::message && m.type == worker_message::kind::hello) {
           ready = true;
           inst->stages = m.stages;
+          inst->takes_load = m.takes_load;
         } else if (g == instance::got::message) {
           end_it("a message before its hello");
           break;
@@ -346,7 +350,7 @@ call_end worker_process::call(const request& r, double timeout_s, const std::ato
                        " s (last: " + last_exit_ + "); log " + spec_.log_path);
       if (state_ == state::stopped || stop_)
         return ended(call_end::kind::down, spec_.name + " is stopped");
-      if (state_ == state::ready && !busy_ && current_)
+      if (state_ == state::ready && !busy_ && current_ && loads_waiting_ == 0)
         break;
       if (cancelled())
         return ended(call_end::kind::cancelled, "cancelled while the worker was starting");
@@ -430,12 +434,111 @@ call_end worker_process::call(const request& r, double timeout_s, const std::ato
       if (progress)
         progress(m.step, m.steps);
     } else if (m.type == worker_message::kind::result && m.id == r.id) {
+      if (!m.model.empty() || !m.model_identity.empty()) {
+        std::lock_guard<std::mutex> l(m_);
+        inst->model = m.model;
+        inst->model_identity = m.model_identity;
+      }
       call_end e = ended(call_end::kind::result, "");
       e.result = std::move(m);
       return finish(std::move(e), "");
     }
     // Anything else (a late pong, a late answer to a cancelled request) is dropped.
   }
+}
+
+load_end worker_process::load(const load_request& lr, double timeout_s,
+                              const std::atomic<bool>* cancel) {
+  auto cancelled = [&] { return cancel != nullptr && cancel->load(std::memory_order_acquire); };
+  auto start = steady::now();
+  auto deadline = timeout_s > 0 ? start + seconds(timeout_s) : steady::time_point::max();
+  auto ended = [&](bool loaded, std::string detail) {
+    load_end e;
+    e.loaded = loaded;
+    e.detail = std::move(detail);
+    e.elapsed_s = since(start);
+    return e;
+  };
+  std::shared_ptr<instance> inst;
+  {
+    std::unique_lock<std::mutex> l(m_);
+    ++loads_waiting_;  // calls that come meanwhile wait behind it
+    auto leave = [&](load_end e) {
+      --loads_waiting_;
+      cv_.notify_all();
+      return e;
+    };
+    for (;;) {
+      if (state_ == state::gave_up || state_ == state::stopped || stop_)
+        return leave(ended(false, spec_.name + " is not running" +
+                                    (last_exit_.empty() ? std::string()
+                                                        : " (last: " + last_exit_ + ")")));
+      if (state_ == state::ready && !busy_ && current_)
+        break;
+      if (cancelled())
+        return leave(ended(false, "cancelled"));
+      if (steady::now() >= deadline)
+        return leave(ended(false, "the worker was not ready within " +
+                                    std::to_string(timeout_s) + " s"));
+      cv_.wait_for(l, slice);
+    }
+    --loads_waiting_;
+    inst = current_;
+    if (!inst->takes_load)
+      return ended(false, "its hello did not say it takes load requests (\"load\": true)");
+    busy_ = true;
+  }
+  auto finish = [&](load_end e) {
+    {
+      std::lock_guard<std::mutex> l(m_);
+      busy_ = false;
+      last_used_ = steady::now();
+      if (e.loaded && current_ == inst) {
+        inst->model = e.reply.model;
+        inst->model_identity = e.reply.model_identity;
+      }
+    }
+    cv_.notify_all();
+    return e;
+  };
+  if (!inst->send(encode_load(lr)))
+    return finish(ended(false, "cannot send it the load request"));
+  for (;;) {
+    worker_message m;
+    std::string err;
+    auto g = inst->next(std::min(deadline, steady::now() + slice), m, err);
+    if (g == instance::got::timeout) {
+      if (cancelled())
+        return finish(ended(false, "cancelled"));
+      if (steady::now() >= deadline)
+        return finish(ended(false, "no answer to the load request within " +
+                                     std::to_string(timeout_s) + " s"));
+      continue;
+    }
+    if (g == instance::got::eof)
+      return finish(ended(false, spec_.name + " closed its socket during the load; log " +
+                                   spec_.log_path));
+    if (g == instance::got::bad)  // not killed: the load is what it did not understand
+      return finish(ended(false, "it answered the load request with " + err));
+    if (m.id != lr.id)
+      continue;  // a pong, a late answer
+    if (m.type == worker_message::kind::loaded && m.outcome == msg::outcome::ok) {
+      auto e = ended(true, "");
+      if (m.model.empty())
+        m.model = lr.model;  // a loaded that names no model loaded the one asked for
+      e.reply = std::move(m);
+      return finish(std::move(e));
+    }
+    return finish(ended(false, "it refused the load (" + m.outcome + "): " +
+                                 exec::printable(m.error, 400)));
+  }
+}
+
+std::pair<std::string, std::string> worker_process::loaded_model() const {
+  std::lock_guard<std::mutex> l(m_);
+  if (!current_)
+    return {};
+  return {current_->model, current_->model_identity};
 }
 
 worker_process::state worker_process::current() const {

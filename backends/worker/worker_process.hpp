@@ -63,6 +63,16 @@ struct call_end {
   double elapsed_s = 0;
 };
 
+/// How a load (a warm start) ended: `loaded`, or why not (`detail`). A worker that does
+/// not take load requests, refuses one or answers something else is left running: only
+/// the warm start is lost; one that dies is restarted as after any death.
+struct load_end {
+  bool loaded = false;
+  worker_message reply;               ///< loaded: its model, identity and load_s
+  std::string detail;
+  double elapsed_s = 0;
+};
+
 class worker_process : private process::supervisor_thread {
 public:
   enum class state { starting, ready, gave_up, stopped };
@@ -78,6 +88,17 @@ public:
   call_end call(const request& r, double timeout_s, const std::atomic<bool>* cancel,
                 const std::function<void(uint32_t step, uint32_t steps)>& progress);
 
+  /// Sends `l` once the worker is ready and idle, if its hello said it takes load
+  /// requests, and waits up to `timeout_s` for its loaded. Blocks; the worker is busy
+  /// meanwhile, and a call waiting beside it goes after it, so a request waits for the
+  /// load (and finds the model loaded).
+  /// `cancel` (may be null) ends the wait early (the worker goes on loading).
+  load_end load(const load_request& l, double timeout_s, const std::atomic<bool>* cancel);
+
+  /// The model the running worker said it has loaded (key, identity), from its loaded and
+  /// its results; empty while it said none, and after every restart.
+  std::pair<std::string, std::string> loaded_model() const;
+
   state current() const;
   int restarts() const;               ///< starts after the first
   pid_t pid() const;                  ///< 0 when none runs
@@ -91,6 +112,7 @@ private:
   worker_spec spec_;
   state state_ = state::starting;
   bool busy_ = false;                 ///< a call (or a health check) owns the socket
+  int loads_waiting_ = 0;             ///< loads waiting for the worker: they go first
   bool kill_ = false;                 ///< a call asks the supervisor to end this instance
   std::string kill_why_;
   int restarts_ = 0;

@@ -210,7 +210,7 @@ std::string collected_line(const std::string& run_id, const json& j, uint64_t by
     l["review"] = std::move(review);  // the verdict so far; a later one gets a line of its own
   // What it was made from, as the status says it (config::shot_record's fields).
   for (const char* k : {"workflow", "model", "params", "inputs", "negative_prompt_sha256", "ident",
-                        "vidline_version"})
+                        "vidline_version", "model_identity"})
     if (j.contains(k))
       l[k] = j[k];
   return l.dump(-1, ' ', false, json::error_handler_t::replace);

@@ -152,10 +152,8 @@ std::string format_cluster(const json& v) {
         std::snprintf(buf, sizeof(buf), ", speed x%.2f", p["speed_factor"].get<double>());
         out << buf;
       }
-      if (p.contains("model") && p["model"].is_string())
-        out << ", model " << (p["model"].get<std::string>().empty()
-                                  ? std::string("(default)") : p["model"].get<std::string>())
-            << " loaded";
+      if (auto m = text_of(p, "model"); !m.empty())
+        out << ", model " << m << " loaded";
       out << "\n";
     }
   if (v.contains("decoders"))

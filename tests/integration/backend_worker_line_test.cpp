@@ -34,8 +34,10 @@ bool have_torch() {
          std::system("ffprobe -version >/dev/null 2>&1") == 0;
 }
 
+/// Without a warm start: the first job of each pool is the cold one.
 json worker_backend(const std::string& dir, double step_sleep_s) {
   return {{"type", "worker"},
+          {"warm_start", false},
           {"options",
            {{"argv", {python, example, "worker"}},
             {"env", {{"VIDLINE_EXAMPLE_TRACE", dir + "/trace.jsonl"},

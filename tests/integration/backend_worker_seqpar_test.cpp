@@ -168,7 +168,7 @@ TEST_CASE("seqpar line: a pool of 2 GPUs samples as 2 gloo ranks, cold once, not
      {{{"name", "alpha"}, {"address", "127.0.0.1"}, {"port", ports[0]}, {"data_dir", dir.path() + "/alpha"},
        {"gpus", {gpu_entry("g0", 0), gpu_entry("g1", 1), gpu_entry("g2", 2)}}}}},
     {"backends",
-     {{"seqpar", {{"type", "worker"},
+     {{"seqpar", {{"type", "worker"}, {"warm_start", false},  // its first job is the cold one
                   {"options", {{"argv", {python, seqpar, "worker"}}, {"env", seq_env}, {"stop_grace_s", 5}}}}},
       {"line", {{"type", "worker"},
                 {"options", {{"argv", {python, line_example, "worker"}},

@@ -135,6 +135,9 @@ TEST_CASE("a mixed shot list with references runs to the end, a bad list is refu
     REQUIRE(index.count(name) == 1);
     auto& l = index[name];
     CHECK(l["seed"] == j["seed"]);
+    // The sim names the model that sampled it: "sim:<model key>", in the status and the index.
+    CHECK(j["model_identity"] == "sim:" + j["model"].get<std::string>());
+    CHECK(l["model_identity"] == j["model_identity"]);
     CHECK(l["width"] == j["width"]);
     CHECK(l["height"] == j["height"]);
     CHECK(l["seconds"] == j["seconds"]);

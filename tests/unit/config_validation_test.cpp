@@ -219,6 +219,11 @@ const std::vector<broken_case>& broken_cases() {
        "/backends/sim/time_scale", "more than 0"},
       {"time_scale on exec", [](json& j) { set(j, "/backends/x", {{"type", "exec"}, {"time_scale", 1}}); },
        "/backends/x/time_scale", "only to backends of type 'sim'"},
+      {"warm_start on exec", [](json& j) { set(j, "/backends/x", {{"type", "exec"}, {"warm_start", true}}); },
+       "/backends/x/warm_start", "only for backends of type 'worker'"},
+      {"warm_start not a boolean",
+       [](json& j) { set(j, "/backends/x", {{"type", "worker"}, {"warm_start", "yes"}}); },
+       "/backends/x/warm_start", "true or false"},
       // knobs
       {"heartbeat_misses 0", [](json& j) { set(j, "/knobs/heartbeat_misses", 0); },
        "/knobs/heartbeat_misses", "between 1 and"},
@@ -309,6 +314,7 @@ TEST_CASE("the reference example loads with its four modes", "[config]") {
   CHECK(c.find_encoder_of_host("host_b")->name == "encoder_b");
   CHECK(c.find_encoder("encoder_a")->profile_key == "t10x4");
   CHECK(c.find_backend("sim")->time_scale == Approx(0.05));
+  CHECK_FALSE(cfg::warm_start_of(*c.find_backend("sim")));  // only a worker warms by default
   CHECK(c.find_host("host_b")->find_gpu("xtx")->vendor == "amd");
   CHECK(c.find_host("host_c") == nullptr);
   CHECK(c.find_pool("nine") == nullptr);
@@ -430,6 +436,22 @@ TEST_CASE("a host's collect_dir resolves against the config's folder, absent mea
   CHECK(c.hosts[1].collect_dir == std::string(examples_dir) + "/videos/episode");
   CHECK(c.hosts[0].collect_dir.empty());
   CHECK(cfg::parse(cfg::to_json(c).dump(), examples_dir).hosts[1].collect_dir == c.hosts[1].collect_dir);
+}
+
+TEST_CASE("a backend's warm_start is read and written, absent means on for a worker only", "[config]") {
+  json j = example_json("reference.json");
+  set(j, "/backends/w", {{"type", "worker"}, {"options", {{"argv", {"/bin/true"}}}}});
+  set(j, "/backends/cold", {{"type", "worker"}, {"warm_start", false}});
+  set(j, "/backends/e", {{"type", "exec"}, {"warm_start", false}});
+  const cfg::cluster c = cfg::parse(j.dump(), examples_dir);
+  CHECK(cfg::warm_start_of(*c.find_backend("w")));
+  CHECK_FALSE(c.find_backend("w")->warm_start.has_value());
+  CHECK_FALSE(cfg::warm_start_of(*c.find_backend("cold")));
+  CHECK_FALSE(cfg::warm_start_of(*c.find_backend("e")));
+  const json written = cfg::to_json(c);
+  CHECK_FALSE(written["backends"]["w"].contains("warm_start"));
+  CHECK(written["backends"]["cold"]["warm_start"] == false);
+  CHECK_FALSE(cfg::warm_start_of(*cfg::parse(written.dump(), examples_dir).find_backend("cold")));
 }
 
 TEST_CASE("a mode's dispatch policy is read and written", "[config]") {

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/coordinator/admission.hpp"
+#include "actors/coordinator/records.hpp"
 #include "actors/coordinator/dispatch_setup.hpp"
 #include "actors/decoder/output_index.hpp"
 #include "backends/exec/exec_options.hpp"
@@ -203,4 +204,30 @@ TEST_CASE("an edited prompt: another ident, and the index line carries the new p
   auto second = json::parse(actors::output_index::line(e));
   CHECK(second["prompt_sha256"] == to_hex(sha256_of(std::string("a red fox at dusk"))));
   CHECK(second["ident"] != first["ident"]);
+}
+
+TEST_CASE("the sampled model's identity: journaled with the job, written in the index line") {
+  sched::job j;
+  j.spec.run_id = "r";
+  j.spec.model = "fox-v1";
+  j.sampled_model = "fox-v1";
+  j.model_identity = "sha256:" + std::string(64, 'c');
+  auto back = actors::job_from_record(actors::job_record(j));
+  CHECK(back.sampled_model == "fox-v1");
+  CHECK(back.model_identity == j.model_identity);
+  auto old = actors::job_record(j);
+  old.erase("sampled_model");
+  old.erase("model_identity");
+  auto from_old = actors::job_from_record(old);  // a journal older than the fields
+  CHECK(from_old.sampled_model.empty());
+  CHECK(from_old.model_identity.empty());
+
+  actors::output_index::entry e;
+  e.order.job = j.spec;
+  e.output = "/out/fox.mp4";
+  CHECK(json::parse(actors::output_index::line(e))["model_identity"].is_null());
+  e.order.model_identity = j.model_identity;
+  auto l = json::parse(actors::output_index::line(e));
+  CHECK(l["model_identity"] == j.model_identity);
+  CHECK(l["model"] == "fox-v1");
 }

@@ -220,3 +220,48 @@ TEST_CASE("worker: a worker that never says hello, or crash-loops, gives up", "[
   CHECK(r2.outcome == "transient");
   CHECK(r2.error.find("no hello within") != std::string::npos);
 }
+
+TEST_CASE("worker: a warm start loads the model before the first request, which is warm", "[worker]") {
+  temp_dir dir;
+  auto s = worker::make_worker_sampler({worker_backend("ok", {}, dir.path()), "k", "pool_x"});
+  CHECK(s->loaded_model() == std::make_optional(std::pair<std::string, std::string>{}));
+  attempt_env w(dir.path(), "warm");
+  auto warmed = s->warm({"wf", "m1", w.env});
+  INFO(warmed.error);
+  REQUIRE(warmed.warmed);
+  CHECK(warmed.model == "m1");
+  CHECK(warmed.model_identity == "sha256:fake-sample");
+  CHECK(lines_of(dir.path() + "/loads") == 1);
+  CHECK(s->loaded_model() == std::make_optional(std::pair<std::string, std::string>{"m1", "sha256:fake-sample"}));
+  attempt_env a(dir.path(), "a1");
+  auto j = job(7);
+  j.model = "m1";
+  auto r = s->sample(j, "", a.env);
+  INFO(r.error);
+  REQUIRE(r.outcome == "ok");
+  CHECK_FALSE(r.cold);
+  CHECK(r.model == "m1");
+  CHECK(r.model_identity == "sha256:fake-sample");
+  CHECK(lines_of(dir.path() + "/loads") == 1);
+  CHECK(lines_of(dir.path() + "/starts") == 1);
+}
+
+TEST_CASE("worker: one that does not take load requests, or answers oddly, is not warmed and serves on", "[worker]") {
+  auto mode = GENERATE(std::string("old_hello"), std::string("odd_load"));
+  INFO(mode);
+  temp_dir dir;
+  auto s = worker::make_worker_sampler({worker_backend(mode, {}, dir.path()), "k", "pool_x"});
+  attempt_env w(dir.path(), "warm");
+  auto warmed = s->warm({"wf", "m1", w.env});
+  CHECK_FALSE(warmed.warmed);
+  CHECK(warmed.error.find(mode == "old_hello" ? "load requests" : "surprise") != std::string::npos);
+  attempt_env a(dir.path(), "a1");
+  auto j = job(8);
+  j.model = "m1";
+  auto r = s->sample(j, "", a.env);
+  INFO(r.error);
+  REQUIRE(r.outcome == "ok");
+  CHECK(r.cold == (mode == "old_hello"));  // odd_load did load; only its answer was odd
+  CHECK(r.model == "m1");
+  CHECK(lines_of(dir.path() + "/starts") == 1);  // not killed for it
+}

@@ -118,6 +118,54 @@ TEST_CASE("worker protocol: malformed lines are refused, naming the problem", "[
   CHECK(error == "request: 'id' and 'output' are required");
 }
 
+TEST_CASE("worker protocol: load and loaded, and the model a result names", "[worker]") {
+  load_request l{"load-p0", "sample", "fl2v", "h3-fl2v-int8"};
+  std::string text = encode_load(l);
+  REQUIRE(text.back() == '\n');
+  std::string error;
+  auto back = decode_load(std::string_view(text).substr(0, text.size() - 1), error);
+  REQUIRE(back);
+  CHECK(back->id == "load-p0");
+  CHECK(back->stage == "sample");
+  CHECK(back->workflow == "fl2v");
+  CHECK(back->model == "h3-fl2v-int8");
+  CHECK_FALSE(decode_load(line({{"v", 2}, {"type", "load"}}), error));
+  CHECK(error.find("id") != std::string::npos);
+
+  auto hello = decode({{"v", 2}, {"type", "hello"}, {"stages", {"sample"}}, {"load", true}}, error);
+  REQUIRE(hello);
+  CHECK(hello->takes_load);
+  auto old = decode({{"v", 1}, {"type", "hello"}, {"stages", {"sample"}}}, error);
+  REQUIRE(old);
+  CHECK_FALSE(old->takes_load);
+
+  auto loaded = decode({{"v", 2}, {"type", "loaded"}, {"id", "load-p0"}, {"model", "m"},
+                        {"model_identity", "sha256:ab"}, {"load_s", 4.5}}, error);
+  REQUIRE(loaded);
+  CHECK(loaded->type == worker_message::kind::loaded);
+  CHECK(loaded->outcome == "ok");
+  CHECK(loaded->model == "m");
+  CHECK(loaded->model_identity == "sha256:ab");
+  CHECK(loaded->load_s == 4.5);
+  auto refused = decode({{"v", 2}, {"type", "loaded"}, {"id", "x"}, {"outcome", "fatal"},
+                         {"error", "no such file"}}, error);
+  REQUIRE(refused);
+  CHECK(refused->outcome == "fatal");
+
+  auto result = decode({{"v", 2}, {"type", "result"}, {"id", "a"}, {"outcome", "ok"},
+                        {"model", "m"}, {"model_identity", "sha256:cd"}}, error);
+  REQUIRE(result);
+  CHECK(result->model == "m");
+  CHECK(result->model_identity == "sha256:cd");
+  auto plain = decode({{"v", 2}, {"type", "result"}, {"id", "a"}, {"outcome", "ok"}}, error);
+  REQUIRE(plain);
+  CHECK(plain->model.empty());
+  CHECK(plain->model_identity.empty());
+  CHECK_FALSE(decode({{"v", 2}, {"type", "result"}, {"id", "a"}, {"outcome", "ok"},
+                      {"model_identity", 5}}, error));
+  CHECK(error.find("model_identity") != std::string::npos);
+}
+
 TEST_CASE("worker protocol: the line reader splits a stream and refuses overlong lines", "[worker]") {
   line_reader r;
   CHECK(r.feed("{\"a\":"));

@@ -11,6 +11,9 @@ two ways with the same code, so the two backends can be compared side by side:
           height={height} frames={frames} fps={fps}
       torch_line.py exec encode output={output} prompt_file={prompt_file}
 
+Each result names the model loaded and its identity: the SHA-256 of the random weights'
+bytes (vidline_worker.state_dict_identity), which changes with the seed or the shapes.
+
 The models are small random networks with fixed seeds (deterministic): the sampler runs
 Euler steps of an MLP over latent patches (16 channels, 1/8 the size, 1 + frames/4 latent
 frames), the decoder maps a latent to RGB frames and has ffmpeg mux them into an MP4
@@ -19,7 +22,8 @@ frames), the decoder maps a latent to RGB frames and has ffmpeg mux them into an
 Knobs (environment): VIDLINE_EXAMPLE_HIDDEN (MLP width, 64), VIDLINE_EXAMPLE_DEPTH (4),
 VIDLINE_EXAMPLE_STEPS (6), VIDLINE_EXAMPLE_STEP_SLEEP_S (0: seconds to sleep per step,
 for tests that need a stage to last), VIDLINE_EXAMPLE_TRACE (a file: one JSON line per
-stage with the wall-clock start and end of its GPU work, for bench/worker_vs_exec.py),
+stage with the wall-clock start and end of its GPU work, for bench/worker_vs_exec.py, and
+one per model load, phase "load"),
 FFMPEG (ffmpeg).
 """
 
@@ -72,11 +76,17 @@ def latent_shape(job):
 class Line(vw.Worker):
     stages = ["encode", "sample", "decode"]
 
+    def __init__(self):
+        self.model_identity = {}  # per stage: what its results report
+        self.cold = False
+
     def load(self, stage):
+        start = time.time()
         torch.manual_seed(1234)
         dev = device()
         if stage == "encode":
             self.text = torch.nn.Embedding(256, TEXT_DIM).to(dev).eval()
+            module = self.text
         elif stage == "sample":
             hidden, depth = env_int("VIDLINE_EXAMPLE_HIDDEN", 64), env_int("VIDLINE_EXAMPLE_DEPTH", 4)
             layers = [torch.nn.Linear(LATENT_CHANNELS * 4 + TEXT_DIM, hidden), torch.nn.GELU()]
@@ -84,9 +94,15 @@ class Line(vw.Worker):
                 layers += [torch.nn.Linear(hidden, hidden), torch.nn.GELU()]
             layers.append(torch.nn.Linear(hidden, LATENT_CHANNELS * 4))
             self.dit = torch.nn.Sequential(*layers).to(dev).eval()
+            module = self.dit
         elif stage == "decode":
             self.vae = torch.nn.Conv3d(LATENT_CHANNELS, 3, kernel_size=1).to(dev).eval()
+            module = self.vae
         sync()
+        # Random weights from a fixed seed: their identity is the digest of their bytes, so
+        # it changes with the seed or the shapes (VIDLINE_EXAMPLE_HIDDEN, _DEPTH).
+        self.model_identity[stage] = vw.state_dict_identity(module.state_dict())
+        trace(stage, start, time.time(), True, phase="load")
 
     @torch.no_grad()
     def encode(self, req, progress):
@@ -189,16 +205,14 @@ def _is_torch_file(path):
 def main(argv):
     if len(argv) >= 2 and argv[1] == "worker":
         line = Line()
-        # For the trace: a stage's first request in this process is its cold one.
+        # For the trace: whether the library loaded the stage's model for this request.
         for stage in Line.stages:
             method = getattr(line, stage)
 
-            def wrapped(req, progress, _m=method, _s=stage):
-                line.cold = _s not in line._warm
-                line._warm.add(_s)
+            def wrapped(req, progress, _m=method):
+                line.cold = req.cold
                 return _m(req, progress)
             setattr(line, stage, wrapped)
-        line._warm = set()
         vw.run(line)
     if len(argv) >= 3 and argv[1] == "exec":
         stage = argv[2]

@@ -8,8 +8,9 @@ devices of its pool with torch.distributed, Ulysses style.
       torch_seqpar.py once output=PATH seed=S width=W height=H frames=F [ranks=N] [conditioning=PATH]
 
 The worker process is rank 0: it speaks the protocol (backends/worker/python/vidline_worker.py)
-and, on the first request (the cold one), starts one more process per further device, each
-running `torch_seqpar.py rank R N STORE`; they join a process group (NCCL when CUDA is
+and, when it loads its model (at its first request, or at the node's load request when
+the backend has warm_start), starts one more process per further device, each running
+`torch_seqpar.py rank R N STORE`; they join a process group (NCCL when CUDA is
 available, with NCCL_NVLS_ENABLE=0; gloo on the CPU) and stay loaded between jobs. Rank 0
 broadcasts each request to the others; every rank builds the same model from a fixed seed
 and the same starting noise from the job's seed.
@@ -340,13 +341,14 @@ class SeqPar(vw.Worker):
 
     def __init__(self):
         self.group = None
-        self.warm = False
 
     def load(self, stage):
         self.group = Group(world_size(), os.path.join(os.getcwd(), "seqpar-store"))
+        # Every rank builds the same weights from a fixed seed: rank 0's digest names them.
+        self.model_identity = vw.state_dict_identity(self.group.sampler.block.state_dict())
 
     def sample(self, req, progress):
-        cold, self.warm = not self.warm, True
+        cold = req.cold
         start = time.time()
         job = {k: req.job[k] for k in ("seed", "width", "height", "frames")}
         cond = load_cond(req.inputs.get("conditioning", ""))

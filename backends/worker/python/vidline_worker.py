@@ -14,8 +14,11 @@ A worker is a class with a ``load`` method and one method per stage it serves::
         stages = ["sample"]              # what it serves: "encode", "sample", "decode"
 
         def load(self, stage):
-            # Called once per stage, before its first request (that request is cold).
+            # Called once per stage, before its first request (that request is cold), or
+            # when the node starts if its backend has warm_start (then no request is cold).
             self.model = load_my_model()
+            # Optional: which weights these are, reported with every result.
+            self.model_identity = vw.file_identity("/opt/line/weights.safetensors")
 
         def sample(self, req, progress):
             # req.job: run_id, index, seed, width, height, seconds, frames, fps, prompt,
@@ -38,6 +41,14 @@ Point a backend at it::
         "argv": ["/usr/bin/python3", "/opt/line/my_worker.py"],
         "env": {"PYTHONPATH": "/path/to/vidline/backends/worker/python"}}}}
 
+Which model made each output: the library reports, with every result, the model key it
+loaded for (the ``model`` of the load or of the first request's job) and
+``self.model_identity`` as ``load`` left it ("" when not set). Make the identity something
+that changes when the weights change: ``vw.file_identity(path)`` ("sha256:" and the
+SHA-256 of a weights file) or ``vw.state_dict_identity(module.state_dict())`` (of every
+tensor's name, dtype, shape and bytes). A ``load(self, stage, model)`` that takes a third
+argument is told the model key too, and is called again when a request names another one.
+
 Outcomes: return normally -> ``ok`` (vidline checks, hashes and commits ``req.output``);
 raise ``vw.Capacity`` (or let torch raise its out-of-memory error) -> ``capacity``;
 ``vw.Transient`` -> ``transient`` (retried); ``vw.Fatal`` or any other exception ->
@@ -53,6 +64,8 @@ What the library does for you:
 - exits at once when the node goes away (end of file on descriptor 3), so a worker never
   outlives its node and holds no GPU memory for a dead line;
 - says whether each request was cold (its stage's ``load`` ran for it) or warm;
+- answers the node's load request (sent at start when the backend has ``warm_start``) by
+  calling ``load`` then, so the first request is already warm;
 - keeps stdout for your own output (vidline writes it to the worker's log).
 
 The environment also holds ``CUDA_VISIBLE_DEVICES`` (or the AMD/Intel equivalent) for
@@ -60,6 +73,8 @@ the owner's GPUs, ``VIDLINE_OWNER``, ``VIDLINE_STAGES`` (the stage this owner as
 and ``VIDLINE_DEVICES``.
 """
 
+import hashlib
+import inspect
 import json
 import os
 import socket
@@ -72,7 +87,34 @@ PROTOCOL_VERSION = 2
 # The node's versions this module speaks (VIDLINE_WORKER_PROTOCOL says which it is).
 SUPPORTED_VERSIONS = (1, 2)
 __all__ = ["Worker", "Request", "run", "Cancelled", "Capacity", "Transient", "Fatal",
-           "PROTOCOL_VERSION"]
+           "PROTOCOL_VERSION", "file_identity", "state_dict_identity"]
+
+
+def file_identity(path, chunk=1 << 20):
+    """The identity of a weights file: "sha256:" and the SHA-256 of its bytes (hex)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(chunk), b""):
+            h.update(block)
+    return "sha256:" + h.hexdigest()
+
+
+def state_dict_identity(state_dict):
+    """The identity of weights in memory (a torch ``state_dict()``, or any mapping of names
+    to tensors): "sha256:" and the SHA-256 of each tensor's name, dtype, shape and bytes,
+    in name order. It changes when any weight does."""
+    h = hashlib.sha256()
+    for name in sorted(state_dict):
+        t = state_dict[name]
+        h.update(name.encode() + b"\0")
+        if hasattr(t, "detach"):  # a torch tensor: its raw bytes, whatever its dtype
+            t = t.detach().cpu().contiguous()
+            h.update(str(t.dtype).encode() + b"\0" + str(tuple(t.shape)).encode() + b"\0")
+            h.update(t.reshape(-1).view(__import__("torch").uint8).numpy().tobytes())
+        else:
+            h.update(repr(t).encode())
+        h.update(b"\0")
+    return "sha256:" + h.hexdigest()
 
 
 class Cancelled(Exception):
@@ -97,7 +139,7 @@ _CAPACITY_TEXTS = ("out of memory", "OutOfMemoryError", "CUBLAS_STATUS_ALLOC_FAI
 
 class Request:
     """One stage request: ``id``, ``stage``, ``job`` (dict), ``inputs`` (dict of paths),
-    ``output`` (path), ``work_dir``, ``timeout_s``."""
+    ``output`` (path), ``work_dir``, ``timeout_s``, ``cold`` (its stage's load ran for it)."""
 
     def __init__(self, msg):
         self.id = msg["id"]
@@ -107,6 +149,7 @@ class Request:
         self.output = msg["output"]
         self.work_dir = msg.get("work_dir", "")
         self.timeout_s = msg.get("timeout_s", 0)
+        self.cold = False  # set by run(): its stage's load ran for this request
 
     def __repr__(self):
         return "Request(%s %s)" % (self.stage, self.id)
@@ -118,8 +161,13 @@ class Worker:
 
     stages = ["sample"]
 
+    # Set by ``load``: an identity of the weights loaded (file_identity, state_dict_identity);
+    # a dict {stage: identity} for a worker that loads a model per stage.
+    model_identity = ""
+
     def load(self, stage):
-        """Loads what `stage` needs; called once, before its first request."""
+        """Loads what `stage` needs; called once, before its first request (or at the
+        node's load request). It may take a third argument, the model key."""
 
 
 class _Channel:
@@ -196,7 +244,7 @@ def run(worker, fd=None):
                     with cv:
                         cancelled.add(msg.get("id"))
                         cv.notify_all()
-                elif kind == "request":
+                elif kind in ("request", "load"):
                     with cv:
                         requests.append(msg)
                         cv.notify_all()
@@ -210,14 +258,50 @@ def run(worker, fd=None):
         os._exit(0)
 
     threading.Thread(target=reader, name="vidline-reader", daemon=True).start()
-    ch.send(type="hello", stages=list(worker.stages), pid=os.getpid())
-    loaded = set()
+    ch.send(type="hello", stages=list(worker.stages), pid=os.getpid(), load=True)
+    loaded = {}  # stage -> the model key it was loaded for ("" = not said)
+    takes_model = _takes_model(worker.load)
+
+    def needs_load(stage, model):
+        return stage not in loaded or bool(takes_model and model and loaded[stage] != model)
+
+    def load(stage, model):
+        if takes_model:
+            worker.load(stage, model)
+        else:
+            worker.load(stage)
+        loaded[stage] = model or loaded.get(stage, "")
+
+    def model_fields(stage):
+        ident = getattr(worker, "model_identity", "") or ""
+        if isinstance(ident, dict):  # one per stage
+            ident = ident.get(stage, "") or ""
+        return {"model": loaded.get(stage, ""), "model_identity": str(ident)}
+
     while True:
         with cv:
             while not requests:
                 cv.wait()
             msg = requests.pop(0)
         req_id = msg.get("id", "")
+        if msg.get("type") == "load":
+            stage = msg.get("stage") or (worker.stages[0] if worker.stages else "")
+            start = time.monotonic()
+            try:
+                if stage not in worker.stages:
+                    raise Fatal("this worker serves %s, not %s" % (", ".join(worker.stages), stage))
+                if needs_load(stage, msg.get("model", "")):
+                    load(stage, msg.get("model", ""))
+                ch.send(type="loaded", id=req_id, outcome="ok",
+                        load_s=time.monotonic() - start, **model_fields(stage))
+            except BaseException as e:  # noqa: B902 - a failed load is an answer too
+                if isinstance(e, (SystemExit, KeyboardInterrupt)):
+                    raise
+                sys.stderr.write("load %s (%s) failed: %s\n" % (req_id, stage,
+                                 traceback.format_exc()))
+                ch.send(type="loaded", id=req_id, outcome=_outcome_of(e),
+                        error="%s: %s" % (type(e).__name__, e))
+            continue
         try:
             req = Request(msg)
         except KeyError as e:
@@ -236,15 +320,16 @@ def run(worker, fd=None):
         try:
             if req.stage not in worker.stages:
                 raise Fatal("this worker serves %s, not %s" % (", ".join(worker.stages), req.stage))
-            if req.stage not in loaded:
+            if needs_load(req.stage, req.job.get("model", "")):
                 cold = True
-                worker.load(req.stage)
-                loaded.add(req.stage)
+                load(req.stage, req.job.get("model", ""))
+            req.cold = cold
             getattr(worker, req.stage)(req, progress)
             ch.send(type="result", id=req_id, outcome="ok", cold=cold,
-                    elapsed_s=time.monotonic() - start)
+                    elapsed_s=time.monotonic() - start, **model_fields(req.stage))
         except Cancelled:
-            ch.send(type="result", id=req_id, outcome="transient", cold=cold, error="cancelled")
+            ch.send(type="result", id=req_id, outcome="transient", cold=cold, error="cancelled",
+                    **model_fields(req.stage))
         except BaseException as e:  # noqa: B902 - every failure becomes a result
             if isinstance(e, (SystemExit, KeyboardInterrupt)):
                 raise
@@ -258,6 +343,16 @@ def run(worker, fd=None):
         finally:
             with cv:
                 cancelled.discard(req_id)
+
+
+def _takes_model(load):
+    """Whether a load hook takes the model key: ``load(self, stage, model)``."""
+    try:
+        params = inspect.signature(load).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(positional) >= 2 or any(p.kind == p.VAR_POSITIONAL for p in params)
 
 
 def _free_gpu_memory():

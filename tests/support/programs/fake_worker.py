@@ -13,6 +13,10 @@ argument; a request's seed can override it per job (see `per_seed`).
   no_hello      never says hello (sleeps)
   garbage       says hello, then answers a request with a line that is not JSON
   flaky_start   exits 1 before its hello
+  old_hello     like ok, but its hello does not say it takes load requests (an older library)
+  odd_load      like ok, but answers a load with a message type the node does not know
+
+Its load sets model_identity "sha256:fake-<stage>".
 
 Every start appends its pid to $FAKE_WORKER_STARTS when set; every load to $FAKE_WORKER_LOADS.
 """
@@ -47,6 +51,7 @@ class Fake(vw.Worker):
 
     def load(self, stage):
         note("FAKE_WORKER_LOADS", "%s %d" % (stage, os.getpid()))
+        self.model_identity = "sha256:fake-" + stage
 
     def _run(self, req, progress):
         if MODE == "die":
@@ -77,5 +82,16 @@ class Fake(vw.Worker):
 
     encode = sample = decode = _run
 
+
+if MODE in ("old_hello", "odd_load"):
+    _send = vw._Channel.send
+
+    def send(self, **msg):
+        if MODE == "old_hello" and msg.get("type") == "hello":
+            msg.pop("load", None)
+        if MODE == "odd_load" and msg.get("type") == "loaded":
+            msg["type"] = "surprise"
+        return _send(self, **msg)
+    vw._Channel.send = send
 
 vw.run(Fake())
