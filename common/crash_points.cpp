@@ -34,6 +34,7 @@ const std::vector<std::string>& all_points() {
     "video.after_commit",      // video, receipt and ledger line durable; not yet indexed or reported
     "video.after_index",       // video, receipt, ledger and index line durable; not yet reported
     "decoder.after_dequeue",   // the decoder took an order; not yet acknowledged it
+    "input.before_fetch",      // the coordinator is about to pull another host's video for a frame
   };
   return points;
 }

@@ -41,6 +41,7 @@
 #include "nodes/inputs.hpp"
 #include "nodes/router.hpp"
 #include "nodes/systemd_notify.hpp"
+#include "nodes/verbs/collect.hpp"
 #include "vidline/version.hpp"
 
 namespace vidline::nodes {
@@ -117,7 +118,14 @@ std::vector<actors::child_spec> children_of(const actors::context& ctx,
   if (c.coordinator == ctx.host)
     out.push_back({"coordinator", c.knobs.coordinator_restarts,
                    [ctx, jnl](caf::event_based_actor* self) {
-                     return self->spawn(actors::coordinator_actor, ctx, jnl);
+                     // Frames of videos made on other hosts: pulled as --collect pulls them.
+                     actors::video_fetch fetch = [c = ctx.cluster](const std::string& host,
+                                                                   const std::string& sha,
+                                                                   const std::string& dest) {
+                       uint64_t bytes = 0;
+                       return fetch_output(*c, host, sha, dest, bytes);
+                     };
+                     return self->spawn(actors::coordinator_actor, ctx, jnl, std::move(fetch));
                    }});
   for (auto& e : c.encoders)
     if (e.host == ctx.host)

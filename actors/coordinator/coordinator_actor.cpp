@@ -26,6 +26,7 @@
 #include "common/text.hpp"
 #include "messages/actor_types.hpp"
 #include "messages/gpu_actor_types.hpp"
+#include "messages/input_actor_types.hpp"
 #include "messages/review_actor_types.hpp"
 
 namespace vidline::actors {
@@ -44,6 +45,9 @@ struct shell {
   /// records are dropped or it is resumed (back in the state).
   std::optional<sched::run> recent;
   gpu_view gpus;  ///< every host's newest GPU report
+  /// Makes the inputs of shots that follow shots; a real video's off this actor's thread.
+  /// Last: destroyed first, so its thread ends before the rest of the shell goes.
+  std::unique_ptr<input_maker> maker;
 };
 
 /// Executes effects: everything to persist goes to the journal in one transaction first,
@@ -171,9 +175,11 @@ std::optional<sched::fx_accepted> handle(shell& sh, const sched::event& e) {
     else if (auto* m = std::get_if<sched::fx_make_input>(&x))
       inputs.push_back(*m);
   execute(sh, std::move(fx));
-  // Inputs of shots that follow shots, made once the state that asked for them is durable.
+  // Inputs of shots that follow shots, made once the state that asked for them is durable:
+  // a sim video's at once, a real one's answered later (msg::input_made).
   for (auto& m : inputs)
-    handle(sh, make_input(sh.ctx, m));
+    if (auto made = sh.maker->ask(m))
+      handle(sh, *made);
   return accepted;
 }
 
@@ -704,10 +710,18 @@ std::string check_queue(const sched::state& s, const config::knobs& k, const msg
 }
 
 caf::behavior coordinator_actor(caf::event_based_actor* self, context ctx,
-                                std::shared_ptr<journal> jnl) {
+                                std::shared_ptr<journal> jnl, video_fetch fetch) {
   auto sh = std::make_shared<shell>();
   sh->ctx = std::move(ctx);
   sh->jnl = std::move(jnl);
+  // The maker answers from its own thread; a weak address, so a pending answer never keeps
+  // a stopped coordinator alive (its answer is then dropped, and the input asked again).
+  sh->maker = std::make_unique<input_maker>(
+    sh->ctx, std::move(fetch), [me = self->address()](sched::ev_input_made e) {
+      if (auto a = caf::actor_cast<caf::actor>(me))
+        caf::anon_send(a, msg::input_made{std::move(e.run_id), e.index, std::move(e.name),
+                                          std::move(e.sha256), e.bytes, std::move(e.error)});
+    });
   sh->st = dispatching::initial_state(*sh->ctx.cluster, sh->ctx.time_scale);
   dispatching::configure_dispatch(sh->st, *sh->ctx.cluster);
   sh->jnl->load(sh->st.runs, sh->st.next_attempt);
@@ -747,6 +761,10 @@ caf::behavior coordinator_actor(caf::event_based_actor* self, context ctx,
     [sh](msg::latent_holdings& h) { handle(*sh, sched::ev_latent_holdings{std::move(h)}); },
     [sh](msg::verdict_indexed& a) { handle(*sh, sched::ev_verdict_indexed{std::move(a)}); },
     [sh](msg::peer_event& p) { handle(*sh, sched::ev_peer{p.host, p.up}); },
+    [sh](msg::input_made& m) {
+      handle(*sh, sched::ev_input_made{std::move(m.run_id), m.index, std::move(m.name),
+                                       std::move(m.sha256), m.bytes, std::move(m.error)});
+    },
     [sh](msg::gpu_report& r) {
       std::vector<sched::ev_gpu_health> health;
       if (!take_report(sh->gpus, *sh->ctx.cluster, r, sh->ctx.run_now(), health))

@@ -8,6 +8,7 @@
 #include <caf/event_based_actor.hpp>
 
 #include "actors/context.hpp"
+#include "actors/coordinator/input_maker.hpp"
 #include "actors/coordinator/journal.hpp"
 #include "actors/coordinator/scheduler.hpp"
 
@@ -32,7 +33,9 @@ std::string check_queue(const sched::state& s, const config::knobs& k, const msg
 /// The largest run priority either way (`vidline run --priority N`).
 inline constexpr int32_t max_priority = 1000000;
 
+/// `fetch` pulls a video from another host to take a frame of it (input_maker.hpp); empty:
+/// frames are taken only from videos made on this host.
 caf::behavior coordinator_actor(caf::event_based_actor* self, context ctx,
-                                std::shared_ptr<journal> jnl);
+                                std::shared_ptr<journal> jnl, video_fetch fetch);
 
 } // namespace vidline::actors

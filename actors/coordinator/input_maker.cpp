@@ -3,12 +3,17 @@
 #include <chrono>
 #include <filesystem>
 
+#include <spdlog/spdlog.h>
+
 #include "backends/exec/child.hpp"
+#include "common/crash_points.hpp"
 #include "common/files.hpp"
 #include "common/sha256.hpp"
 #include "config/shot_graph.hpp"
 
 namespace vidline::actors {
+
+std::string input_video_dir(const context& ctx) { return input_dir(ctx) + "/videos"; }
 
 std::string decoder_backend_type(const config::cluster& c, const std::string& name) {
   for (auto& d : c.decoders)
@@ -58,55 +63,104 @@ std::string run_tool(const std::vector<std::string>& argv, const std::string& ou
   return argv[0] + " failed (exit " + std::to_string(end.exit_code) + "): " + tail;
 }
 
-/// Frame k of a real video on this host, as PNG bytes, or why not (`error`).
-std::string decoded_frame(const context& ctx, const sched::fx_make_input& fx, std::string& error) {
+/// The source's video, for messages.
+std::string video_label(const sched::fx_make_input& fx) {
+  return "the video of job " + std::to_string(fx.source) + " (decoder " + fx.decoder + ")";
+}
+
+/// A local path holding the source's video: where it lies when its decoder is on this host,
+/// else the copy pulled from the decoder's host into input_video_dir (pulled now unless an
+/// earlier frame of it brought it). "" with `error` when it cannot be had.
+std::string video_here(const context& ctx, const sched::fx_make_input& fx,
+                       const video_fetch& fetch, std::string& error) {
+  const auto* d = ctx.cluster->find_decoder(fx.decoder);
   std::error_code ec;
-  if (!std::filesystem::is_regular_file(fx.output, ec)) {
-    error = "the video " + fx.output + " (decoder " + fx.decoder
-            + ") is not on the coordinator's host; frames are taken from videos there";
+  if (d == nullptr || d->host == ctx.host) {
+    if (std::filesystem::is_regular_file(fx.output, ec))
+      return fx.output;
+    error = video_label(fx) + " is not at " + fx.output
+            + (d == nullptr ? " (its decoder is not in the config)" : "");
     return "";
   }
+  if (!is_sha256_hex(fx.output_sha256)) {
+    error = video_label(fx) + " lies on host " + d->host + " and has no digest to fetch it by";
+    return "";
+  }
+  const std::string dir = input_video_dir(ctx);
+  const std::string dest = dir + "/" + fx.output_sha256;
+  if (std::filesystem::is_regular_file(dest, ec)) {
+    // Renamed there only once verified; used now, so the sweep keeps it.
+    std::filesystem::last_write_time(dest, std::filesystem::file_time_type::clock::now(), ec);
+    return dest;
+  }
+  if (!fetch) {
+    error = video_label(fx) + " lies on host " + d->host + ", and this process cannot fetch it";
+    return "";
+  }
+  files::make_dirs(dir);
+  crash::point("input.before_fetch");
+  const auto began = std::chrono::steady_clock::now();
+  if (auto why = fetch(d->host, fx.output_sha256, dest); !why.empty()) {
+    error = video_label(fx) + " lies on host " + d->host + " and could not be fetched from it: "
+            + why;
+    return "";
+  }
+  spdlog::info("coordinator: fetched video {} from host {} in {:.1f} s to take frame {} of it",
+               fx.output_sha256, d->host,
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count(),
+               fx.frame);
+  return dest;
+}
+
+/// Frame k of a real video, as PNG bytes, or why not (`error`).
+std::string decoded_frame(const context& ctx, const sched::fx_make_input& fx,
+                          const video_fetch& fetch, std::string& error) {
+  const std::string video = video_here(ctx, fx, fetch, error);
+  if (video.empty())
+    return "";
+  std::error_code ec;
   const std::string tmp = input_dir(ctx) + "/.frame-" + fx.run_id + "-"
                           + std::to_string(fx.index) + "-" + fx.name;
   files::make_dirs(input_dir(ctx));
   if (auto why = run_tool({"ffprobe", "-v", "error", "-select_streams", "v:0", "-count_frames",
-                           "-show_entries", "stream=nb_read_frames", "-of", "csv=p=0", fx.output},
+                           "-show_entries", "stream=nb_read_frames", "-of", "csv=p=0", video},
                           tmp + ".count", tmp + ".err");
       !why.empty()) {
-    error = why;
+    error = why + " (" + video_label(fx) + ")";
     return "";
   }
   uint64_t frames = 0;
   try {
     frames = std::stoull(files::read_all(tmp + ".count"));
   } catch (const std::exception&) {
-    error = "ffprobe did not count the frames of " + fx.output;
+    error = "ffprobe did not count the frames of " + video_label(fx) + " (" + video + ")";
     return "";
   }
   if (fx.frame >= frames) {
-    error = "frame " + std::to_string(fx.frame) + " is outside " + fx.output + " ("
+    error = "frame " + std::to_string(fx.frame) + " is outside " + video_label(fx) + " ("
             + std::to_string(frames) + " frames)";
     return "";
   }
-  if (auto why = run_tool({"ffmpeg", "-v", "error", "-y", "-i", fx.output, "-vf",
+  if (auto why = run_tool({"ffmpeg", "-v", "error", "-y", "-i", video, "-vf",
                            "select=eq(n\\," + std::to_string(fx.frame) + ")", "-frames:v", "1",
                            "-f", "image2", "-c:v", "png", tmp + ".png"},
                           "", tmp + ".err");
       !why.empty()) {
-    error = why;
+    error = why + " (" + video_label(fx) + ")";
     return "";
   }
   std::string png = files::read_all(tmp + ".png");
   for (auto* ext : {".png", ".count", ".err"})
     std::filesystem::remove(tmp + ext, ec);
   if (png.empty())
-    error = "ffmpeg wrote no frame " + std::to_string(fx.frame) + " of " + fx.output;
+    error = "ffmpeg wrote no frame " + std::to_string(fx.frame) + " of " + video_label(fx);
   return png;
 }
 
 } // namespace
 
-sched::ev_input_made make_input(const context& ctx, const sched::fx_make_input& fx) {
+sched::ev_input_made make_input(const context& ctx, const sched::fx_make_input& fx,
+                                const video_fetch& fetch) {
   sched::ev_input_made out;
   out.run_id = fx.run_id;
   out.index = fx.index;
@@ -118,7 +172,7 @@ sched::ev_input_made make_input(const context& ctx, const sched::fx_make_input& 
       if (bytes.empty())
         out.error = "the video of job " + std::to_string(fx.source) + " has no digest";
     } else {
-      bytes = decoded_frame(ctx, fx, out.error);
+      bytes = decoded_frame(ctx, fx, fetch, out.error);
     }
     if (!out.error.empty())
       return out;
@@ -128,6 +182,51 @@ sched::ev_input_made make_input(const context& ctx, const sched::fx_make_input& 
     out.error = std::string("the input could not be stored: ") + e.what();
   }
   return out;
+}
+
+input_maker::input_maker(context ctx, video_fetch fetch, answer_fn answer)
+    : ctx_(std::move(ctx)), fetch_(std::move(fetch)), answer_(std::move(answer)),
+      thread_([this] { loop(); }) {}
+
+input_maker::~input_maker() {
+  {
+    std::lock_guard<std::mutex> l(m_);
+    stop_ = true;
+    queue_.clear();
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+std::optional<sched::ev_input_made> input_maker::ask(const sched::fx_make_input& fx) {
+  if (decoder_backend_type(*ctx_.cluster, fx.decoder) == "sim")
+    return make_input(ctx_, fx);
+  {
+    std::lock_guard<std::mutex> l(m_);
+    if (!asked_.insert(key{fx.run_id, fx.index, fx.name}).second)
+      return std::nullopt;  // being made: its answer comes
+    queue_.push_back(fx);
+  }
+  cv_.notify_all();
+  return std::nullopt;
+}
+
+void input_maker::loop() {
+  for (;;) {
+    sched::fx_make_input fx;
+    {
+      std::unique_lock<std::mutex> l(m_);
+      cv_.wait(l, [&] { return stop_ || !queue_.empty(); });
+      if (stop_)
+        return;
+      fx = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    auto made = make_input(ctx_, fx, fetch_);
+    answer_(std::move(made));
+    std::lock_guard<std::mutex> l(m_);
+    asked_.erase(key{fx.run_id, fx.index, fx.name});
+  }
 }
 
 } // namespace vidline::actors

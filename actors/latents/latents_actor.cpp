@@ -9,6 +9,7 @@
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
+#include "actors/coordinator/input_maker.hpp"
 #include "actors/latents/store_machine.hpp"
 #include "actors/latents/sweep.hpp"
 #include "common/files.hpp"
@@ -116,11 +117,16 @@ std::vector<storing::listed> list_leftovers(const shell& sh) {
             [&](const std::string& n) { return ends_with(n, ".cond"); });
   add_files(sh.ctx.data_dir + "/" + output_blobs_subdir, leftover::output_blob,
             [](const std::string& n) { return is_sha256_hex(n); });
-  add_files(input_dir(sh.ctx), leftover::input, [](const std::string& n) { return is_sha256_hex(n); });
-  // Pulls of inputs (<sha>.part, .part.state) and uploads to this node (.<sha>.<pid>-<n>.part).
-  add_files(input_dir(sh.ctx), leftover::part, [&](const std::string& n) {
-    return ends_with(n, ".part") || ends_with(n, ".part.state");
-  });
+  // Inputs, and the videos of other hosts the coordinator took frames from: both unused
+  // for input_retention_s go.
+  for (const auto& dir : {input_dir(sh.ctx), input_video_dir(sh.ctx)}) {
+    add_files(dir, leftover::input, [](const std::string& n) { return is_sha256_hex(n); });
+    // Pulls of inputs and videos (<sha>.part, .part.state) and uploads to this node
+    // (.<sha>.<pid>-<n>.part).
+    add_files(dir, leftover::part, [&](const std::string& n) {
+      return ends_with(n, ".part") || ends_with(n, ".part.state");
+    });
+  }
   // A work directory's age is that of the newest thing in it.
   for (fs::directory_iterator it(work_dir(sh.ctx), ec), end; !ec && it != end; it.increment(ec)) {
     std::error_code e2;

@@ -4,6 +4,7 @@
 #include "actors/coordinator/input_maker.hpp"
 #include "nodes/verbs/sequence_join.hpp"
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -78,7 +79,7 @@ std::string fetch_video(client& cl, const config::knobs& knobs, const std::strin
   uint64_t offset = 0, total = 0;
   bool known_total = false;
   int silences = 0;
-  static uint64_t next_transfer = 1;
+  static std::atomic<uint64_t> next_transfer{1};  // the node's HTTP server and its coordinator
   while (!known_total || offset < total) {
     msg::latent_fetch req;
     req.transfer_id = next_transfer++;
