@@ -1,0 +1,150 @@
+// The coordinator's input maker (actors/coordinator/input_maker.hpp) with a fetch the test
+// plays: a video on another host is pulled once and decoded off the caller's thread, an
+// input asked again while it is being made is answered once, a fetch that fails is answered
+// as the input's error naming the host, a sim video's frame comes at once.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <filesystem>
+#include <mutex>
+#include <vector>
+
+#include "actors/coordinator/input_maker.hpp"
+#include "common/files.hpp"
+#include "common/sha256.hpp"
+#include "config/shot_graph.hpp"
+#include "tests/support/processes.hpp"
+
+using namespace vidline;
+
+namespace {
+
+/// alpha (the coordinator's) holds decoder `sdec` (sim); beta holds `dec` (exec).
+std::shared_ptr<config::cluster> two_hosts() {
+  auto c = std::make_shared<config::cluster>();
+  c->coordinator = "alpha";
+  c->backends["sim"].type = "sim";
+  c->backends["programs"].type = "exec";
+  c->decoders.push_back({"sdec", "alpha", "g0", "sim", ""});
+  c->decoders.push_back({"dec", "beta", "d0", "programs", ""});
+  return c;
+}
+
+actors::context context_in(const std::string& dir) {
+  actors::context ctx;
+  ctx.host = "alpha";
+  ctx.cluster = two_hosts();
+  ctx.data_dir = dir;
+  return ctx;
+}
+
+/// The answers the maker gives from its thread.
+struct answers {
+  std::mutex m;
+  std::condition_variable cv;
+  std::vector<sched::ev_input_made> got;
+
+  actors::input_maker::answer_fn fn() {
+    return [this](sched::ev_input_made e) {
+      std::lock_guard<std::mutex> l(m);
+      got.push_back(std::move(e));
+      cv.notify_all();
+    };
+  }
+  bool wait_for(std::size_t n, double seconds = 60) {
+    std::unique_lock<std::mutex> l(m);
+    return cv.wait_for(l, std::chrono::duration<double>(seconds), [&] { return got.size() >= n; });
+  }
+};
+
+sched::fx_make_input ask_for(uint32_t index, const std::string& sha, const std::string& decoder,
+                             uint32_t frame) {
+  return {"run1", index, "first_frame", 0, "/elsewhere/outputs/run1/l1.mp4", sha, decoder, frame, 25};
+}
+
+} // namespace
+
+TEST_CASE("input maker: a video on another host is fetched once, off the caller's thread") {
+  testing_support::temp_dir dir("vl-input-maker");
+  // A real 25-frame video, as beta's decoder would have made it.
+  const std::string video = dir.path() + "/made.mp4";
+  const std::string latent = dir.path() + "/latent";
+  files::write_atomic(latent, "a latent");
+  const std::string lsha = to_hex(sha256_of(std::string("a latent")));
+  REQUIRE(std::system((std::string(VIDLINE_SOURCE_DIR) + "/tests/support/programs/ffmpeg_video.sh "
+                       + latent + " " + lsha + " 25 24 32 32 " + video).c_str())
+          == 0);
+  const std::string sha = to_hex(sha256_of(files::read_all(video)));
+
+  std::mutex fm;
+  std::condition_variable fcv;
+  bool release = false;
+  std::vector<std::string> fetched;
+  actors::video_fetch fetch = [&](const std::string& host, const std::string& s,
+                                  const std::string& dest) -> std::string {
+    std::unique_lock<std::mutex> l(fm);
+    fetched.push_back(host + " " + s);
+    fcv.wait(l, [&] { return release; });
+    std::filesystem::copy_file(video, dest);
+    return "";
+  };
+  answers a;
+  actors::input_maker maker(context_in(dir.path()), fetch, a.fn());
+  // Asked, asked again while being made (the machine re-asks): no answer now, one later.
+  CHECK_FALSE(maker.ask(ask_for(1, sha, "dec", 24)));
+  CHECK_FALSE(maker.ask(ask_for(1, sha, "dec", 24)));
+  // Another shot taking frame 0 of the same video: made after, from the same copy.
+  CHECK_FALSE(maker.ask(ask_for(2, sha, "dec", 0)));
+  {
+    std::lock_guard<std::mutex> l(fm);
+    release = true;
+  }
+  fcv.notify_all();
+  REQUIRE(a.wait_for(2));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // a third answer would be wrong
+  std::lock_guard<std::mutex> l(a.m);
+  REQUIRE(a.got.size() == 2);
+  CHECK(fetched == std::vector<std::string>{"beta " + sha});
+  for (auto& e : a.got) {
+    INFO(e.error);
+    CHECK(e.error.empty());
+    CHECK(e.bytes > 0);
+    CHECK(files::read_all(dir.path() + "/inputs/" + e.sha256).substr(1, 3) == "PNG");
+  }
+  CHECK(a.got[0].index == 1);
+  CHECK(a.got[1].index == 2);
+  CHECK(a.got[0].sha256 != a.got[1].sha256);  // frame 24 and frame 0 differ
+  CHECK(files::read_all(actors::input_video_dir(context_in(dir.path())) + "/" + sha)
+        == files::read_all(video));
+}
+
+TEST_CASE("input maker: a fetch that fails is the input's error, naming the host and video") {
+  testing_support::temp_dir dir("vl-input-maker");
+  const std::string sha(64, 'a');
+  actors::video_fetch fetch = [](const std::string& host, const std::string&, const std::string&) {
+    return "no answer from host " + host + " for 6 s";
+  };
+  answers a;
+  actors::input_maker maker(context_in(dir.path()), fetch, a.fn());
+  CHECK_FALSE(maker.ask(ask_for(1, sha, "dec", 24)));
+  REQUIRE(a.wait_for(1));
+  std::lock_guard<std::mutex> l(a.m);
+  CHECK(a.got[0].sha256.empty());
+  CHECK(a.got[0].error
+        == "the video of job 0 (decoder dec) lies on host beta and could not be fetched from "
+           "it: no answer from host beta for 6 s");
+  CHECK_FALSE(std::filesystem::exists(actors::input_video_dir(context_in(dir.path())) + "/" + sha));
+}
+
+TEST_CASE("input maker: a sim video's frame is made at once, on the caller's thread") {
+  testing_support::temp_dir dir("vl-input-maker");
+  const std::string sha(64, 'b');
+  answers a;
+  actors::input_maker maker(context_in(dir.path()), {}, a.fn());
+  auto made = maker.ask(ask_for(1, sha, "sdec", 24));
+  REQUIRE(made);
+  CHECK(made->error.empty());
+  CHECK(made->sha256 == to_hex(sha256_of(config::graph::sim_frame(sha, 24))));
+}
