@@ -5,7 +5,8 @@
 // frame of from beta by its SHA-256 and decodes the frame with ffmpeg; alpha's sample program
 // keeps a copy of the first_frame file it was given. A chain of three shots: each link's
 // first_frame is, byte for byte, its parent's last frame as this test decodes it itself.
-// Then the source's host down when its video is wanted: the dependent fails naming it.
+// Then the source's host down when its video is wanted, and the host serving other bytes
+// under the video's digest: the dependent fails naming the host, nothing is kept.
 #include <catch2/catch.hpp>
 
 #include <csignal>
@@ -212,4 +213,51 @@ TEST_CASE("the source's host down when its video is wanted: the dependent fails 
   CHECK_FALSE(std::filesystem::exists(dir.path() + "/frames"));
   a->signal(SIGTERM);
   CHECK(a->wait(30) == 0);
+}
+
+TEST_CASE("the source's host serves other bytes under the video's digest: nothing is kept, the dependent fails naming it") {
+  temp_dir dir("vl-frames-corrupt");
+  auto config = write_config(dir.path(), 2000);
+  auto cluster = config::load(config);
+  ::setenv("VIDLINE_CRASH", "1:1:input.before_fetch", 1);
+  auto a = testing_support::start_node(dir.path(), config, "alpha");
+  ::unsetenv("VIDLINE_CRASH");
+  auto b = testing_support::start_node(dir.path(), config, "beta");
+  nodes::coordinator_client cl(cluster);
+  REQUIRE(testing_support::coordinator_answers(cl, 30));
+  const std::string run_id =
+    testing_support::submit_shot_list(dir.path(), config, "line", chain_list(dir.path()));
+  REQUIRE(a->wait(120) == 86);
+  // beta's copy of l1's video (the link it serves by digest) now holds other bytes; the
+  // named video stays as it was.
+  const std::string blobs = dir.path() + "/beta/outputs/.by-sha256";
+  std::vector<std::string> served;
+  for (auto& e : std::filesystem::directory_iterator(blobs))
+    served.push_back(e.path().string());
+  REQUIRE(served.size() == 1);
+  const std::string sha = std::filesystem::path(served[0]).filename().string();
+  std::ofstream(served[0] + ".new") << "not the video";
+  std::filesystem::rename(served[0] + ".new", served[0]);
+  a = testing_support::start_node(dir.path(), config, "alpha");
+  REQUIRE(testing_support::coordinator_answers(cl, 30));
+  auto st = testing_support::wait_status(cl, run_id, 90,
+                                         [](const json& s) { return s["state"] != "running"; });
+  INFO(st.dump(2));
+  auto jobs = by_shot(st);
+  CHECK(jobs["l1"]["state"] == "succeeded");
+  CHECK(jobs["l1"]["output_sha256"] == sha);
+  CHECK(jobs["l2"]["state"] == "failed");
+  const std::string why = jobs["l2"]["error"].get<std::string>();
+  CHECK(why.find("lies on host beta and could not be fetched from it: the bytes from host beta "
+                 "hash to ")
+        != std::string::npos);
+  CHECK(why.find("not " + sha + " (nothing kept)") != std::string::npos);
+  CHECK(jobs["l3"]["state"] == "failed");
+  std::error_code ec;
+  for (auto& e : std::filesystem::directory_iterator(dir.path() + "/alpha/inputs/videos", ec))
+    FAIL_CHECK("left in the cache: " << e.path());
+  a->signal(SIGTERM);
+  b->signal(SIGTERM);
+  CHECK(a->wait(30) == 0);
+  CHECK(b->wait(30) == 0);
 }
