@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <mutex>
 
 #include <spdlog/spdlog.h>
 
@@ -88,6 +89,10 @@ std::string video_here(const context& ctx, const sched::fx_make_input& fx,
   }
   const std::string dir = input_video_dir(ctx);
   const std::string dest = dir + "/" + fx.output_sha256;
+  // One copy at a time in the process: a coordinator restarted by its supervisor while its
+  // predecessor's maker still copies waits, then finds the copy (never two on one part).
+  static std::mutex copying;
+  std::lock_guard<std::mutex> one(copying);
   if (std::filesystem::is_regular_file(dest, ec)) {
     // Renamed there only once verified; used now, so the sweep keeps it.
     std::filesystem::last_write_time(dest, std::filesystem::file_time_type::clock::now(), ec);
