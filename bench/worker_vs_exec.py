@@ -22,9 +22,16 @@ integral of that sampler's power over the same stage (trapezoids, the stage's un
 work to the start of the next one's (the example program traces both, after a CUDA
 synchronize), the median over the batch.
 
+With --warm-start the worker backend loads its model when the node starts and the run is
+submitted once the pool says it is loaded: the first job is warm, and
+
+  RESULT worker_first_sample_after_submit <s> s target info
+
+says how soon after submission the first sample started (also printed without it).
+
 Usage: bench/worker_vs_exec.py --vidline BUILD/vidline [--python PYTHON] [--jobs 6]
          [--width 736 --height 416 --seconds 5] [--cpu] [--keep]
-         [--backends exec,worker] [--energy] [--gpu-sample-ms MS]
+         [--backends exec,worker] [--energy] [--gpu-sample-ms MS] [--warm-start]
   --cpu: tiny sizes and a tiny model (64x48, 1 s, hidden 32), to test this script on a
          machine without a GPU; its figures mean nothing for the targets.
 Environment passed to the example: VIDLINE_EXAMPLE_HIDDEN / _DEPTH / _STEPS (model size).
@@ -69,8 +76,8 @@ def example_env(args, trace):
 def backend(kind, args, trace):
     env = example_env(args, trace)
     if kind == "worker":
-        # No warm start: the first job pays the load, as exec's every job does.
-        return {"type": "worker", "warm_start": False,
+        # Without --warm-start the first job pays the load, as exec's every job does.
+        return {"type": "worker", "warm_start": bool(args.warm_start),
                 "options": {"argv": [args.python, EXAMPLE, "worker"], "env": env,
                             "stop_grace_s": 5}}
     common = ["width={width}", "height={height}", "frames={frames}", "fps={fps}"]
@@ -164,6 +171,23 @@ def energy_compare(status, samples):
     return rows
 
 
+def wait_model_loaded(args, config, limit=600):
+    """Seconds until the pool says its model is loaded (warm start), polling status @cluster."""
+    t0 = time.time()
+    while time.time() - t0 < limit:
+        st = subprocess.run([args.vidline, "status", "@cluster", "--config", config, "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        if st.returncode == 0:
+            try:
+                pool = json.loads(st.stdout)["pools"]["pool"]
+                if pool.get("model_identity"):
+                    return time.time() - t0
+            except (ValueError, KeyError, TypeError):
+                pass
+        time.sleep(0.2)
+    raise SystemExit("the worker pool did not report its model loaded within %d s" % limit)
+
+
 def run_line(kind, args, base):
     d = os.path.join(base, kind)
     os.makedirs(d)
@@ -178,6 +202,9 @@ def run_line(kind, args, base):
              for h in ("alpha", "beta")]
     try:
         time.sleep(1)
+        loaded_after = None
+        if kind == "worker" and args.warm_start:
+            loaded_after = wait_model_loaded(args, config)
         out = subprocess.run([args.vidline, "run", "--config", config, "--mode", "line",
                               "--prompt-file", prompt, "--width", str(args.width), "--height",
                               str(args.height), "--seconds", str(args.seconds), "--count",
@@ -207,11 +234,15 @@ def run_line(kind, args, base):
     samples.sort(key=lambda t: t["start"])
     idle = [b["start"] - a["end"] for a, b in zip(samples, samples[1:])]
     jobs = sorted(status["jobs"], key=lambda j: (j["times"]["sample_start_s"] or 0))
+    starts = [j["stages"]["sampling"]["start_s"] for j in status["jobs"]
+              if j.get("stages") and j["stages"].get("sampling")]
     return {"kind": kind, "status": status, "ok": status["summary"]["succeeded"],
             "makespan": status["summary"]["makespan_s"],
             "idle_median": statistics.median(idle) if idle else float("nan"),
             "idle": idle, "gpu_s": [s["end"] - s["start"] for s in samples],
             "cold": [bool(j["cold"]) for j in jobs], "dir": d,
+            "first_sample_s": min(starts) if starts else float("nan"),
+            "loaded_after": loaded_after,
             "energy": energy_compare(status, read_power(d + "/power.csv")) if args.energy else []}
 
 
@@ -230,6 +261,9 @@ def main():
                     help="which lines to run, in order (exec, worker)")
     ap.add_argument("--energy", action="store_true",
                     help="set each stage's energy against an nvidia-smi sampler's integral")
+    ap.add_argument("--warm-start", action="store_true",
+                    help="the worker backend loads its model when the node starts (warm_start); "
+                         "the run is submitted once the pool reports it loaded")
     ap.add_argument("--gpu-sample-ms", type=int, default=1000,
                     help="the nodes' gpu_sample_interval_ms (default 1000, the knob's default)")
     args = ap.parse_args()
@@ -252,13 +286,19 @@ def main():
             shutil.rmtree(base, ignore_errors=True)
         else:
             print("kept", base)
-    print("\n%-8s %5s %10s %16s %14s  %s" % ("backend", "ok", "makespan", "idle median (s)",
-                                            "GPU s/sample", "cold by job"))
+    print("\n%-8s %5s %10s %16s %14s %13s  %s" % ("backend", "ok", "makespan", "idle median (s)",
+                                                  "GPU s/sample", "1st sample s", "cold by job"))
     for r in results:
         gpu = statistics.median(r["gpu_s"]) if r["gpu_s"] else float("nan")
-        print("%-8s %2d/%-2d %10.2f %16.3f %14.3f  %s" % (r["kind"], r["ok"], args.jobs, r["makespan"],
-                                                        r["idle_median"], gpu,
-                                                        "".join("C" if c else "w" for c in r["cold"])))
+        print("%-8s %2d/%-2d %10.2f %16.3f %14.3f %13.2f  %s" % (
+            r["kind"], r["ok"], args.jobs, r["makespan"], r["idle_median"], gpu, r["first_sample_s"],
+            "".join("C" if c else "w" for c in r["cold"])))
+    for r in results:
+        if r["kind"] == "worker":
+            print("RESULT worker_first_sample_after_submit %.2f s target info (warm start %s%s)" % (
+                r["first_sample_s"], "on" if args.warm_start else "off",
+                ", model loaded %.1f s after the nodes started" % r["loaded_after"]
+                if r["loaded_after"] is not None else ""))
     for r in results:
         if r["ok"] != args.jobs:
             print("warning: %s line: %d of %d jobs succeeded" % (r["kind"], r["ok"], args.jobs))

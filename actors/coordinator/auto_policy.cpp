@@ -85,6 +85,29 @@ double batch_end_fluid(std::vector<slots> ls, std::size_t q) {
   return never;
 }
 
+/// Whether a free pool's next job of the run would be warm: it holds the head's model, or
+/// model affinity (scheduler.cpp, by_model) will give it a queued job of the model it holds,
+/// of the head's size, instead of the head.
+bool warm_next(const dispatch_view& v, const pool_view& p, const job& head) {
+  if (warm_for(p, head.spec))
+    return true;
+  if (!p.warm || v.s.p.model_wait_s == 0)
+    return false;
+  auto m = v.queue.queued_by_model.find(p.model);
+  if (m == v.queue.queued_by_model.end())
+    return false;
+  std::size_t looked = 0;
+  for (uint32_t i : m->second) {
+    if (++looked > 64)
+      break;
+    const job& k = v.r.jobs[i];
+    if (k.spec.width == head.spec.width && k.spec.height == head.spec.height
+        && k.spec.seconds == head.spec.seconds && pool_may_take(p, k))
+      return true;
+  }
+  return false;
+}
+
 /// One pool of the mode, as the policy sees it for the run being dispatched.
 struct line {
   const pool_view* p = nullptr;
@@ -305,7 +328,7 @@ std::optional<assignment> auto_policy::next_of(const dispatch_view& v, uint32_t 
         continue;
       const auto& p = v.pool(id);
       double f = cond_ready(k, v.now)
-                 + (warm_for(p, head.spec) ? c.warm_s[k] : c.cold_s[k]) * p.speed_factor + c.tail_s[k];
+                 + (warm_next(v, p, head) ? c.warm_s[k] : c.cold_s[k]) * p.speed_factor + c.tail_s[k];
       if (f < best_f || (f == best_f && static_cast<std::size_t>(k) < best)) {
         best_f = f;
         best = static_cast<std::size_t>(k);
@@ -374,7 +397,7 @@ std::optional<assignment> auto_policy::next_of(const dispatch_view& v, uint32_t 
       s.first = l.busy_end + l.warm_s + l.tail_s;
     else
       s.first = cond_ready(k, std::max(v.now, gpus_free_at))
-                + (warm_for(*l.p, head.spec) ? l.warm_s : l.cold_s) + l.tail_s;
+                + (warm_next(v, *l.p, head) ? l.warm_s : l.cold_s) + l.tail_s;
     return s;
   };
   // As things stand: busy and free pools go on; pools held back by a busy neighbour don't.
@@ -492,7 +515,7 @@ std::optional<assignment> auto_policy::next_of(const dispatch_view& v, uint32_t 
       const line& l = lines[g.members[a]];
       if (l.busy)
         busy |= 1u << a;
-      if (l.usable && warm_for(*l.p, head.spec))
+      if (l.usable && warm_next(v, *l.p, head))
         warm |= 1u << a;
     }
     kept[gi] = busy != 0 ? busy : warm;

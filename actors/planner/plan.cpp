@@ -113,17 +113,11 @@ plan_result plan(const sched::state& s0, const profile_estimates& est, const req
   if (!req.shots.empty()) {
     // Each prompt its own conditioning key, as the coordinator's SHA-256 of it would be.
     std::map<std::string, std::string> keys;
-    for (auto& spec : shot_jobs(req.shots, r.id, "", "")) {
+    for (auto& spec : shot_jobs(req.shots, r.id, "", "", req.catalog)) {
       sched::job j;
       j.spec = std::move(spec);
       auto k = keys.emplace(j.spec.prompt, "plan-prompt-" + std::to_string(keys.size()));
       j.spec.prompt_sha256 = k.first->second;
-      if (req.catalog != nullptr)
-        if (const config::workflow* w = req.catalog->find(
-              j.spec.workflow.empty() ? req.catalog->default_name : j.spec.workflow)) {
-          j.spec.workflow = w->name;
-          j.spec.model = w->model;
-        }
       r.jobs.push_back(std::move(j));
     }
   } else {
@@ -157,6 +151,7 @@ plan_result plan(const sched::state& s0, const profile_estimates& est, const req
     pj.pool = j.pool;
     pj.decoder = j.decoder;
     pj.cold = j.cold;
+    pj.model = j.spec.model;
     pj.state = sched::to_string(j.state);
     for (auto& in : j.spec.inputs)
       if (in.from_index >= 0)

@@ -47,6 +47,7 @@ struct planned_job {
   std::string pool;
   std::string decoder;
   bool cold = false;
+  std::string model;  ///< its workflow's model key ("" = the request named no workflows)
   std::string state;
   std::vector<uint32_t> takes_from;  ///< the jobs whose videos it takes a frame from
   struct span { double start = 0, end = 0; };

@@ -198,6 +198,7 @@ json plan_json(const planner::plan_result& p, const planner::request& req) {
                     {"pool", j.pool.empty() ? json(nullptr) : json(j.pool)},
                     {"decoder", j.decoder.empty() ? json(nullptr) : json(j.decoder)},
                     {"cold", j.cold},
+                    {"model", j.model.empty() ? json(nullptr) : json(j.model)},
                     {"stages", {{"conditioning", span_json(j.conditioning)},
                                 {"sampling", span_json(j.sampling)},
                                 {"handoff", span_json(j.handoff)},
