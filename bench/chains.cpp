@@ -38,6 +38,7 @@
 #include "actors/coordinator/admission.hpp"
 #include "actors/coordinator/dispatch_setup.hpp"
 #include "bench/episode.hpp"
+#include "bench/graph_bound.hpp"
 #include "common/sha256.hpp"
 #include "config/shot_graph.hpp"
 #include "nodes/verbs/plan_cmd.hpp"
@@ -121,42 +122,10 @@ bound lower_bound(const sched::state& s, const dispatching::profile_estimates& e
     j.model = model;
     return j;
   };
-  auto decode_on = [&](const std::string& d, const msg::job_spec& j) {
-    sched::decoder_view v;
-    v.kind = s.decoders.at(d).kind;
-    v.host = s.decoders.at(d).host;
-    return est.decode(v, j);
-  };
-  // A link's least time: the fastest (pool, decoder) pair that holds its size.
-  auto least = [&](const msg::shot& sh) {
-    const auto j = spec_of(sh);
-    double best = inf;
-    for (auto& p : pools) {
-      const auto& pv = s.pools.at(p);
-      auto warm = est.sampling(pv.kind, j, false);
-      if (!warm)
-        continue;
-      for (auto& d : decoders)
-        best = std::min(best, est.conditioning(pv.host) + *warm
-                                + est.profile().handoff(pv.host == s.decoders.at(d).host).s
-                                + decode_on(d, j));
-    }
-    return best;
-  };
   bound b;
-  std::map<std::string, std::size_t> by_name;
-  for (std::size_t i = 0; i < shots.size(); ++i)
-    by_name[shots[i].name] = i;
-  std::vector<double> path(shots.size(), 0);  // a link's path from its chain's head
-  for (std::size_t i = 0; i < shots.size(); ++i) {  // a source comes before its takers
-    double from = 0;
-    for (auto& in : shots[i].inputs)
-      if (!in.from.empty())
-        from = std::max(from, path.at(by_name.at(in.from)));
-    path[i] = from + least(shots[i]);
-    if (path[i] > b.critical_path)
-      b.critical_path = path[i], b.longest_chain = shots[i].name;
-  }
+  const auto cp = bench::critical_path_of(s, est, mode, shots, model);
+  b.critical_path = cp.seconds;
+  b.longest_chain = cp.last;
   // Work: GPUs joined by pools that share them are one group; a job costs a group its
   // GPUs x (conditioning + warm sampling) on the group's cheapest pool for it (a pool is
   // held through its job's conditioning, and a pool that holds GPUs keeps every pool
@@ -234,7 +203,7 @@ bound lower_bound(const sched::state& s, const dispatching::profile_estimates& e
   for (auto& sh : shots) {
     double best = inf;
     for (auto& d : decoders)
-      best = std::min(best, decode_on(d, spec_of(sh)));
+      best = std::min(best, est.decode(s.decoders.at(d), spec_of(sh)));
     decode += best;
   }
   b.decode = decode / double(decoders.size());
