@@ -278,13 +278,14 @@ std::string shots_problem(const std::vector<msg::shot>& shots, const config::kno
 std::vector<msg::job_spec> shot_jobs(const std::vector<msg::shot>& shots,
                                      const std::string& run_id, const std::string& reference,
                                      const std::string& reference_sha256,
-                                     const config::catalog* cat) {
+                                     const config::catalog* cat,
+                                     bool critical_path_first) {
   std::vector<std::size_t> order(shots.size());
   for (std::size_t i = 0; i < order.size(); ++i)
     order[i] = i;
   // Among equal priorities, a shot that starts a longer chain of shots goes first
   // (critical path first: config/shot_graph.hpp).
-  const bool graph = config::graph::has_graph(shots);
+  const bool graph = critical_path_first && config::graph::has_graph(shots);
   const auto rank = graph ? config::graph::shot_ranks(shots) : std::vector<double>(shots.size());
   std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
     if (shots[a].priority != shots[b].priority)

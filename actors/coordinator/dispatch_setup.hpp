@@ -121,10 +121,13 @@ std::string shots_problem(const std::vector<msg::shot>& shots, const config::kno
 /// With `cat`, each job also gets its shot's workflow, model, params (defaults applied) and
 /// inputs (dispatching::resolve_run_shot; the shots were checked before), and every job its
 /// shot's negative prompt, name, take and sequence.
+/// `critical_path_first` false leaves the ranks out (priority, then list order): what a
+/// list would get without them, for the planner to compare (planner::request).
 std::vector<msg::job_spec> shot_jobs(const std::vector<msg::shot>& shots,
                                      const std::string& run_id, const std::string& reference,
                                      const std::string& reference_sha256,
-                                     const config::catalog* cat = nullptr);
+                                     const config::catalog* cat = nullptr,
+                                     bool critical_path_first = true);
 
 /// capacity_refusal for each shot of a list: the first shot no pool of `mode` can hold, as
 /// "shot N (name): <capacity_refusal>"; "" when every shot fits some pool of the mode.

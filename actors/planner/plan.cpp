@@ -113,7 +113,7 @@ plan_result plan(const sched::state& s0, const profile_estimates& est, const req
   if (!req.shots.empty()) {
     // Each prompt its own conditioning key, as the coordinator's SHA-256 of it would be.
     std::map<std::string, std::string> keys;
-    for (auto& spec : shot_jobs(req.shots, r.id, "", "", req.catalog)) {
+    for (auto& spec : shot_jobs(req.shots, r.id, "", "", req.catalog, req.critical_path_first)) {
       sched::job j;
       j.spec = std::move(spec);
       auto k = keys.emplace(j.spec.prompt, "plan-prompt-" + std::to_string(keys.size()));

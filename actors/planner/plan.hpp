@@ -35,6 +35,9 @@ struct request {
   /// The workflows the shots may name: each job gets its workflow's model (a pool holds one
   /// model; a job of another model is a cold stage). nullptr = every job of one model.
   const config::catalog* catalog = nullptr;
+  /// Shots that start longer chains go first (what a run does); false plans the jobs in
+  /// the list's order (priority first still), to see what the ranking gains.
+  bool critical_path_first = true;
 };
 
 /// One job as planned: where it ran and when each stage began and ended (run-clock seconds
