@@ -199,24 +199,30 @@ struct stepper {
     if (auto p = s.pools.find(r.pool); p != s.pools.end())
       j.sampling_energy_j = s.power.stage(job_name(j) + " sampling", p->second.cards,
                                           c.pool_start, c.sampler_end,
-                                          running_on(p->second.cards, "pool:" + r.pool));
+                                          running_on(p->second.cards, p->second.host, r.pool, {}));
   }
 
-  /// The stages running now on `cards` of pools and decoders other than `lane` ("pool:NAME",
-  /// "decoder:NAME"), since their orders went out: a stage's energy is split with them.
+  /// The stages running now on `cards` of pools and decoders other than pool `self_pool` or
+  /// decoder `self_decoder`, since their orders went out: a stage's energy is split with
+  /// them. Called per result: no allocation per pool or decoder (800 pools at scale).
   std::vector<gpu::power_log::running> running_on(const std::vector<std::string>& cards,
-                                                  const std::string& lane) const {
+                                                  const std::string& host,
+                                                  const std::string& self_pool,
+                                                  const std::string& self_decoder) const {
     std::vector<gpu::power_log::running> out;
+    if (cards.empty())
+      return out;
     auto add = [&](const std::vector<std::string>& theirs, double since) {
       for (auto& c : theirs)
         if (std::find(cards.begin(), cards.end(), c) != cards.end())
           out.push_back({c, since});
     };
+    // Cards are "host/gpu": only pools and decoders of the same host can share one.
     for (auto& [name, p] : s.pools)
-      if (p.assigned && p.ordered_at >= 0 && "pool:" + name != lane)
+      if (p.assigned && p.ordered_at >= 0 && p.host == host && name != self_pool)
         add(p.cards, p.ordered_at);
     for (auto& [name, d] : s.decoders)
-      if ("decoder:" + name != lane)
+      if (!d.sent.empty() && d.host == host && name != self_decoder)
         for (auto& [attempt, since] : d.sent)
           add(d.cards, since);
     return out;
@@ -244,7 +250,7 @@ struct stepper {
     if (auto d = s.decoders.find(r.decoder); d != s.decoders.end())
       j.decode_energy_j = s.power.stage(job_name(j) + " decode", d->second.cards,
                                         c.decode_start, c.decode_end,
-                                        running_on(d->second.cards, "decoder:" + r.decoder));
+                                        running_on(d->second.cards, d->second.host, {}, r.decoder));
   }
 
   /// Stamps of a failed result (start, end), -1 where it has none.
