@@ -304,4 +304,13 @@ TEST_CASE("jobs of a shot list go critical path first: a chain's head before lon
   CHECK(jobs[1].inputs.at(0).from_index == 0);  // c2 takes from c1, now job 0
   CHECK(jobs[4].inputs.at(0).from_index == 1);  // c3 from c2
   CHECK(config::graph::sequence_parts(shots, jobs).empty());
+  // Without the ranks (what a list would get in file order, for the planner to compare):
+  // the file's order, the inputs still pointing at their sources' jobs.
+  auto plain = dispatching::shot_jobs(shots, "r", "", "", nullptr, false);
+  std::vector<std::string> file_order;
+  for (auto& j : plain)
+    file_order.push_back(j.shot);
+  CHECK(file_order == std::vector<std::string>{"lone1", "lone2", "c3", "c2", "c1"});
+  CHECK(plain[2].inputs.at(0).from_index == 3);  // c3 takes from c2, job 3
+  CHECK(plain[3].inputs.at(0).from_index == 4);  // c2 from c1
 }
