@@ -28,6 +28,7 @@
 #include "actors/coordinator/admission.hpp"
 #include "actors/coordinator/dispatch_setup.hpp"
 #include "bench/episode.hpp"
+#include "bench/live_line.hpp"
 #include "nodes/verbs/plan_cmd.hpp"
 #include "nodes/verbs/shot_file.hpp"
 #include "tests/support/cluster.hpp"
@@ -255,31 +256,11 @@ int run(uint32_t shots, double time_scale, bool plan_only) {
 
   double live_ratio = 0, idle_live = 0;
   if (!plan_only) {
-    auto a = start_node(dir.path(), config, "host_a");
-    auto b = start_node(dir.path(), config, "host_b");
-    nodes::coordinator_client cl(setup.cluster);
-    if (!coordinator_answers(cl, 30) || !line_reported(cl, 30)) {
-      std::fprintf(stderr, "the line did not come up (node logs in %s)\n", dir.path().c_str());
-      dir.keep();
-      return 1;
-    }
-    process submit({VIDLINE_BINARY, "run", "--config", config, "--mode", dispatching::auto_mode,
-                    "--jobs", list_path, "--background"},
-                   dir.path() + "/submit.out");
-    if (submit.wait(60) != 0) {
-      std::fprintf(stderr, "vidline run failed: %s\n", submit.err().c_str());
-      dir.keep();
-      return 1;
-    }
-    std::string run_id = submit.out();
-    while (!run_id.empty() && std::isspace(static_cast<unsigned char>(run_id.back())))
-      run_id.pop_back();
-    const double wall_limit = aware.summary.makespan_s * time_scale * 3 + 120;
-    auto st = wait_status(cl, run_id, wall_limit,
-                          [](const json& s) { return s["state"] != "running"; });
-    if (st.is_null() || st["state"] != "succeeded") {
-      std::fprintf(stderr, "the live run did not succeed: %s (logs in %s)\n",
-                   st.is_null() ? "no status" : st["state"].dump().c_str(), dir.path().c_str());
+    bench::live_line line(dir.path(), config, setup.cluster);
+    const auto st = line.up ? line.run(dir.path(), config, list_path,
+                                       aware.summary.makespan_s * time_scale * 3 + 120)
+                            : json();
+    if (st.is_null()) {
       dir.keep();
       return 1;
     }
@@ -309,10 +290,6 @@ int run(uint32_t shots, double time_scale, bool plan_only) {
     std::printf("RESULT production_live_over_plan %.4f ratio target 0.97..1.03\n", live_ratio);
     if (std::abs(live_ratio - 1) > 0.03)
       status = 3;
-    a->signal(SIGTERM);
-    b->signal(SIGTERM);
-    a->wait(30);
-    b->wait(30);
   }
   std::printf("RESULT production_aware_over_blind %.4f ratio target <= 0.85\n", ratio);
   const double idle = std::max(idle_plan, idle_live);

@@ -24,6 +24,7 @@
 #include "actors/coordinator/dispatch_setup.hpp"
 #include "bench/episode.hpp"
 #include "bench/graph_bound.hpp"
+#include "bench/live_line.hpp"
 #include "nodes/verbs/plan_cmd.hpp"
 #include "nodes/verbs/shot_file.hpp"
 #include "tests/support/cluster.hpp"
@@ -104,26 +105,12 @@ struct job_seen {
 
 /// Submits the list, waits for the run to end; its jobs by name and its makespan, or an
 /// empty map when it did not succeed.
-std::map<std::string, job_seen> run_list(nodes::coordinator_client& cl, const std::string& dir,
+std::map<std::string, job_seen> run_list(bench::live_line& line, const std::string& dir,
                                          const std::string& config, const std::string& list,
                                          double wall_limit, double& makespan) {
-  process submit({VIDLINE_BINARY, "run", "--config", config, "--mode", dispatching::auto_mode,
-                  "--jobs", list, "--background"},
-                 dir + "/submit.out");
-  if (submit.wait(60) != 0) {
-    std::fprintf(stderr, "vidline run failed: %s\n", submit.err().c_str());
+  const auto st = line.run(dir, config, list, wall_limit);
+  if (st.is_null())
     return {};
-  }
-  std::string run_id = submit.out();
-  while (!run_id.empty() && std::isspace(static_cast<unsigned char>(run_id.back())))
-    run_id.pop_back();
-  auto st = wait_status(cl, run_id, wall_limit,
-                        [](const json& s) { return s["state"] != "running"; });
-  if (st.is_null() || st["state"] != "succeeded") {
-    std::fprintf(stderr, "run %s did not succeed: %s\n", run_id.c_str(),
-                 st.is_null() ? "no status" : st["state"].dump().c_str());
-    return {};
-  }
   std::map<std::string, job_seen> out;
   auto str = [](const json& v) { return v.is_string() ? v.get<std::string>() : std::string(); };
   for (auto& j : st["jobs"])
@@ -161,25 +148,19 @@ int run(double time_scale) {
   const auto second_path = bench::critical_path_of(setup.state, *setup.est, dispatching::auto_mode,
                                                    edited_list.shots, model, renders);
 
-  auto a = start_node(dir.path(), config, "host_a");
-  auto b = start_node(dir.path(), config, "host_b");
-  nodes::coordinator_client cl(setup.cluster);
-  if (!coordinator_answers(cl, 30) || !line_reported(cl, 30)) {
-    std::fprintf(stderr, "the line did not come up (node logs in %s)\n", dir.path().c_str());
+  auto line = std::make_unique<bench::live_line>(dir.path(), config, setup.cluster);
+  if (!line->up) {
     dir.keep();
     return 1;
   }
   // The list takes ~5,500 run-clock seconds on this cluster; a generous wall limit.
   const double wall_limit = 6000 * time_scale * 3 + 120;
   double first_makespan = 0, second_makespan = 0;
-  const auto first = run_list(cl, dir.path(), config, first_list, wall_limit, first_makespan);
+  const auto first = run_list(*line, dir.path(), config, first_list, wall_limit, first_makespan);
   const auto second =
-    first.empty() ? first : run_list(cl, dir.path(), config, second_list, wall_limit,
+    first.empty() ? first : run_list(*line, dir.path(), config, second_list, wall_limit,
                                      second_makespan);
-  a->signal(SIGTERM);
-  b->signal(SIGTERM);
-  a->wait(30);
-  b->wait(30);
+  line.reset();  // the nodes stopped
   if (first.size() != shot_count || second.size() != shot_count) {
     std::fprintf(stderr, "a run did not finish every shot (logs in %s)\n", dir.path().c_str());
     dir.keep();
