@@ -1,5 +1,5 @@
 #pragma once
-/// The production shot list of the benchmarks (issue 12), modelled on the reference line
+/// The production shot list of the benchmarks, modelled on the reference line
 /// owner's episode: 70% of 5 s shots and 30% of 10 s, half at 736x1280 and half at 416x736
 /// (in runs of three), each shot its own prompt, seed, name and reference image. bench_plan
 /// plans it; bench_plan_live writes it as a shot file and runs it on real nodes.

@@ -1,4 +1,4 @@
-// bench_handoff: the data plane's benchmarks (issue 3, `launch/bench handoff`).
+// bench_handoff: the data plane's benchmarks (`launch/bench handoff`).
 //
 // The subject is the production path between two processes: each "endpoint" runs the
 // node's own bus (nodes/bus.hpp) with its latent_server and latent_fetcher. The receiver

@@ -811,7 +811,7 @@ int run_bench(int argc, char** argv) {
     ++mix[{sh.width, sh.height, sh.seconds}];
   std::vector<std::array<uint32_t, 3>> mix_sizes;
   std::vector<double> mix_share;
-  std::printf("A production shot list (issue 12): %u shots, distinct prompts and references, on "
+  std::printf("A production shot list: %u shots, distinct prompts and references, on "
               "the reference cluster:", shots_n);
   for (auto& [z, k] : mix) {
     mix_sizes.push_back(z);

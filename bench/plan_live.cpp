@@ -1,4 +1,4 @@
-// The production shot list planned, then run live, side by side (issue 12): the list of
+// The production shot list planned, then run live, side by side: the list of
 // bench/episode.hpp written as a shot file with a real reference image per shot, planned by
 // `vidline plan`'s code (load_plan_setup + read_shot_file + planner::plan), and run by two
 // real node processes on loopback (the reference cluster, sim backend, clock scaled) through

@@ -388,7 +388,7 @@ std::string format_status(const json& st) {
   if (auto wh = s.value("wh_per_clip", json()); wh.is_number())
     out << "; " << fmt("%.2f", wh.get<double>()) << " Wh/clip ("
         << fmt("%.1f", s.value("clips_per_kwh", 0.0)) << " clips/kWh)";
-  // A stage done twice, or a product removed because its lease had ended (issue 16).
+  // A stage done twice, or a product removed because its lease had ended.
   const int twice = s.value("done_twice", 0), fenced = s.value("fenced", 0),
             retracted = s.value("products_retracted", 0);
   if (twice != 0 || fenced != 0 || retracted != 0)

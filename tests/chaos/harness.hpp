@@ -338,7 +338,7 @@ private:
       f.host = hosts_[std::uniform_int_distribution<std::size_t>(0, hosts_.size() - 1)(rng_)];
       f.at_s = when(rng_);
       f.length_s = std::uniform_real_distribution<double>(0.0, 1.5)(rng_);
-      // A pause long enough to outlast the liveness window and the leases (issue 16).
+      // A pause long enough to outlast the liveness window and the leases.
       if (f.kind == fault::stop_cont)
         f.length_s = std::uniform_real_distribution<double>(1.0, 6.0)(rng_);
       if (f.kind == fault::crash_points)

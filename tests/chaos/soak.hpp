@@ -1,5 +1,5 @@
 #pragma once
-// The soak (issue 15; docs/reliability.md, "The soak"): a time-compressed line standing for
+// The soak (docs/reliability.md, "The soak"): a time-compressed line standing for
 // days of production. Real node processes on loopback (the chaos harness's cluster: the
 // reference example with keys and bulk channels, each host's data on a small disk of its
 // own), the sim backend on a fast clock, runs of mixed sizes submitted over simulated time,

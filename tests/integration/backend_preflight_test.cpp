@@ -272,7 +272,7 @@ TEST_CASE("preflight: a broken config or an unknown mode is one failing line") {
   CHECK(line_of(p.out(), "FAIL  mode").find("use one of: m") != std::string::npos);
 }
 
-TEST_CASE("preflight runs start's key checks: a secret key others may read fails both (issue 10)") {
+TEST_CASE("preflight runs start's key checks: a secret key others may read fails both") {
   temp_dir dir;
   json cfg = base_config(dir.path());
   auto config = write(dir.path() + "/cluster.json", cfg);
@@ -298,7 +298,7 @@ TEST_CASE("preflight runs start's key checks: a secret key others may read fails
   CHECK(!std::filesystem::exists(dir.path() + "/alpha/run/node.pid"));
 }
 
-TEST_CASE("preflight --mode auto as run and plan take it, and --json (issue 10)") {
+TEST_CASE("preflight --mode auto as run and plan take it, and --json") {
   temp_dir dir;
   auto config = write(dir.path() + "/cluster.json", base_config(dir.path()));
   process p({VIDLINE_BINARY, "preflight", "--config", config, "--mode", "auto", "--before-start", "--json"},

@@ -180,7 +180,7 @@ TEST_CASE("start reports a node that cannot come up, with its log, leaves a fore
   CHECK(by_hand.wait(20) == 0);
 }
 
-TEST_CASE("stop with a copy of the config at another path stops the nodes (issue 10)") {
+TEST_CASE("stop with a copy of the config at another path stops the nodes") {
   temp_dir dir;
   auto config = reference_config(dir.path());
   ::setenv("VIDLINE_STATE_DIR", (dir.path() + "/state").c_str(), 1);
@@ -194,7 +194,7 @@ TEST_CASE("stop with a copy of the config at another path stops the nodes (issue
   pid_t a = host_entry(started, "host_a")["pid"].get<pid_t>();
   pid_t b = host_entry(started, "host_b")["pid"].get<pid_t>();
   CHECK(host_entry(started, "host_b")["token"].get<std::string>().size() == 32);
-  // --mode auto as run takes it: every pool and decoder (issue 10).
+  // --mode auto as run takes it: every pool and decoder.
   CHECK(s.out.find("host_b: in mode auto it runs pool xtx, decoder rtx3080ti") != std::string::npos);
   CHECK(alive(a));
   CHECK(alive(b));

@@ -1,4 +1,4 @@
-// A pause is not a death (issue 16), with real node processes on loopback: three hosts,
+// A pause is not a death, with real node processes on loopback: three hosts,
 // the coordinator and the pools on host_a, a decoder on host_b and one on host_c. A host
 // is stopped with SIGSTOP for seconds, then continued; every host's ledger and output
 // folder is read afterwards: no job is decoded twice, whichever host was paused.

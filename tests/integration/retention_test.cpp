@@ -1,4 +1,4 @@
-// Retention (issue 15; docs/reliability.md, "Retention") with real nodes: a finished run
+// Retention (docs/reliability.md, "Retention") with real nodes: a finished run
 // leaves the coordinator's memory after finished_run_memory_s and status, runs, wait and
 // resume still answer for it from the journal; with journal_keep_finished_s it leaves the
 // journal too and the file gives the space back; a coordinator killed between deleting

@@ -111,7 +111,7 @@ TEST_CASE("a finished run: its Gantt chart, and a profile learned from it plans 
   CHECK(count(svg, "<title>job ") == stages);
   CHECK(count(svg, "class=\"now\"") == 0);  // a finished run: no now line
 
-  // Stage times are the stages' own stamps (issue 10): a decoder decodes one latent at a
+  // Stage times are the stages' own stamps: a decoder decodes one latent at a
   // time, so its decode spans never overlap; `times` agrees with `stages`; the stages of
   // a job follow each other.
   std::map<std::string, std::vector<std::pair<double, double>>> decodes;

@@ -168,7 +168,7 @@ TEST_CASE("coordinator: latents of decoded and unknown jobs are released, needed
                                                {sha_d, 10, "r1", 2}         // failed: resume
                                               })},
       2);
-  // A run neither held nor journaled (issue 15: kept for ever before) will never want it.
+  // A run neither held nor journaled (once kept for ever) will never want it.
   CHECK(released(fx, "a") == std::vector<std::string>{sha_a, sha_c});
   // The decoder's received copy of job 0's latent goes too; of job 1's it stays, and so
   // does one no job names (it may be a result not reported yet).

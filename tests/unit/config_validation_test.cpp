@@ -138,7 +138,7 @@ const std::vector<broken_case>& broken_cases() {
        "/hosts/0/collect_dir", "must be outside the host's data_dir"},
       {"address with scheme", [](json& j) { set(j, "/hosts/0/address", "tcp://127.0.0.1"); },
        "/hosts/0/address", "without scheme"},
-      {"address with a port (issue 10: probed as 127.0.0.1:46011:46011)",
+      {"address with a port (once probed as 127.0.0.1:46011:46011)",
        [](json& j) { set(j, "/hosts/0/address", "127.0.0.1:46011"); }, "/hosts/0/address",
        "host 'host_a' has address '127.0.0.1:46011', which carries a port (46011): give the "
        "address alone ('127.0.0.1'); ports are configured separately"},

@@ -1,7 +1,7 @@
 // The Gantt chart of a run (`vidline status RUN_ID --gantt`), read back from its SVG:
 // lanes in the configured order whatever ran first, waiting for a decoder drawn as waiting
 // (not as a handoff), failed attempts and host outages marked, the stages running now
-// drawn up to a "now" line (issue 10).
+// drawn up to a "now" line.
 #include <catch2/catch.hpp>
 
 #include <regex>

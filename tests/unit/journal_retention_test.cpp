@@ -1,4 +1,4 @@
-// The SQLite journal's retention (issue 15; docs/reliability.md, "Retention"): reads of one
+// The SQLite journal's retention (docs/reliability.md, "Retention"): reads of one
 // run and of the newest runs, the request id of a forgotten run, deletion that gives the
 // file's pages back (auto_vacuum=INCREMENTAL), and a journal created before that mode
 // switched by one VACUUM with its records kept.

@@ -1,5 +1,5 @@
 // Runs side by side on the reference cluster (sim profile, virtual clock): the scheduler
-// shares the line among every open run (issue 12, "A queue, not a batch").
+// shares the line among every open run (docs/design.md, "The queue").
 #include <catch2/catch.hpp>
 
 #include <map>

@@ -1,4 +1,4 @@
-// Retry backoff (issue 15, found by the 10-hour soak): a stage that failed transiently is
+// Retry backoff (found by the 10-hour soak): a stage that failed transiently is
 // not ordered again before now + a backoff that doubles per failure in a row, so a disk
 // full for a second or two no longer spends every attempt of the jobs sampled meanwhile;
 // the pool takes other jobs meanwhile and the job is ordered once its backoff is over.

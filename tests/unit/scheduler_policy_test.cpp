@@ -192,7 +192,7 @@ TEST_CASE("in_turn: a job whose home pool's host went down goes to a free pool")
   REQUIRE(j0->pool == "a1");
   REQUIRE(j1->pool == "c1");
   sched::step(s, sched::ev_peer{"c", false}, 1);
-  // Its home is gone, but c1 holds a lease on it (issue 16): the job stays until it ends.
+  // Its home is gone, but c1 holds a lease on it: the job stays until it ends.
   CHECK(j1->state == sched::job_state::sampling);
   CHECK(j1->pool == "c1");
   sched::step(s, sched::ev_tick{}, s.p.lease_s + 0.5);

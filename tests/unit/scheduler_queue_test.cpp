@@ -1,4 +1,4 @@
-// The queue (issue 12): runs side by side share the line by priority then submission
+// The queue: runs side by side share the line by priority then submission
 // order; in_turn's rotation is over the queue; cancel stops queued and in-flight work;
 // jobs added to an open run; all of it journaled (records) and rebuilt after a restart.
 #include <catch2/catch.hpp>

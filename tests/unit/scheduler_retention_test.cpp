@@ -1,4 +1,4 @@
-// Retention (issue 15): a finished run leaves the scheduler's state finished_run_memory_s
+// Retention: a finished run leaves the scheduler's state finished_run_memory_s
 // after it finished, and the journal journal_keep_finished_s after (fx_drop_runs); the
 // index stays consistent, a late message naming a forgotten run's job is acknowledged and
 // counted and brings nothing back, forgetting moves no job's home, and a resume recalls a

@@ -1,4 +1,4 @@
-// Stage times in the status come from the stages' own stamps (issue 10): the coordinator's
+// Stage times in the status come from the stages' own stamps: the coordinator's
 // scheduler and a real decoder machine on virtual time, results reaching the coordinator
 // late (as they do, with the next status report). Rebuilt from when results arrive, the
 // decodes of one decoder overlapped; stamped, they never do, and `times` agrees with

@@ -1,4 +1,4 @@
-// Live refinement (issue 13): the coordinator folds the sampling times its pools' results
+// Live refinement: the coordinator folds the sampling times its pools' results
 // show into a speed factor per pool, and the auto policy plans with it, so a pool that runs
 // slower than its profile (a hot RX 7900 XTX) gets fewer of the remaining jobs.
 #include <catch2/catch.hpp>
