@@ -92,7 +92,7 @@ struct job_spec {
   std::string prompt_sha256;   ///< conditioning cache key
   std::string reference;       ///< optional reference image contents' path on the coordinator host
   /// The output file's stem (a shot's `name`, "-take-N" added with takes); "" = the
-  /// decoder's own job-<index>-<seed>. A safe name (files::is_safe_name, at most 80).
+  /// decoder's own job-<index>-<seed>. A safe name (names::is_safe_name, at most 80).
   std::string name;
   /// SHA-256 (hex) of the reference image's contents as `vidline run` read them ("" = no
   /// reference, or a client older than it): part of the job's record and its index line.
