@@ -35,7 +35,7 @@
 #include "nodes/run_collection.hpp"
 #include "nodes/exit_codes.hpp"
 #include "nodes/journal_sqlite.hpp"
-#include "nodes/keygen.hpp"
+#include "nodes/keys.hpp"
 #include "nodes/node_lock.hpp"
 #include "nodes/node_log.hpp"
 #include "nodes/inputs.hpp"

@@ -21,7 +21,7 @@
 #include "common/sha256.hpp"
 #include "messages/messages.hpp"
 #include "nodes/client.hpp"
-#include "nodes/keygen.hpp"
+#include "nodes/keys.hpp"
 
 namespace vidline::nodes {
 namespace {
