@@ -217,6 +217,36 @@ bool read_shot(const json& j, const std::string& where, msg::shot& s, api_error&
   return true;
 }
 
+/// The batch fields a shot list replaces: each shot has its own.
+const std::vector<std::string> batch_fields{"prompt", "width", "height", "seconds", "count",
+                                           "seed"};
+
+/// The `shots` of a body (POST /v1/runs, POST /v1/runs/{id}/jobs): a non-empty array of
+/// shots read as read_shot reads them, with none of the batch fields beside it (`form`
+/// begins the message that says so: "a shot list ('shots') comes").
+bool read_shots(const json& doc, const std::string& form, std::vector<msg::shot>& out,
+                api_error& err) {
+  for (auto& k : batch_fields)
+    if (doc.contains(k)) {
+      err = {400, "field '" + k + "': " + form + " without prompt, width, height, seconds, "
+                                                 "count and seed (each shot has its own)"};
+      return false;
+    }
+  const json& shots = doc["shots"];
+  if (!shots.is_array() || shots.empty()) {
+    err = {400, "field 'shots' must be a non-empty array of shots, got " +
+                    (shots.is_array() ? std::string("an empty array") : type_of(shots))};
+    return false;
+  }
+  for (std::size_t i = 0; i < shots.size(); ++i) {
+    msg::shot s;
+    if (!read_shot(shots[i], "shots[" + std::to_string(i) + "].", s, err))
+      return false;
+    out.push_back(std::move(s));
+  }
+  return true;
+}
+
 /// The batch fields `vidline run` and `vidline submit` share: prompt, width, height,
 /// seconds, count, seed, and the optional reference and request_id.
 template <class Request>
@@ -247,8 +277,6 @@ bool read_batch(const json& doc, Request& r, api_error& err) {
 } // namespace
 
 std::optional<msg::submit_run> parse_submit(const std::string& body, api_error& err) {
-  static const std::vector<std::string> uniform{"prompt", "width", "height", "seconds",
-                                                "count", "seed"};
   auto doc = read_body(body, {"mode"},
                        {"prompt", "width", "height", "seconds", "count", "seed", "shots",
                         "reference", "reference_sha256", "request_id", "priority", "rerender"},
@@ -260,31 +288,15 @@ std::optional<msg::submit_run> parse_submit(const std::string& body, api_error& 
     return std::nullopt;
   if (doc->contains("shots")) {
     // A shot list: each shot has its own prompt, size and seed.
-    for (auto& k : uniform)
-      if (doc->contains(k)) {
-        err = {400, "field '" + k + "': a shot list ('shots') comes without prompt, width, "
-                                    "height, seconds, count and seed (each shot has its own)"};
-        return std::nullopt;
-      }
-    const json& shots = (*doc)["shots"];
-    if (!shots.is_array() || shots.empty()) {
-      err = {400, "field 'shots' must be a non-empty array of shots, got " +
-                      (shots.is_array() ? std::string("an empty array") : type_of(shots))};
+    if (!read_shots(*doc, "a shot list ('shots') comes", r.shots, err))
       return std::nullopt;
-    }
-    for (std::size_t i = 0; i < shots.size(); ++i) {
-      msg::shot s;
-      if (!read_shot(shots[i], "shots[" + std::to_string(i) + "].", s, err))
-        return std::nullopt;
-      r.shots.push_back(std::move(s));
-    }
     if (doc->contains("reference") && !(*doc)["reference"].is_null() &&
         !read_text(*doc, "reference", r.reference, err))
       return std::nullopt;
     if (doc->contains("request_id") && !read_text(*doc, "request_id", r.request_id, err))
       return std::nullopt;
   } else {
-    if (!check_fields(*doc, uniform,
+    if (!check_fields(*doc, batch_fields,
                       {"mode", "reference", "reference_sha256", "request_id", "priority", "rerender"},
                       err) ||
         !read_batch(*doc, r, err))
@@ -310,8 +322,6 @@ std::optional<msg::submit_run> parse_submit(const std::string& body, api_error& 
 
 std::optional<msg::submit_jobs> parse_add_jobs(const std::string& run_id, const std::string& body,
                                                api_error& err) {
-  static const std::vector<std::string> batch{"prompt", "width", "height", "seconds", "count",
-                                              "seed"};
   auto doc = read_body(body, {},
                        {"prompt", "width", "height", "seconds", "count", "seed", "shots",
                         "reference", "reference_sha256", "request_id"}, err);
@@ -321,24 +331,8 @@ std::optional<msg::submit_jobs> parse_add_jobs(const std::string& run_id, const 
   r.run_id = run_id;
   if (doc->contains("shots")) {
     // The shot form, as POST /v1/runs takes it (names included).
-    for (auto& k : batch)
-      if (doc->contains(k)) {
-        err = {400, "field '" + k + "': shots ('shots') come without prompt, width, height, "
-                                    "seconds, count and seed (each shot has its own)"};
-        return std::nullopt;
-      }
-    const json& shots = (*doc)["shots"];
-    if (!shots.is_array() || shots.empty()) {
-      err = {400, "field 'shots' must be a non-empty array of shots, got " +
-                      (shots.is_array() ? std::string("an empty array") : type_of(shots))};
+    if (!read_shots(*doc, "shots ('shots') come", r.shots, err))
       return std::nullopt;
-    }
-    for (std::size_t i = 0; i < shots.size(); ++i) {
-      msg::shot s;
-      if (!read_shot(shots[i], "shots[" + std::to_string(i) + "].", s, err))
-        return std::nullopt;
-      r.shots.push_back(std::move(s));
-    }
     if (doc->contains("request_id") && !read_text(*doc, "request_id", r.request_id, err))
       return std::nullopt;
     if (doc->contains("reference") || doc->contains("reference_sha256")) {
@@ -347,7 +341,7 @@ std::optional<msg::submit_jobs> parse_add_jobs(const std::string& run_id, const 
     }
     return r;
   }
-  if (!check_fields(*doc, batch, {"reference", "reference_sha256", "request_id"}, err) ||
+  if (!check_fields(*doc, batch_fields, {"reference", "reference_sha256", "request_id"}, err) ||
       !read_batch(*doc, r, err))
     return std::nullopt;
   if (!read_digest(*doc, "reference_sha256", r.reference_sha256, err))
