@@ -52,4 +52,10 @@ std::string rotated_name(const std::string& path, int n);
 /// whether it rotated; never throws (a log that cannot be rotated is left as it is).
 bool cap_appended_log(const std::string& path, uint64_t max_bytes, int keep);
 
+/// Copies `from` to `dest` durably (a `.part` file hashed as it is written, fsynced,
+/// renamed, the directory fsynced) when its bytes hash to `sha`: "" on success (`bytes` its
+/// size), else why not (nothing left at `dest`).
+std::string copy_verified(const std::string& from, const std::string& sha, const std::string& dest,
+                          uint64_t& bytes);
+
 } // namespace vidline::files
