@@ -261,7 +261,7 @@ TEST_CASE("worker warm start off for the encoder's and decoder's backend: their 
   }
 }
 
-TEST_CASE("a decoder on a pool's GPU does not warm at start; one on a GPU of its own does", "[config]") {
+TEST_CASE("a decoder on a pool's GPU does not warm at start, one on a GPU of its own does", "[config]") {
   temp_dir dir;
   auto cluster = config::load(write_config(dir.path()));
   REQUIRE(cluster.decoders.size() == 1);
