@@ -1502,55 +1502,12 @@ struct stepper {
     }
   }
 
-  /// Whether job j is better left to wait for another pool than loaded on pool p, which
-  /// holds another model and would take k (of p's model) instead. Loading j's model costs
-  /// p the load now and, k still queued, the load back: p is through j, then k, at
-  /// now + cold(j) + cold(k). Waiting, p is through k at once, warm, and j is through on
-  /// another pool of the run's mode, one that will hold j's model when its current job is
-  /// done (it runs a job of that model, or idles holding it), at its end + warm(j). Wait
-  /// when that is no later. Estimates from the policy (no conditioning, the pools'
-  /// observed speeds); a pool whose current job the policy cannot estimate does not count.
-  bool held_sooner_elsewhere(const run& r, const job& j, uint32_t p_id, const job& k,
-                             const dispatch_policy& policy) {
-    const pool_view& p = *s.idx.pool_views[p_id];
-    auto cold_j = policy.expected_sampling(p.kind, j.spec, true);
-    auto cold_k = policy.expected_sampling(p.kind, k.spec, true);
-    auto ids = s.idx.mode_ids.find(r.mode);
-    if (!cold_j || !cold_k || ids == s.idx.mode_ids.end())
-      return false;
-    const double p_done = now + (*cold_j + *cold_k) * p.speed_factor;
-    for (uint32_t id : ids->second) {
-      const pool_view& q = *s.idx.pool_views[id];
-      if (id == p_id || s.idx.unavailable_flag[id] || !pool_may_take(q, j))
-        continue;
-      double free_at = now;
-      if (q.assigned) {
-        const run* ar = s.find_run(q.assigned->first);
-        if (ar == nullptr || q.assigned->second >= ar->jobs.size())
-          continue;
-        const msg::job_spec& current = ar->jobs[q.assigned->second].spec;
-        auto e = policy.expected_sampling(q.kind, current, !warm_for(q, current));
-        if (current.model != j.spec.model || !e)
-          continue;
-        free_at = std::max(now, q.ordered_at + *e * q.speed_factor);
-      } else if (!warm_for(q, j.spec) || q.reported_busy != 0) {
-        continue;
-      }
-      auto warm = policy.expected_sampling(q.kind, j.spec, false);
-      if (warm && free_at + *warm * q.speed_factor <= p_done)
-        return true;
-    }
-    return false;
-  }
-
   /// Model affinity: a pool holds one model, and loading another costs a cold stage. When
   /// the policy sends job j to pool p and p holds another model, a free pool of p's kind
-  /// that holds j's model takes j instead. Otherwise p keeps to its model while jobs of it
-  /// are queued: it takes the lowest queued job of the run of j's size whose model it
-  /// holds, or of any size when j is better left to another pool that will hold its model
-  /// (held_sooner_elsewhere). A job passed over this way goes once it has been for
-  /// params::model_wait_s, and p switches to its model, unless it is still better left to
-  /// that other pool; after twice model_wait_s it goes regardless.
+  /// that holds j's model takes j instead; otherwise p takes the lowest queued job of the
+  /// run of j's size whose model it holds, so a pool keeps to one model while its jobs last,
+  /// unless j has been passed over this way for params::model_wait_s: then j goes, and p
+  /// switches.
   void by_model(run& r, std::size_t rp, assignment& a, const std::vector<uint32_t>& free,
                 const dispatch_policy& policy) {
     job& j = r.jobs[a.job];
@@ -1568,39 +1525,24 @@ struct stepper {
     double wait = s.p.model_wait_s;
     if (wait < 0)
       wait = policy.expected_sampling(p.kind, j.spec, true).value_or(default_model_wait_s);
+    if (j.passed_over_at >= 0 && now - j.passed_over_at >= wait)
+      return;  // it has waited its turn: p switches to its model
     auto m = s.idx.runs[rp].queued_by_model.find(p.model);
     if (m == s.idx.runs[rp].queued_by_model.end() || wait <= 0)
       return;
-    const double passed = j.passed_over_at >= 0 ? now - j.passed_over_at : -1;
-    if (passed >= 2 * wait)
-      return;  // it has waited long enough whatever else holds its model: p switches
-    // The job of p's model p would take instead: of j's size, else the lowest of any.
-    const job* same = nullptr;
-    const job* any = nullptr;
     std::size_t looked = 0;
     for (uint32_t i : m->second) {
       if (++looked > max_model_scan)
         break;
       const job& k = r.jobs[i];
-      if (k.retry_at >= 0 || !pool_may_take(p, k))
-        continue;
-      if (any == nullptr)
-        any = &k;
-      if (k.spec.width == j.spec.width && k.spec.height == j.spec.height
-          && k.spec.seconds == j.spec.seconds) {
-        same = &k;
-        break;
+      if (k.retry_at < 0 && k.spec.width == j.spec.width && k.spec.height == j.spec.height
+          && k.spec.seconds == j.spec.seconds && pool_may_take(p, k)) {
+        if (j.passed_over_at < 0)
+          j.passed_over_at = now;
+        a.job = i;
+        return;
       }
     }
-    const job* k = same != nullptr ? same : any;
-    if (k == nullptr)
-      return;
-    const bool waited = passed >= wait;
-    if ((waited || same == nullptr) && !held_sooner_elsewhere(r, j, a.pool, *k, policy))
-      return;  // p switches to j's model
-    if (j.passed_over_at < 0)
-      j.passed_over_at = now;
-    a.job = static_cast<uint32_t>(k - r.jobs.data());
   }
 
   void order_sample(run& r, std::size_t rp, job& j, pool_view& p) {
