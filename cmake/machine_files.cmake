@@ -17,6 +17,7 @@ set(VIDLINE_SHELL_HELPERS
     actors/context                    # the node's clock and randomness, handed to every actor
     actors/outbox                     # how actors reach actors: CAF handles
     actors/worker                     # runs a blocking stage on a detached CAF actor
+    actors/warm_start                 # loads an encoder's or decoder's model on a thread of its own
     actors/inputs                     # fetches and verifies a job's input files
     actors/coordinator/dispatch_setup # reads the timing profile; logs what it cannot use
     actors/coordinator/admission      # checks a submit with dispatch_setup's helpers
