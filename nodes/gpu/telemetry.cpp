@@ -38,6 +38,11 @@ constexpr unsigned long long nvml_event_xid_critical = 0x8;  // nvmlEventTypeXid
 constexpr int max_events_per_reading = 256;
 struct nvml_utilization { unsigned gpu, memory; };
 struct nvml_memory { unsigned long long total, free, used; };
+/// nvmlMemory_v2_t: `used` leaves out the driver's reserved memory, as nvidia-smi's
+/// memory.used does (the v1 call counts it: ~480 MiB on an idle H100 with nothing running).
+struct nvml_memory_v2 { unsigned version; unsigned long long total, reserved, free, used; };
+/// NVML_STRUCT_VERSION(Memory, 2).
+constexpr unsigned nvml_memory_v2_version = static_cast<unsigned>(sizeof(nvml_memory_v2)) | (2u << 24);
 /// nvmlProcessInfo_t of the _v2/_v3 calls (the unversioned call's lacks the last two).
 struct nvml_process { unsigned pid; unsigned long long used_memory; unsigned gpu_instance, compute_instance; };
 struct nvml_process_v1 { unsigned pid; unsigned long long used_memory; };
@@ -113,6 +118,7 @@ struct reader::nvml_lib {
   nvml_return (*energy)(nvml_device, unsigned long long*) = nullptr;
   nvml_return (*utilization)(nvml_device, nvml_utilization*) = nullptr;
   nvml_return (*memory)(nvml_device, nvml_memory*) = nullptr;
+  nvml_return (*memory_v2)(nvml_device, nvml_memory_v2*) = nullptr;
   nvml_return (*clock)(nvml_device, int, unsigned*) = nullptr;
   nvml_return (*throttle)(nvml_device, unsigned long long*) = nullptr;
   nvml_return (*ecc)(nvml_device, int, int, unsigned long long*) = nullptr;
@@ -210,6 +216,7 @@ reader::reader(reader_options o) : nv_(std::make_unique<nvml_lib>()), o_(std::mo
   n.energy = sym<decltype(n.energy)>(n.handle, "nvmlDeviceGetTotalEnergyConsumption");
   n.utilization = sym<decltype(n.utilization)>(n.handle, "nvmlDeviceGetUtilizationRates");
   n.memory = sym<decltype(n.memory)>(n.handle, "nvmlDeviceGetMemoryInfo");
+  n.memory_v2 = sym<decltype(n.memory_v2)>(n.handle, "nvmlDeviceGetMemoryInfo_v2");
   n.clock = sym<decltype(n.clock)>(n.handle, "nvmlDeviceGetClockInfo");
   n.throttle = sym<decltype(n.throttle)>(n.handle, "nvmlDeviceGetCurrentClocksThrottleReasons");
   n.ecc = sym<decltype(n.ecc)>(n.handle, "nvmlDeviceGetTotalEccErrors");
@@ -331,8 +338,13 @@ msg::gpu_sample reader::read_nvml(int index, double unix_now) {
   nvml_utilization util{};
   if (n.utilization && ok(n.utilization(d, &util)))
     g.utilization = util.gpu;
+  nvml_memory_v2 mem2{};
+  mem2.version = nvml_memory_v2_version;
   nvml_memory mem{};
-  if (n.memory && ok(n.memory(d, &mem))) {
+  if (n.memory_v2 && ok(n.memory_v2(d, &mem2))) {
+    g.memory_used_mib = static_cast<double>(mem2.used) / (1 << 20);
+    g.memory_total_mib = static_cast<double>(mem2.total) / (1 << 20);
+  } else if (n.memory && ok(n.memory(d, &mem))) {
     g.memory_used_mib = static_cast<double>(mem.used) / (1 << 20);
     g.memory_total_mib = static_cast<double>(mem.total) / (1 << 20);
   }

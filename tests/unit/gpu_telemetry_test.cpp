@@ -88,12 +88,27 @@ struct old_sample {
 
 } // namespace
 
+TEST_CASE("nvml: memory used as nvidia-smi shows it, the driver's reserved memory left out") {
+  scratch s;
+  cards(s, "count 2\n"
+           "0 memory_used_mib 0\n0 memory_total_mib 81559\n0 memory_reserved_mib 480\n"
+           "1 memory_used_mib 883\n1 memory_total_mib 81559\n1 memory_reserved_mib 480\n"
+           "1 no_memory_v2 1\n");
+  nodes::gpu::reader r(nvml_only(FAKE_NVML));
+  REQUIRE(r.nvml());
+  auto got = r.read({}, 1000);
+  REQUIRE(got.size() == 2);
+  CHECK(got[0].memory_used_mib == Approx(0));  // the v2 call: as nvidia-smi
+  CHECK(got[0].memory_total_mib == Approx(81559));
+  CHECK(got[1].memory_used_mib == Approx(883 + 480));  // an older driver: v1, reserved counted
+}
+
 TEST_CASE("nvml: every field read, cards the config does not name listed after those it does") {
   scratch s;
   cards(s, "count 2\n"
            "0 temperature 71\n0 slowdown 90\n0 power_w 245.5\n0 energy_j 123456.789\n"
            "0 utilization 97\n0 memory_used_mib 30000\n0 memory_total_mib 81559\n"
-           "0 sm_clock_mhz 1980\n0 memory_clock_mhz 2619\n0 throttle 4\n"
+           "0 memory_reserved_mib 480\n0 sm_clock_mhz 1980\n0 memory_clock_mhz 2619\n0 throttle 4\n"
            "0 ecc_uncorrected 0\n0 ecc_corrected 3\n0 pcie_gen 5\n0 pcie_width 16\n"
            "0 memory_temperature 80\n0 process 4242 3072\n"
            "1 temperature 40\n");

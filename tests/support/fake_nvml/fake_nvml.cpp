@@ -228,13 +228,35 @@ int nvmlDeviceGetUtilizationRates(void* d, utilization* u) {
   u->memory = 0;
   return field(d, "utilization", &u->gpu);
 }
+// As the driver does: the v1 call's `used` counts the reserved memory, v2's does not
+// (memory_used_mib is v2's, what nvidia-smi shows). "no_memory_v2 1" hides the v2 call's
+// answer (an older driver).
 struct memory { unsigned long long total, free, used; };
 int nvmlDeviceGetMemoryInfo(void* d, memory* m) {
   int r = field(d, "memory_total_mib", &m->total, 1 << 20);
   if (r != ok)
     return r;
   r = field(d, "memory_used_mib", &m->used, 1 << 20);
+  unsigned long long reserved = 0;
+  field(d, "memory_reserved_mib", &reserved, 1 << 20);
+  m->used += reserved;
   m->free = m->total - m->used;
+  return r;
+}
+struct memory_v2 { unsigned version; unsigned long long total, reserved, free, used; };
+int nvmlDeviceGetMemoryInfo_v2(void* d, memory_v2* m) {
+  unsigned hidden = 0;
+  if (field(d, "no_memory_v2", &hidden) == ok && hidden != 0)
+    return not_supported;
+  if (m->version != (static_cast<unsigned>(sizeof(memory_v2)) | (2u << 24)))
+    return 25;  // NVML_ERROR_ARGUMENT_VERSION_MISMATCH
+  int r = field(d, "memory_total_mib", &m->total, 1 << 20);
+  if (r != ok)
+    return r;
+  r = field(d, "memory_used_mib", &m->used, 1 << 20);
+  m->reserved = 0;
+  field(d, "memory_reserved_mib", &m->reserved, 1 << 20);
+  m->free = m->total - m->used - m->reserved;
   return r;
 }
 int nvmlDeviceGetClockInfo(void* d, int type, unsigned* mhz) {
