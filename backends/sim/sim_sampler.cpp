@@ -134,7 +134,7 @@ stage_result sim_sampler::run(const msg::job_spec& job, const std::string& condi
   // The steps, each ended at its time on the stage clock; a checkpoint at the first step
   // boundary checkpoint_interval_s after the last one, and at once when asked to make way.
   const bool saves = env.checkpoint && !env.checkpoint_dir.empty();
-  double saved_at = 0;  // stage-clock seconds of the last checkpoint (or the start)
+  double saved_at = load_s;  // stage-clock seconds of the last checkpoint (or the first step)
   auto save = [&](uint32_t step) {
     const std::string file = env.checkpoint_dir + "/step-" + std::to_string(step);
     files::write_atomic(file, checkpoint_text(key, step, sim_steps));
@@ -168,7 +168,7 @@ stage_result sim_sampler::run(const msg::job_spec& job, const std::string& condi
       warm_ = true;
       return r;
     }
-    if (env.checkpoint_interval_s > 0 && end_s - saved_at >= env.checkpoint_interval_s) {
+    if (env.checkpoint_interval_s > 0 && end_s - saved_at >= env.checkpoint_interval_s - 1e-9) {
       if (save(step))
         saved_at = end_s;
     }
