@@ -15,6 +15,7 @@ struct totals {
       unfinished = 0, failed = 0, resampled = 0, faults = 0, kills = 0, stops = 0,
       crash_exits = 0, backend_faults = 0, link_cuts = 0, full_disks = 0, fenced = 0,
       reported_twice = 0;
+  double gpu_s_paid_twice = 0;
   std::vector<uint64_t> bad_seeds;
   void add(const chaos::verdict& v) {
     ++scenarios;
@@ -35,6 +36,7 @@ struct totals {
     full_disks += v.full_disks;
     fenced += v.fenced;
     reported_twice += v.reported_twice;
+    gpu_s_paid_twice += v.gpu_s_paid_twice;
     if (!v.ok())
       bad_seeds.push_back(v.seed);
   }
@@ -97,5 +99,8 @@ TEST_CASE("chaos: campaign of CHAOS_SCENARIOS scenarios", "[.campaign]") {
   std::printf("RESULT chaos_resampled %d latents target -\n", t.resampled);
   std::printf("RESULT chaos_fenced %d products target -\n", t.fenced);
   std::printf("RESULT chaos_done_twice_per_status %d stages target -\n", t.reported_twice);
+  std::printf("RESULT chaos_gpu_s_paid_twice %.1f gpu_s target -\n", t.gpu_s_paid_twice);
+  std::printf("RESULT chaos_gpu_s_paid_twice_per_fault %.1f gpu_s target -\n",
+              t.faults > 0 ? t.gpu_s_paid_twice / t.faults : 0.0);
   check(t);
 }

@@ -41,6 +41,9 @@ struct verdict {
   int duplicated = 0;    ///< a job decoded to completion more than once (ledgers or files)
   int reported_twice = 0;  ///< stages done twice as the run's status counts them
   int fenced = 0;        ///< products removed unpublished: their lease had ended (info)
+  /// GPU-seconds of sampling paid twice as the run's status counts them (run clock): the
+  /// work redone after faults, from each lost attempt's newest checkpoint.
+  double gpu_s_paid_twice = 0;
   int corrupt = 0;       ///< a video file whose contents break the contract
   int unfinished = 0;    ///< the run did not end within the deadline
   int resampled = 0;     ///< a latent sampled again after it was finished (info)
@@ -59,7 +62,8 @@ struct verdict {
     o << "seed " << seed << ": " << succeeded << "/" << jobs << " ok, lost " << lost
       << ", duplicated " << duplicated << ", corrupt " << corrupt << ", unfinished "
       << unfinished << ", failed " << failed << ", resampled " << resampled << ", fenced "
-      << fenced << ", done twice per status " << reported_twice << ", faults "
+      << fenced << ", done twice per status " << reported_twice << ", GPU-s paid twice "
+      << gpu_s_paid_twice << ", faults "
       << faults << " (kill -9 " << kills << ", stop " << stops << ", crash points fired "
       << crash_exits << ", backend crashes/hangs " << backend_faults << ", link cuts "
       << link_cuts << ", full disks " << full_disks << ")";
@@ -425,6 +429,8 @@ private:
     }
     if (st.contains("summary") && st["summary"].contains("done_twice"))
       v.reported_twice = st["summary"]["done_twice"].get<int>();
+    if (st.contains("summary") && st["summary"].contains("gpu_s_paid_twice"))
+      v.gpu_s_paid_twice = st["summary"]["gpu_s_paid_twice"].get<double>();
     std::map<int, std::string> reported;
     if (st.contains("jobs"))
       for (auto& j : st["jobs"])
