@@ -183,7 +183,7 @@ TEST_CASE("sim: a fault at a late step resumes from the newest checkpoint; GPU t
     // the step that was running.
     CHECK(job.gpu_s_redone <= (w.interval + step_s) * gpus + 1e-6);
     CHECK(job.gpu_s_redone == Approx((w.sampled_s - stage_s) * gpus).margin(1e-6));
-    CHECK(job.resumed_step > 0 || w.crash_step * step_s < w.interval + step_s);
+    CHECK((job.resumed_step > 0 || w.crash_step * step_s < w.interval + step_s));
     CHECK(job.checkpoints.empty());  // its latent made: released
   }
 }

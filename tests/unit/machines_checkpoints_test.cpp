@@ -94,7 +94,14 @@ struct line {
     r.end_unix_s = end;
     r.checkpoints = std::move(cs);
     r.bad_checkpoint = std::move(bad);
-    return step(sched::ev_sample_result{r}, end);
+    // As a pool sends it: in its next report, idle again.
+    msg::pool_status st;
+    st.pool = pool;
+    st.host = r.host;
+    st.epoch = 1;
+    st.seq = ++seq[pool];
+    st.unacked.push_back(r);
+    return step(sched::ev_pool_status{st}, end);
   }
 
   void submit(const std::string& id, uint32_t jobs, double t, int32_t priority = 0) {
