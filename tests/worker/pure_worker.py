@@ -1,7 +1,9 @@
 #!/usr/bin/python3
 """A worker in pure Python for the checkpoint protocol's tests: `steps` Euler-like steps
 over a list of floats from the job's seed, a checkpoint when vidline_worker says one is
-due (JSON of the list), resumed from one when the request says so."""
+due (JSON of the list), resumed from one when the request says so. With
+PURE_FOREIGN_CHECKPOINT set it first names that file (outside its checkpoint folder) as a
+checkpoint, which the node must refuse."""
 
 import json
 import os
@@ -26,6 +28,9 @@ class Pure(vw.Worker):
         if os.environ.get("PURE_EVERY"):
             ck.every_steps = int(os.environ["PURE_EVERY"])
         start, x = ck.resume(lambda p: json.load(open(p)))
+        foreign = os.environ.get("PURE_FOREIGN_CHECKPOINT")
+        if foreign and ck.can_save:
+            ck._send(type="checkpoint", id=req.id, step=1, steps=steps, file=foreign)
         if x is None:
             rng = random.Random(int(req.job["seed"]))
             x = [rng.gauss(0, 1) for _ in range(64)]
