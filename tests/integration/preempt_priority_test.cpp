@@ -43,7 +43,7 @@ std::string submit(const std::string& dir, const std::string& config, const std:
 
 } // namespace
 
-TEST_CASE("preemption: a priority shot starts within a checkpoint interval; the long job "
+TEST_CASE("preemption: a priority shot starts within a checkpoint interval, the long job "
           "resumes from its checkpoint",
           "[checkpoint]") {
   temp_dir dir("vl-preempt");

@@ -134,7 +134,7 @@ struct world {
 
 } // namespace
 
-TEST_CASE("sim: a fault at a late step resumes from the newest checkpoint; GPU time paid "
+TEST_CASE("sim: a fault at a late step resumes from the newest checkpoint, GPU time paid "
           "twice is at most one checkpoint interval and a step") {
   for (uint64_t seed = 1; seed <= 200; ++seed) {
     std::mt19937_64 rng(seed);

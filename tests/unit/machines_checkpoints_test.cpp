@@ -158,7 +158,7 @@ bool has(const std::vector<std::string>& v, const std::string& x) {
 
 } // namespace
 
-TEST_CASE("checkpoints: journaled as reported; a lost attempt resumes from the newest, "
+TEST_CASE("checkpoints: journaled as reported, a lost attempt resumes from the newest, "
           "paying twice only the work since it") {
   line l({{"p0", "a", "k"}, {"p1", "c", "k"}});
   l.report("p0", 0);
@@ -327,7 +327,7 @@ TEST_CASE("checkpoints: what a host holds is kept, adopted or released") {
 }
 
 TEST_CASE("preemption: a job of a higher priority by the gap makes a sampling job with a "
-          "recent checkpoint stop; it resumes from it later; never thrashing") {
+          "recent checkpoint stop, it resumes from it later, never thrashing") {
   line l({{"p0", "a", "k"}});
   l.s.p.checkpoint_interval_s = 60;
   SECTION("off by default") {
@@ -379,7 +379,7 @@ TEST_CASE("preemption: a job of a higher priority by the gap makes a sampling jo
   }
 }
 
-TEST_CASE("pool machine: checkpoints reported in status and result; preempt asked once") {
+TEST_CASE("pool machine: checkpoints reported in status and result, preempt asked once") {
   pooling::state p;
   p.pool = "p0";
   p.host = "a";

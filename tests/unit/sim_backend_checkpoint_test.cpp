@@ -80,7 +80,7 @@ stage_env env_for(const temp_dir& d, const std::string& out, saved& s, double in
 
 } // namespace
 
-TEST_CASE("sim checkpoints: at the interval; a resume runs the steps after it and makes the "
+TEST_CASE("sim checkpoints: at the interval, a resume runs the steps after it and makes the "
           "same latent") {
   temp_dir d;
   auto prof = small_profile();
