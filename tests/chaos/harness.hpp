@@ -321,6 +321,11 @@ private:
     }
     testing_support::add_keys(cfg, dir_);
     cfg["backends"]["sim"]["time_scale"] = 0.004;
+    // CHAOS_TIME_SCALE: another sim clock (real seconds per run-clock second), e.g. to
+    // measure GPU time paid twice with the liveness and lease delays (real seconds) a
+    // smaller share of a stage.
+    if (const char* ts = std::getenv("CHAOS_TIME_SCALE"); ts != nullptr && *ts != '\0')
+      cfg["backends"]["sim"]["time_scale"] = std::strtod(ts, nullptr);
     // A mode decoding on both hosts: a decode given up on can be done again elsewhere.
     cfg["modes"]["four_b_plus_two"] = {{"pools", {"four_a"}},
                                        {"decoders", {"rtx3080ti", "t10_a"}}};
