@@ -2,8 +2,8 @@
 
 #include <cmath>
 
-#include "common/files.hpp"
-#include "common/sha256.hpp"
+#include "common/digest.hpp"
+#include "common/names.hpp"
 #include "common/text.hpp"
 
 namespace vidline::actors::inbound {
@@ -20,7 +20,7 @@ void repair_seconds(double& s) {
 }
 
 std::string name_problem(const char* what, const std::string& name) {
-  if (files::is_safe_name(name))
+  if (names::is_safe_name(name))
     return "";
   return std::string(what) + " is not a safe name (1-128 characters of A-Z a-z 0-9 _ . -, "
          "not starting with '.' or '-')";
@@ -73,7 +73,7 @@ std::string check_job(const msg::job_spec& j, const config::knobs& k) {
   if (!is_sha256_hex(j.prompt_sha256))
     return "prompt_sha256 is not 64 lowercase hex digits";
   // The output file's stem: a shot's name with "-take-N" (at most 64 + 10 characters).
-  if (!j.name.empty() && !files::is_safe_name(j.name, 80))
+  if (!j.name.empty() && !names::is_safe_name(j.name, 80))
     return "name is not a safe file stem";
   if (!j.reference_sha256.empty() && !is_sha256_hex(j.reference_sha256))
     return "reference_sha256 is not 64 lowercase hex digits";
@@ -128,7 +128,7 @@ std::string check_verdict(const msg::verdict_index& v, const std::string& output
   const std::string dir = outputs_dir + "/" + v.run_id + "/";
   if (v.output.size() <= dir.size() || v.output.compare(0, dir.size(), dir) != 0)
     return "output is not in the run's output directory " + dir;
-  if (!files::is_safe_name(std::string_view(v.output).substr(dir.size()), 255))
+  if (!names::is_safe_name(std::string_view(v.output).substr(dir.size()), 255))
     return "output's file name is not a safe name";
   if (!is_sha256_hex(v.output_sha256))
     return "output_sha256 is not 64 lowercase hex digits";

@@ -5,7 +5,7 @@
 /// journal records. Pure: no I/O.
 ///
 /// - Orders (sample_order, decode_order) are refused unless every name is a safe name
-///   (files::is_safe_name), every digest 64 lowercase hex digits, the prompt valid UTF-8
+///   (names::is_safe_name), every digest 64 lowercase hex digits, the prompt valid UTF-8
 ///   within knobs.max_prompt_bytes, the size within the bounds a submit is held to, and
 ///   the reference, if any, an absolute path without "..".
 /// - Results and status reports (sample_result, decode_result, pool_status,

@@ -70,8 +70,10 @@ struct stage_result {
   std::string model_identity;
 };
 
-/// A load before the first job (config backend `warm_start`): the model of the backend's
-/// default workflow, on the owner's devices.
+/// A load before the first stage (config backend `warm_start`): for a pool the model of its
+/// backend's default workflow, for a decoder the cluster's default workflow's model (the
+/// key its first decode most likely names), for an encoder none named (its one model), on
+/// the owner's devices.
 struct warm_request {
   std::string workflow;
   std::string model;
@@ -94,6 +96,11 @@ class encoder_backend {
 public:
   virtual ~encoder_backend() = default;
   virtual stage_result encode(const std::string& prompt, const stage_env& env) = 0;
+  /// Loads its model now, before any prompt: as sampler_backend::warm.
+  virtual warm_result warm(const warm_request& w) {
+    (void)w;
+    return {};
+  }
 };
 
 /// Sampler backend: a job's latent, written to env.output_path.
@@ -121,6 +128,11 @@ public:
   virtual ~decoder_backend() = default;
   virtual stage_result decode(const msg::job_spec& job, const std::string& latent_path,
                               const std::string& latent_sha256, const stage_env& env) = 0;
+  /// Loads `w.model` now, before any latent: as sampler_backend::warm.
+  virtual warm_result warm(const warm_request& w) {
+    (void)w;
+    return {};
+  }
 };
 
 /// What a backend instance serves: the config entry plus the profile key of the pool,

@@ -58,7 +58,7 @@
 #include "backends/exec/child.hpp"
 #include "common/sha256.hpp"
 #include "nodes/bus.hpp"
-#include "nodes/keygen.hpp"
+#include "nodes/keys.hpp"
 
 using namespace vidline;
 namespace fs = std::filesystem;

@@ -13,7 +13,8 @@
 //   RESULT production_live_over_plan <live / plan makespan> ratio target 0.97..1.03
 //   RESULT production_model_idle_wait_s <longest wait of a job while a pool that holds its
 //          size idled, over one stage of the longest job> ratio target <= 1
-// Usage: bench_production [SHOTS (60)] [TIME_SCALE (0.04)] [--plan-only]
+// Usage: bench_production [SHOTS (60)] [TIME_SCALE (0.04)] [--plan-only] [--detail]
+// (--detail: each plan pool by pool, its jobs, switches, idle time and the tail)
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -147,6 +148,55 @@ double longest_idle_wait(const std::vector<job_view>& jobs,
   return worst;
 }
 
+/// Where a plan's time goes, pool by pool: each pool's jobs in order (start, end, size,
+/// model, cold), its model switches, its busy and idle sampling seconds up to the plan's
+/// last sampling end, and the tail from there (or from the pool's last job) to the
+/// makespan: what `--detail` prints.
+void print_detail(const char* what, const planner::plan_result& p) {
+  std::map<std::string, std::vector<const planner::planned_job*>> by_pool;
+  double last_sample = 0;
+  for (auto& j : p.jobs)
+    if (j.sampling) {
+      by_pool[j.pool].push_back(&j);
+      last_sample = std::max(last_sample, j.sampling->end);
+    }
+  std::printf("\n%s: makespan %.1f s, last sampling end %.1f s (tail %.1f s)\n", what,
+              p.summary.makespan_s, last_sample, p.summary.makespan_s - last_sample);
+  for (auto& [pool, js] : by_pool) {
+    std::sort(js.begin(), js.end(),
+              [](auto* a, auto* b) { return a->sampling->start < b->sampling->start; });
+    double busy = 0, idle = 0, t = 0;
+    std::size_t sw = 0, cold = 0;
+    std::string line;
+    for (std::size_t k = 0; k < js.size(); ++k) {
+      const auto& j = *js[k];
+      busy += j.sampling->end - j.sampling->start;
+      if (j.sampling->start > t + 1e-6)
+        idle += j.sampling->start - t;
+      t = std::max(t, j.sampling->end);
+      sw += k > 0 && j.model != js[k - 1]->model ? 1 : 0;
+      cold += j.cold ? 1 : 0;
+      char buf[160];
+      std::snprintf(buf, sizeof buf, "    %7.1f-%7.1f %4ux%-4ux%-2u %-12s%s job %u\n",
+                    j.sampling->start, j.sampling->end, j.width, j.height, j.seconds,
+                    j.model.c_str(), j.cold ? " cold" : "     ", j.index);
+      line += buf;
+    }
+    std::printf("  %-8s %2zu jobs, %zu switches, %zu cold, busy %.1f s, idle before %.1f s, "
+                "ends %.1f s (%.1f s before the last sampling end)\n%s",
+                pool.c_str(), js.size(), sw, cold, busy, idle, t, last_sample - t, line.c_str());
+  }
+  double decode_end = 0;
+  std::map<std::string, double> dec_busy;
+  for (auto& j : p.jobs)
+    if (j.decode) {
+      decode_end = std::max(decode_end, j.decode->end);
+      dec_busy[j.decoder] += j.decode->end - j.decode->start;
+    }
+  for (auto& [d, b] : dec_busy)
+    std::printf("  decoder %-10s busy %.1f s\n", d.c_str(), b);
+}
+
 std::vector<job_view> from_plan(const planner::plan_result& p) {
   std::vector<job_view> out;
   for (auto& pj : p.jobs) {
@@ -162,7 +212,7 @@ std::vector<job_view> from_plan(const planner::plan_result& p) {
   return out;
 }
 
-int run(uint32_t shots, double time_scale, bool plan_only) {
+int run(uint32_t shots, double time_scale, bool plan_only, bool detail) {
   temp_dir dir("vl-production");
   std::string config = write_reference_config(dir.path(), time_scale);
   {
@@ -250,6 +300,11 @@ int run(uint32_t shots, double time_scale, bool plan_only) {
               switches(vo), colds(vo));
   std::printf("model-aware over the one-model bound: %.4f\n",
               aware.summary.makespan_s / one.summary.makespan_s);
+  if (detail) {
+    print_detail("plan, model-aware", aware);
+    print_detail("plan, model-blind", blind);
+    print_detail("plan, one model (bound)", one);
+  }
   const double ratio = aware.summary.makespan_s / blind.summary.makespan_s;
   const double idle_plan = longest_idle_wait(va, fits);
   int status = ratio <= 0.85 ? 0 : 3;
@@ -307,11 +362,13 @@ int run(uint32_t shots, double time_scale, bool plan_only) {
 
 int main(int argc, char** argv) {
   try {
-    bool plan_only = false;
+    bool plan_only = false, detail = false;
     std::vector<std::string> args;
     for (int i = 1; i < argc; ++i) {
       if (std::strcmp(argv[i], "--plan-only") == 0)
         plan_only = true;
+      else if (std::strcmp(argv[i], "--detail") == 0)
+        detail = true;
       else
         args.push_back(argv[i]);
     }
@@ -319,10 +376,11 @@ int main(int argc, char** argv) {
     const double time_scale = args.size() > 1 ? std::stod(args[1]) : 0.04;
     if (shots == 0 || shots > 10000 || !(time_scale > 0 && time_scale <= 1)) {
       std::fprintf(stderr,
-                   "usage: bench_production [SHOTS 1..10000] [TIME_SCALE (0,1]] [--plan-only]\n");
+                   "usage: bench_production [SHOTS 1..10000] [TIME_SCALE (0,1]] [--plan-only] "
+                   "[--detail]\n");
       return 2;
     }
-    return run(shots, time_scale, plan_only);
+    return run(shots, time_scale, plan_only, detail);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_production: %s\n", e.what());
     return 1;

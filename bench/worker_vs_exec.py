@@ -22,8 +22,9 @@ integral of that sampler's power over the same stage (trapezoids, the stage's un
 work to the start of the next one's (the example program traces both, after a CUDA
 synchronize), the median over the batch.
 
-With --warm-start the worker backend loads its model when the node starts and the run is
-submitted once the pool says it is loaded: the first job is warm, and
+With --warm-start the worker backend's pool, encoder and decoder load their models when
+the nodes start, side by side, and the run is submitted once all three are loaded: the
+first job's conditioning, sampling and decode are warm, and
 
   RESULT worker_first_sample_after_submit <s> s target info
 
@@ -171,8 +172,26 @@ def energy_compare(status, samples):
     return rows
 
 
-def wait_model_loaded(args, config, limit=600):
-    """Seconds until the pool says its model is loaded (warm start), polling status @cluster."""
+def loaded_owners(trace):
+    """The owners whose model load the example's trace shows ("pool", "enc", "dec")."""
+    owners = set()
+    try:
+        with open(trace) as f:
+            for line in f:
+                try:
+                    t = json.loads(line)
+                except ValueError:
+                    continue  # a line being written
+                if t.get("phase") == "load":
+                    owners.add(t.get("owner", ""))
+    except OSError:
+        pass
+    return owners
+
+
+def wait_model_loaded(args, config, trace, limit=600):
+    """Seconds until the warm start is over: the pool says its model is loaded (status
+    @cluster) and the encoder's and decoder's workers have traced their loads."""
     t0 = time.time()
     while time.time() - t0 < limit:
         st = subprocess.run([args.vidline, "status", "@cluster", "--config", config, "--json"],
@@ -180,12 +199,12 @@ def wait_model_loaded(args, config, limit=600):
         if st.returncode == 0:
             try:
                 pool = json.loads(st.stdout)["pools"]["pool"]
-                if pool.get("model_identity"):
+                if pool.get("model_identity") and {"enc", "dec"} <= loaded_owners(trace):
                     return time.time() - t0
             except (ValueError, KeyError, TypeError):
                 pass
         time.sleep(0.2)
-    raise SystemExit("the worker pool did not report its model loaded within %d s" % limit)
+    raise SystemExit("the worker line did not report its models loaded within %d s" % limit)
 
 
 def run_line(kind, args, base):
@@ -204,7 +223,7 @@ def run_line(kind, args, base):
         time.sleep(1)
         loaded_after = None
         if kind == "worker" and args.warm_start:
-            loaded_after = wait_model_loaded(args, config)
+            loaded_after = wait_model_loaded(args, config, trace)
         out = subprocess.run([args.vidline, "run", "--config", config, "--mode", "line",
                               "--prompt-file", prompt, "--width", str(args.width), "--height",
                               str(args.height), "--seconds", str(args.seconds), "--count",
@@ -262,8 +281,8 @@ def main():
     ap.add_argument("--energy", action="store_true",
                     help="set each stage's energy against an nvidia-smi sampler's integral")
     ap.add_argument("--warm-start", action="store_true",
-                    help="the worker backend loads its model when the node starts (warm_start); "
-                         "the run is submitted once the pool reports it loaded")
+                    help="the worker backend's pool, encoder and decoder load their models when "
+                         "the nodes start (warm_start); the run is submitted once all are loaded")
     ap.add_argument("--gpu-sample-ms", type=int, default=1000,
                     help="the nodes' gpu_sample_interval_ms (default 1000, the knob's default)")
     args = ap.parse_args()

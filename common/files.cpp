@@ -1,6 +1,7 @@
 #include "common/files.hpp"
 
 #include "common/crash_points.hpp"
+#include "common/sha256.hpp"
 
 #include <cerrno>
 #include <cstring>
@@ -8,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+#include <vector>
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -135,25 +137,64 @@ std::string read_all(const std::string& path) {
   return ss.str();
 }
 
-bool is_plain_name(std::string_view name) {
-  if (name.empty() || name == "." || name == "..")
-    return false;
-  for (char c : name)
-    if (c == '/' || c == '\0')
-      return false;
-  return true;
-}
-
-bool is_safe_name(std::string_view name, std::size_t max) {
-  if (name.empty() || name.size() > max || name.front() == '.' || name.front() == '-')
-    return false;
-  for (char c : name) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                    c == '_' || c == '-' || c == '.';
-    if (!ok)
-      return false;
+std::string copy_verified(const std::string& from, const std::string& sha, const std::string& dest,
+                          uint64_t& bytes) {
+  const std::string part = dest + ".part";
+  const int src = ::open(from.c_str(), O_RDONLY | O_CLOEXEC);
+  if (src < 0)
+    return "cannot open " + from + ": " + std::strerror(errno);
+  const int out = ::open(part.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (out < 0) {
+    const std::string why = "cannot create " + part + ": " + std::strerror(errno);
+    ::close(src);
+    return why;
   }
-  return true;
+  auto fail = [&](std::string why) {
+    ::close(src);
+    if (out >= 0)
+      ::close(out);
+    std::error_code ec;
+    std::filesystem::remove(part, ec);
+    return why;
+  };
+  sha256 h;
+  uint64_t total = 0;
+  std::vector<char> buf(1 << 20);
+  for (;;) {
+    const ssize_t n = ::read(src, buf.data(), buf.size());
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0)
+      return fail("cannot read " + from + ": " + std::strerror(errno));
+    if (n == 0)
+      break;
+    h.update(buf.data(), static_cast<std::size_t>(n));
+    for (ssize_t done = 0; done < n;) {
+      const ssize_t w = ::write(out, buf.data() + done, static_cast<std::size_t>(n - done));
+      if (w < 0 && errno == EINTR)
+        continue;
+      if (w <= 0)
+        return fail("cannot write " + part + ": " + std::strerror(errno));
+      done += w;
+    }
+    total += static_cast<uint64_t>(n);
+  }
+  const std::string got = to_hex(h.finish());
+  if (got != sha)
+    return fail(from + " hashes to " + got + ", not " + sha + " (nothing kept)");
+  if (::fsync(out) != 0)
+    return fail("cannot fsync " + part + ": " + std::strerror(errno));
+  ::close(src);
+  ::close(out);
+  try {
+    rename_durable(part, dest);
+  } catch (const std::exception& e) {
+    std::error_code ec;
+    std::filesystem::remove(part, ec);
+    return e.what();
+  }
+  bytes = total;
+  return "";
 }
 
 } // namespace vidline::files

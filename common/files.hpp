@@ -8,6 +8,8 @@
 #include <string>
 #include <string_view>
 
+#include "common/names.hpp"
+
 namespace vidline::files {
 
 /// Writes `contents` to `path` atomically and durably. Throws std::runtime_error naming
@@ -31,14 +33,9 @@ void make_dirs(const std::string& dir);
 /// Reads a whole file. Throws on failure.
 std::string read_all(const std::string& path);
 
-/// True when `name` is a plain file name: not empty, no '/', not "." or "..", no NUL.
-bool is_plain_name(std::string_view name);
-
-/// True when `name` may name a file or directory under a data directory whatever its
-/// origin (a message, a config): 1-`max` characters of A-Z a-z 0-9 _ . - not starting
-/// with '.' or '-' (so never "..", a hidden file, or an option to a child program), the
-/// rule config names follow. Run ids, host names and attempt numbers all pass it.
-bool is_safe_name(std::string_view name, std::size_t max = 128);
+/// The name checks (common/names.hpp), here too beside the file operations that need them.
+using names::is_plain_name;
+using names::is_safe_name;
 
 /// The directory part of a path ("." when there is none).
 std::string parent_of(const std::string& path);
@@ -54,5 +51,11 @@ std::string rotated_name(const std::string& path, int n);
 /// between the copy and the truncation are lost (logrotate's copytruncate). Returns
 /// whether it rotated; never throws (a log that cannot be rotated is left as it is).
 bool cap_appended_log(const std::string& path, uint64_t max_bytes, int keep);
+
+/// Copies `from` to `dest` durably (a `.part` file hashed as it is written, fsynced,
+/// renamed, the directory fsynced) when its bytes hash to `sha`: "" on success (`bytes` its
+/// size), else why not (nothing left at `dest`).
+std::string copy_verified(const std::string& from, const std::string& sha, const std::string& dest,
+                          uint64_t& bytes);
 
 } // namespace vidline::files

@@ -47,6 +47,8 @@ std::string from_input_json(const std::string& name, const nlohmann::json& v,
       return "latent: must be true or false";
     in.latent = v["latent"].get<bool>();
   }
+  if (in.latent && !in.frame.empty())
+    return "frame: not with \"latent\": true (the latent is the whole shot, not a frame of it)";
   if (!in.latent && in.frame.empty())
     in.frame = "last";  // the usual continuation: where the other shot ended
   return "";
@@ -100,9 +102,8 @@ std::string input_problem(const std::vector<msg::shot>& shots, std::size_t i,
     return what + "from: no shot of the list is named '" + in.from + "'";
   if (it->second == i)
     return what + "from: a shot cannot take an input from itself";
-  if (in.latent)
-    return what + "latent: no workflow of this line continues from a latent; take a frame "
-                  "(\"frame\": \"last\")";
+  if (in.latent)  // whether its workflow continues from a latent: config::resolve_shot
+    return in.frame.empty() ? "" : what + "frame: not with \"latent\": true";
   const auto& src = shots[it->second];
   const uint32_t frames = frames_of(src.seconds);
   if (in.frame.empty())

@@ -37,7 +37,9 @@ inline uint32_t frames_of(uint32_t seconds) { return seconds * fps + 1; }
 std::optional<uint32_t> frame_index(const std::string& frame, uint32_t frames);
 
 /// An input taken from another shot, as a shot line or the API gives it:
-/// {"from": NAME, "frame": "first" | "last" | N, "latent": bool}; a missing frame is "last".
+/// {"from": NAME, "frame": "first" | "last" | N} (a missing frame is "last"), or
+/// {"from": NAME, "latent": true}: the source's latent itself, where the workflow's input
+/// declares that it continues from one.
 /// "" and `out` set, or what is wrong ("from: ...").
 std::string from_input_json(const std::string& name, const nlohmann::json& j, msg::job_input& out);
 
@@ -47,8 +49,8 @@ bool has_graph(const std::vector<msg::shot>& shots);
 /// "" when the list's graph is acceptable, else what is wrong, each shot named by
 /// `label(i)` (the CLI: "FILE:LINE", the API: "shot 3 (name)"): an input taken from a name
 /// no shot has or from its own shot, both a file and `from`, `frame` without `from`, a
-/// frame outside the source's length, a latent hand-over (no workflow of this line
-/// continues from a latent), a cycle (every shot of it named), a sequence part with takes
+/// frame outside the source's length, a frame with a latent hand-over (whether the shot's
+/// workflow continues from a latent is config::resolve_shot's check), a cycle (every shot of it named), a sequence part with takes
 /// or of another size than the sequence's first part (both named).
 std::string graph_problem(const std::vector<msg::shot>& shots,
                           const std::function<std::string(std::size_t)>& label);

@@ -11,7 +11,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "common/sha256.hpp"
+#include "common/digest.hpp"
 #include "messages/messages.hpp"
 
 namespace vidline::config {

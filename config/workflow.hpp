@@ -26,6 +26,9 @@ struct workflow_param {
 struct workflow_input {
   std::string name;
   bool required = false;
+  /// The workflow continues from a latent here: the input is another shot's latent itself,
+  /// handed over (`{"from": NAME, "latent": true}`), never an image or a frame.
+  bool latent = false;
 };
 
 /// A named way of making a shot.

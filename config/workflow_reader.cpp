@@ -98,14 +98,18 @@ workflow read_workflow(const json& j, const std::string& path, const std::string
     for (auto& item : is.items()) {
       const std::string p = child(r.path_of("inputs"), item.key());
       check_name(item.key(), p);
-      const object_reader ir(item.value(), p, {"required"});
-      workflow_input in{item.key(), false};
-      if (ir.has("required")) {
-        const json& q = ir.required("required");
-        if (!q.is_boolean())
-          throw config_error(ir.path_of("required"), "must be true or false, got " + type_name(q));
-        in.required = q.get<bool>();
-      }
+      const object_reader ir(item.value(), p, {"required", "latent"});
+      workflow_input in{item.key(), false, false};
+      for (const char* k : {"required", "latent"})
+        if (ir.has(k)) {
+          const json& q = ir.required(k);
+          if (!q.is_boolean())
+            throw config_error(ir.path_of(k), "must be true or false, got " + type_name(q));
+          (std::string(k) == "latent" ? in.latent : in.required) = q.get<bool>();
+        }
+      if (in.latent && in.name == "reference")
+        throw config_error(ir.path_of("latent"), "'reference' is an image; name the input a "
+                                                 "latent continues from otherwise (init_latent)");
       w.inputs.push_back(in);
     }
   }
@@ -170,8 +174,11 @@ json workflows_to_json(const std::vector<workflow>& ws) {
     }
     if (!w.inputs.empty()) {
       json is = json::object();
-      for (auto& i : w.inputs)
+      for (auto& i : w.inputs) {
         is[i.name] = {{"required", i.required}};
+        if (i.latent)  // only when declared: configs without it keep their digest
+          is[i.name]["latent"] = true;
+      }
       j["inputs"] = is;
     }
     if (!w.template_file.empty())

@@ -264,9 +264,17 @@ std::string resolve_shot(const catalog& cat, const msg::shot& s, resolved_shot& 
       return field + ": not an input name (1-64 of A-Z a-z 0-9 _ . -)";
     if (!names.insert(i.name).second)
       return field + ": given twice";
-    if (w->find_input(i.name) == nullptr)
+    const workflow_input* d = w->find_input(i.name);
+    if (d == nullptr)
       return field + ": workflow '" + w->name + "' takes no such input (its inputs: "
              + input_names(*w) + ")";
+    if (i.latent && !d->latent)
+      return field + ": latent: workflow '" + w->name + "' does not continue from a latent "
+             "here (its config declares no \"latent\": true on input " + i.name
+             + "); take a frame (\"frame\": \"last\")";
+    if (d->latent && !i.latent)
+      return field + ": workflow '" + w->name + "' continues from another shot's latent here: "
+             "{\"from\": \"SHOT\", \"latent\": true}, not a file or a frame";
     if (!i.sha256.empty() && !is_hex64(i.sha256))
       return field + ": sha256 must be 64 lowercase hex digits";
     if (i.sha256.empty() && i.path.empty() && i.from.empty())

@@ -96,7 +96,7 @@ struct job_spec {
   std::string prompt_sha256;   ///< conditioning cache key
   std::string reference;       ///< optional reference image contents' path on the coordinator host
   /// The output file's stem (a shot's `name`, "-take-N" added with takes); "" = the
-  /// decoder's own job-<index>-<seed>. A safe name (files::is_safe_name, at most 80).
+  /// decoder's own job-<index>-<seed>. A safe name (names::is_safe_name, at most 80).
   std::string name;
   /// SHA-256 (hex) of the reference image's contents as `vidline run` read them ("" = no
   /// reference, or a client older than it): part of the job's record and its index line.
@@ -489,6 +489,19 @@ struct shot {
                      reference_sha256, negative_prompt, workflow, params, inputs, sequence)
 };
 
+/// A video a collection folder holds (`vidline run --collect DIR`, DIR/index.jsonl) that the
+/// client found at its name with its SHA-256: a job whose key is `key` may reuse it.
+struct collected_output {
+  std::string key;            ///< the job key its index line names
+  std::string output_sha256;  ///< the file's SHA-256, verified by the client
+  uint64_t bytes = 0;
+  std::string file;           ///< its name in the folder
+  std::string decoder;        ///< the decoder that made it (its backend says what kind of video)
+  std::string run_id;         ///< the run and job that made it, as its line says
+  uint32_t index = 0;
+  VIDLINE_MSGPACK_MAP(key, output_sha256, bytes, file, decoder, run_id, index)
+};
+
 /// CLI -> coordinator: start a run. Either uniform (prompt, size, count seeds from seed) or
 /// a shot list (`shots` not empty; then prompt, width, height, seconds, count and seed must
 /// be empty/0: a coordinator older than `shots` refuses such a submit for its count 0).
@@ -508,8 +521,11 @@ struct submit_run {
   std::string reference_sha256;  ///< the uniform form's reference contents' SHA-256 ("" = none)
   int32_t priority = 0;    ///< the run's place in the queue: higher goes first (default 0)
   bool rerender = false;   ///< render every job even where an output with its key exists
+  /// Videos of the client's collection folder, verified there: a job whose key matches one
+  /// (and that no output the cluster holds matches) reuses it.
+  std::vector<collected_output> collected;
   VIDLINE_MSGPACK_MAP(mode, prompt, reference, width, height, seconds, count, seed,
-                     request_id, shots, reference_sha256, priority, rerender)
+                     request_id, shots, reference_sha256, priority, rerender, collected)
 };
 
 /// coordinator -> CLI.

@@ -1,8 +1,10 @@
 #pragma once
-/// The bus's insides, shared by its three parts: bus.cpp (the I/O loop, heartbeats,
-/// dispatch and the public face), bus_options.cpp (options, validation, socket settings)
-/// and bus_security.cpp (CURVE keys, the ZAP handler, the bulk channel's secrets and
-/// addresses, who may send what). Not for use outside nodes/bus*.cpp.
+/// The bus's insides, shared by its parts: bus.cpp (the public face, the queue, the sockets
+/// set up at start), bus_loop.cpp (the I/O loop, heartbeats, sending, shutdown),
+/// bus_inbound.cpp (what arrives: checks, dispatch, fetches served), bus_options.cpp
+/// (options, validation, socket settings) and bus_security.cpp (CURVE keys, the ZAP
+/// handler, the bulk channel's secrets and addresses, who may send what). Not for use
+/// outside nodes/bus*.cpp.
 
 #include <algorithm>
 #include <atomic>
@@ -268,5 +270,19 @@ struct bus::impl {
   template <class F>
   void guarded(const char* what, F&& f);
 };
+
+/// Runs `f`; an exception it throws is counted and logged, never let out of the loop.
+template <class F>
+void bus::impl::guarded(const char* what, F&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    count(&bus_stats::handler_errors);
+    spdlog::error("bus {}: {} threw: {}", opt.self, what, e.what());
+  } catch (...) {
+    count(&bus_stats::handler_errors);
+    spdlog::error("bus {}: {} threw", opt.self, what);
+  }
+}
 
 } // namespace vidline::nodes

@@ -4,7 +4,7 @@
 #include "nodes/bus.hpp"
 #include "nodes/client.hpp"
 #include "nodes/exit_codes.hpp"
-#include "nodes/keygen.hpp"
+#include "nodes/keys.hpp"
 #include "nodes/verbs/commands.hpp"
 
 namespace vidline::nodes {

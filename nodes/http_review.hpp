@@ -11,7 +11,7 @@
 
 #include "config/config.hpp"
 #include "messages/review.hpp"
-#include "nodes/http_server.hpp"
+#include "nodes/http_requests.hpp"
 
 namespace vidline::nodes {
 

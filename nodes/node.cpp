@@ -35,7 +35,7 @@
 #include "nodes/run_collection.hpp"
 #include "nodes/exit_codes.hpp"
 #include "nodes/journal_sqlite.hpp"
-#include "nodes/keygen.hpp"
+#include "nodes/keys.hpp"
 #include "nodes/node_lock.hpp"
 #include "nodes/node_log.hpp"
 #include "nodes/inputs.hpp"
@@ -118,12 +118,20 @@ std::vector<actors::child_spec> children_of(const actors::context& ctx,
   if (c.coordinator == ctx.host)
     out.push_back({"coordinator", c.knobs.coordinator_restarts,
                    [ctx, jnl](caf::event_based_actor* self) {
-                     // Frames of videos made on other hosts: pulled as --collect pulls them.
-                     actors::video_fetch fetch = [c = ctx.cluster](const std::string& host,
-                                                                   const std::string& sha,
-                                                                   const std::string& dest) {
+                     // Frames of videos made on other hosts: pulled as --collect pulls them;
+                     // latents handed over: pulled as a decoder pulls them.
+                     actors::input_fetchers fetch;
+                     fetch.video = [c = ctx.cluster](const std::string& host,
+                                                     const std::string& sha,
+                                                     const std::string& dest) {
                        uint64_t bytes = 0;
                        return fetch_output(*c, host, sha, dest, bytes);
+                     };
+                     fetch.latent = [c = ctx.cluster](const std::string& host,
+                                                      const std::string& sha,
+                                                      const std::string& dest) {
+                       uint64_t bytes = 0;
+                       return fetch_latent(*c, host, sha, dest, bytes);
                      };
                      return self->spawn(actors::coordinator_actor, ctx, jnl, std::move(fetch));
                    }});

@@ -3,6 +3,9 @@
 #include <set>
 
 #include "actors/coordinator/dispatch_setup.hpp"
+#include "actors/coordinator/graph.hpp"
+#include "common/files.hpp"
+#include "common/sha256.hpp"
 
 namespace vidline::dispatching {
 
@@ -109,6 +112,26 @@ void set_input_sizes(msg::job_spec& j, const std::map<std::string, uint64_t>& si
       i.bytes = it->second;
   if (auto it = sizes.find(j.reference_sha256); !j.reference_sha256.empty() && it != sizes.end())
     j.reference_bytes = it->second;
+}
+
+std::string collected_outputs(const std::vector<msg::collected_output>& offered,
+                              std::map<std::string, sched::held_output>& out) {
+  if (offered.size() > sched::graph::max_collected_outputs)
+    return "collected: " + std::to_string(offered.size()) + " videos offered, at most "
+           + std::to_string(sched::graph::max_collected_outputs);
+  for (std::size_t i = 0; i < offered.size(); ++i) {
+    const auto& c = offered[i];
+    const std::string at = "collected[" + std::to_string(i) + "]: ";
+    if (!is_sha256_hex(c.key))
+      return at + "key: not a SHA-256 in hex: '" + c.key + "'";
+    if (!is_sha256_hex(c.output_sha256))
+      return at + "output_sha256: not a SHA-256 in hex: '" + c.output_sha256 + "'";
+    if (!files::is_safe_name(c.file))
+      return at + "file: not a file name: '" + c.file + "'";
+    out.emplace(c.key, sched::held_output{c.file, c.output_sha256, c.decoder, c.run_id, c.index,
+                                          true});
+  }
+  return "";
 }
 
 } // namespace vidline::dispatching

@@ -60,4 +60,10 @@ std::vector<std::string> input_digests(const std::vector<msg::shot>& shots,
 /// Sets each input's `bytes` (and reference_bytes) from `sizes` (digest -> bytes).
 void set_input_sizes(msg::job_spec& j, const std::map<std::string, uint64_t>& sizes);
 
+/// The videos of a client's collection folder offered with a submit
+/// (msg::submit_run::collected), by job key into `out` (run::collected): "" or why the
+/// submit is refused ("collected[I]: FIELD: why"; at most graph::max_collected_outputs).
+std::string collected_outputs(const std::vector<msg::collected_output>& offered,
+                              std::map<std::string, sched::held_output>& out);
+
 } // namespace vidline::dispatching

@@ -265,6 +265,8 @@ msg::submit_reply submit(shell& sh, const msg::submit_run& req) {
   r.request_id = req.request_id;
   r.priority = req.priority;
   r.rerender = req.rerender;
+  if (auto why = dispatching::collected_outputs(req.collected, r.collected); !why.empty())
+    return {"", why};
   const auto cat = dispatching::run_catalog(*sh.ctx.cluster, req.mode);
   if (!req.shots.empty()) {
     std::map<std::string, std::string> sha_of;  // prompt -> its SHA-256 (the cache key)
@@ -710,18 +712,18 @@ std::string check_queue(const sched::state& s, const config::knobs& k, const msg
 }
 
 caf::behavior coordinator_actor(caf::event_based_actor* self, context ctx,
-                                std::shared_ptr<journal> jnl, video_fetch fetch) {
+                                std::shared_ptr<journal> jnl, input_fetchers fetch) {
   auto sh = std::make_shared<shell>();
   sh->ctx = std::move(ctx);
   sh->jnl = std::move(jnl);
   // The maker answers from its own thread; a weak address, so a pending answer never keeps
   // a stopped coordinator alive (its answer is then dropped, and the input asked again).
   sh->maker = std::make_unique<input_maker>(
-    sh->ctx, std::move(fetch), [me = self->address()](sched::ev_input_made e) {
+    sh->ctx, std::move(fetch.video), [me = self->address()](sched::ev_input_made e) {
       if (auto a = caf::actor_cast<caf::actor>(me))
         caf::anon_send(a, msg::input_made{std::move(e.run_id), e.index, std::move(e.name),
                                           std::move(e.sha256), e.bytes, std::move(e.error)});
-    });
+    }, std::move(fetch.latent));
   sh->st = dispatching::initial_state(*sh->ctx.cluster, sh->ctx.time_scale);
   dispatching::configure_dispatch(sh->st, *sh->ctx.cluster);
   sh->jnl->load(sh->st.runs, sh->st.next_attempt);

@@ -33,9 +33,15 @@ std::string check_queue(const sched::state& s, const config::knobs& k, const msg
 /// The largest run priority either way (`vidline run --priority N`).
 inline constexpr int32_t max_priority = 1000000;
 
-/// `fetch` pulls a video from another host to take a frame of it (input_maker.hpp); empty:
-/// frames are taken only from videos made on this host.
+/// How the coordinator's input maker pulls files of other hosts (input_maker.hpp): `video`
+/// a video to take a frame of it, `latent` a latent handed over to a shot that continues
+/// from it. Empty: only files on this host are taken.
+struct input_fetchers {
+  video_fetch video;
+  video_fetch latent;
+};
+
 caf::behavior coordinator_actor(caf::event_based_actor* self, context ctx,
-                                std::shared_ptr<journal> jnl, video_fetch fetch);
+                                std::shared_ptr<journal> jnl, input_fetchers fetch);
 
 } // namespace vidline::actors

@@ -30,12 +30,16 @@ bool sources_done(const run& r, const job& j) {
 
 std::string name_of(const job& j) { return j.spec.run_id + "/" + std::to_string(j.spec.index); }
 
-const held_output* find_held(const state& s, const std::string& key) {
-  if (key.empty())
+/// The output job key `key` names: one the cluster holds first (its decoder's host serves
+/// it), else one of the run's collection folder; none when the run renders everything.
+const held_output* find_held(const state& s, const run& r, const std::string& key) {
+  if (key.empty() || r.rerender)
     return nullptr;
   if (auto it = s.idx.outputs_by_key.find(key); it != s.idx.outputs_by_key.end())
     return &it->second;
   if (auto it = s.held_outputs.find(key); it != s.held_outputs.end())
+    return &it->second;
+  if (auto it = r.collected.find(key); it != r.collected.end())
     return &it->second;
   return nullptr;
 }
@@ -45,7 +49,13 @@ void take_output(job& j, const held_output& h) {
   j.output = h.output;
   j.output_sha256 = h.sha256;
   j.decoder = h.decoder;
+  j.reused_from = h.collection ? "collection" : "cluster";
   j.error.clear();
+}
+
+std::string made_by(const held_output& h) {
+  return (h.collection ? "the collection folder's " + h.output + ", made by " : "made by ")
+         + h.run_id + "/" + std::to_string(h.index);
 }
 
 void ask(state& s, std::size_t rp, uint32_t i, std::vector<effect>& fx, double now) {
@@ -56,16 +66,33 @@ void ask(state& s, std::size_t rp, uint32_t i, std::vector<effect>& fx, double n
     if (!missing(in))
       continue;
     const auto& src = r.jobs[static_cast<std::size_t>(in.from_index)];
+    if (in.latent) {  // the source's latent itself, from the host that sampled it
+      fx.push_back(fx_make_input{r.id, i, in.name, src.spec.index, "", src.latent_sha256,
+                                 src.decoder, 0, 0, true, src.latent_host});
+      continue;
+    }
     const uint32_t frames = config::graph::frames_of(src.spec.seconds);
     const uint32_t k = config::graph::frame_index(in.frame, frames).value_or(frames - 1);
     fx.push_back(fx_make_input{r.id, i, in.name, src.spec.index, src.output, src.output_sha256,
-                               src.decoder, k, frames});
+                               src.decoder, k, frames, false, ""});
   }
+}
+
+/// Whether another job of the run takes `j`'s latent (takers: the run's, indexed).
+bool hands_latent(const run& r, const std::vector<std::vector<uint32_t>>& takers, const job& j) {
+  if (takers.empty())
+    return false;
+  for (uint32_t t : takers[j.spec.index])
+    for (auto& in : r.jobs[t].spec.inputs)
+      if (in.latent && in.from_index == static_cast<int64_t>(j.spec.index))
+        return true;
+  return false;
 }
 
 void make_ready(state& s, run& r, job& j, std::vector<effect>& fx, double now) {
   j.spec.key = config::job_key(j.spec);
-  const held_output* h = r.rerender ? nullptr : find_held(s, j.spec.key);
+  const auto& takers = s.idx.runs[s.idx.run_pos.at(r.id)].takers;
+  const held_output* h = hands_latent(r, takers, j) ? nullptr : find_held(s, r, j.spec.key);
   if (h != nullptr) {
     const held_output copy = *h;  // on_output below may move the map's entries
     take_output(j, copy);
@@ -74,8 +101,7 @@ void make_ready(state& s, run& r, job& j, std::vector<effect>& fx, double now) {
     fx.push_back(fx_persist_job{j.spec.run_id, j.spec.index});
     fx.push_back(fx_job_final{j.spec.run_id, j.spec.index});
     fx.push_back(fx_log{2, "job " + name_of(j) + " reused " + copy.output + " (job key "
-                             + j.spec.key + ", made by " + copy.run_id + "/"
-                             + std::to_string(copy.index) + ")"});
+                             + j.spec.key + ", " + made_by(copy) + ")"});
     on_output(s, j, fx, now);
     return;
   }
@@ -94,6 +120,13 @@ std::string source_label(const run& r, const msg::job_input& in) {
 
 std::vector<uint32_t> admit(state& s, run& r, uint32_t first) {
   std::vector<uint32_t> finals;
+  // Jobs whose latent another job takes render: only a render makes a latent to hand over
+  // (an output reused has none).
+  std::vector<char> latent_source(r.jobs.size(), 0);
+  for (auto& j : r.jobs)
+    for (auto& in : j.spec.inputs)
+      if (in.latent && in.from_index >= 0 && static_cast<std::size_t>(in.from_index) < r.jobs.size())
+        latent_source[static_cast<std::size_t>(in.from_index)] = 1;
   for (uint32_t i = first; i < r.jobs.size(); ++i) {
     auto& j = r.jobs[i];
     if (j.state != job_state::queued)
@@ -114,7 +147,7 @@ std::vector<uint32_t> admit(state& s, run& r, uint32_t first) {
       continue;
     }
     j.spec.key = config::job_key(j.spec);
-    if (const held_output* h = r.rerender ? nullptr : find_held(s, j.spec.key)) {
+    if (const held_output* h = latent_source[i] ? nullptr : find_held(s, r, j.spec.key)) {
       take_output(j, *h);
       j.state = job_state::reused;
       ++s.jobs_reused;
@@ -138,12 +171,28 @@ void index_run_graph(state& s, std::size_t rp) {
       auto& t = ri.takers[static_cast<std::size_t>(in.from_index)];
       if (t.empty() || t.back() != i)
         t.push_back(i);
+      ri.takes_latents = ri.takes_latents || in.latent;
     }
     if (j.state == job_state::succeeded && !j.spec.key.empty() && !j.output.empty())
       s.idx.outputs_by_key[j.spec.key] =
         held_output{j.output, j.output_sha256, j.decoder, r.id, j.spec.index};
   }
   refresh_due(s, rp);
+}
+
+void latents_wanted(const state& s, std::set<std::string>& out) {
+  for (std::size_t rp = 0; rp < s.runs.size() && rp < s.idx.runs.size(); ++rp) {
+    if (!s.idx.runs[rp].takes_latents)
+      continue;
+    const auto& r = s.runs[rp];
+    for (auto& j : r.jobs)
+      if (j.state == job_state::waiting)
+        for (auto& in : j.spec.inputs)
+          if (in.latent && missing(in) && static_cast<std::size_t>(in.from_index) < r.jobs.size())
+            if (const auto& src = r.jobs[static_cast<std::size_t>(in.from_index)];
+                !src.latent_sha256.empty())
+              out.insert(src.latent_sha256);
+  }
 }
 
 void remember_outputs(state& s, const run& r) {
@@ -234,9 +283,10 @@ std::pair<job*, std::string> on_input_made(state& s, const ev_input_made& e,
       taken = &in;
   if (taken == nullptr)
     return {nullptr, ""};
-  if (!e.error.empty()) {
+  if (!e.error.empty() || e.sha256.empty()) {
     s.idx.inputs_due.erase({rp, e.index});
-    return {&j, "input " + e.name + " from " + source_label(*r, *taken) + ": " + e.error};
+    return {&j, "input " + e.name + " from " + source_label(*r, *taken) + ": "
+                  + (e.error.empty() ? "made without a digest" : e.error)};
   }
   for (auto& in : j.spec.inputs)
     if (in.name == e.name && missing(in)) {

@@ -12,12 +12,14 @@
 /// that video exists; the shell then makes the input (frame k of the video: the sim
 /// contract's frame(V, k) for a sim video, a decoded frame otherwise), stores it by SHA-256
 /// like an uploaded image and answers ev_input_made; with every input known the job has
-/// its key (config::job_key). A job whose key names an output the cluster holds is `reused`
-/// (no GPU time) unless its run asked to render again (run::rerender). Critical path
+/// its key (config::job_key). A job whose key names an output the cluster holds, or else a
+/// video of its run's collection folder (run::collected: the client verified the file), is
+/// `reused` (no GPU time) unless its run asked to render again (run::rerender). Critical path
 /// first is in the jobs' order (config/shot_graph.hpp, shot_ranks): the policies take a
 /// run's lowest queued index first, so the decision costs what it did without a graph.
 
 #include <cstddef>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -58,6 +60,14 @@ std::pair<job*, std::string> on_input_made(state& s, const ev_input_made& e,
 
 /// After `vidline resume`: run `rp`'s waiting jobs whose sources have their video are due.
 void refresh_due(state& s, std::size_t rp);
+
+/// The latents that waiting jobs take from their sources and have not got yet: kept on
+/// their hosts (not released) until handed over. Looks only at runs that take latents.
+void latents_wanted(const state& s, std::set<std::string>& out);
+
+/// The most videos of its collection folder a run may be offered (run::collected): about
+/// 300 bytes each in the submit, so they fit one frame of the default max_frame_bytes.
+inline constexpr std::size_t max_collected_outputs = 20000;
 
 /// The most outputs kept by key from runs the state forgot (state::held_outputs).
 inline constexpr std::size_t max_held_outputs = 200000;

@@ -76,6 +76,15 @@ std::string video_here(const context& ctx, const sched::fx_make_input& fx,
                        const video_fetch& fetch, std::string& error) {
   const auto* d = ctx.cluster->find_decoder(fx.decoder);
   std::error_code ec;
+  if (is_sha256_hex(fx.output_sha256)) {
+    // Uploaded as an input by its digest (a video of a collection folder, offered for
+    // reuse): verified when it came.
+    const std::string uploaded = input_dir(ctx) + "/" + fx.output_sha256;
+    if (std::filesystem::is_regular_file(uploaded, ec)) {
+      std::filesystem::last_write_time(uploaded, std::filesystem::file_time_type::clock::now(), ec);
+      return uploaded;
+    }
+  }
   if (d == nullptr || d->host == ctx.host) {
     if (std::filesystem::is_regular_file(fx.output, ec))
       return fx.output;
@@ -115,6 +124,45 @@ std::string video_here(const context& ctx, const sched::fx_make_input& fx,
                std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count(),
                fx.frame);
   return dest;
+}
+
+/// The source's latent handed over: stored as an input at <data_dir>/inputs/<sha256> once
+/// its bytes hash to the digest its sampler reported: copied from this host's latents when
+/// it was sampled here, else pulled from the host that sampled it (as a decoder pulls it).
+/// Its size, or nothing with `error`.
+std::optional<uint64_t> latent_input(const context& ctx, const sched::fx_make_input& fx,
+                                     const video_fetch& fetch_latent, std::string& error) {
+  const std::string label = "the latent of job " + std::to_string(fx.source);
+  if (!is_sha256_hex(fx.output_sha256)) {
+    error = label + " is not known (its job has no latent digest)";
+    return std::nullopt;
+  }
+  const std::string dest = input_dir(ctx) + "/" + fx.output_sha256;
+  std::error_code ec;
+  files::make_dirs(input_dir(ctx));
+  if (std::filesystem::is_regular_file(dest, ec)) {  // renamed there only once verified
+    std::filesystem::last_write_time(dest, std::filesystem::file_time_type::clock::now(), ec);
+    return std::filesystem::file_size(dest);
+  }
+  uint64_t bytes = 0;
+  if (fx.latent_host == ctx.host) {
+    const std::string here = latent_dir(ctx) + "/" + fx.output_sha256 + ".latent";
+    if (auto why = files::copy_verified(here, fx.output_sha256, dest, bytes); !why.empty()) {
+      error = label + " on this host could not be taken: " + why;
+      return std::nullopt;
+    }
+    return bytes;
+  }
+  if (!fetch_latent) {
+    error = label + " lies on host " + fx.latent_host + ", and this process cannot fetch it";
+    return std::nullopt;
+  }
+  if (auto why = fetch_latent(fx.latent_host, fx.output_sha256, dest); !why.empty()) {
+    error = label + " lies on host " + fx.latent_host + " and could not be fetched from it: "
+            + why;
+    return std::nullopt;
+  }
+  return std::filesystem::file_size(dest);
 }
 
 /// Frame k of a real video, as PNG bytes, or why not (`error`).
@@ -165,12 +213,19 @@ std::string decoded_frame(const context& ctx, const sched::fx_make_input& fx,
 } // namespace
 
 sched::ev_input_made make_input(const context& ctx, const sched::fx_make_input& fx,
-                                const video_fetch& fetch) {
+                                const video_fetch& fetch, const video_fetch& fetch_latent) {
   sched::ev_input_made out;
   out.run_id = fx.run_id;
   out.index = fx.index;
   out.name = fx.name;
   try {
+    if (fx.latent) {
+      if (auto bytes = latent_input(ctx, fx, fetch_latent, out.error)) {
+        out.sha256 = fx.output_sha256;
+        out.bytes = *bytes;
+      }
+      return out;
+    }
     std::string bytes;
     if (decoder_backend_type(*ctx.cluster, fx.decoder) == "sim") {
       bytes = config::graph::sim_frame(fx.output_sha256, fx.frame);
@@ -189,9 +244,10 @@ sched::ev_input_made make_input(const context& ctx, const sched::fx_make_input& 
   return out;
 }
 
-input_maker::input_maker(context ctx, video_fetch fetch, answer_fn answer)
-    : ctx_(std::move(ctx)), fetch_(std::move(fetch)), answer_(std::move(answer)),
-      thread_([this] { loop(); }) {}
+input_maker::input_maker(context ctx, video_fetch fetch, answer_fn answer,
+                         video_fetch fetch_latent)
+    : ctx_(std::move(ctx)), fetch_(std::move(fetch)), fetch_latent_(std::move(fetch_latent)),
+      answer_(std::move(answer)), thread_([this] { loop(); }) {}
 
 input_maker::~input_maker() {
   {
@@ -204,7 +260,7 @@ input_maker::~input_maker() {
 }
 
 std::optional<sched::ev_input_made> input_maker::ask(const sched::fx_make_input& fx) {
-  if (decoder_backend_type(*ctx_.cluster, fx.decoder) == "sim")
+  if (!fx.latent && decoder_backend_type(*ctx_.cluster, fx.decoder) == "sim")
     return make_input(ctx_, fx);
   {
     std::lock_guard<std::mutex> l(m_);
@@ -227,7 +283,7 @@ void input_maker::loop() {
       fx = std::move(queue_.front());
       queue_.pop_front();
     }
-    auto made = make_input(ctx_, fx, fetch_);
+    auto made = make_input(ctx_, fx, fetch_, fetch_latent_);
     answer_(std::move(made));
     std::lock_guard<std::mutex> l(m_);
     asked_.erase(key{fx.run_id, fx.index, fx.name});

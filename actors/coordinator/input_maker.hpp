@@ -9,11 +9,18 @@
 ///   made at once on the actor's thread;
 /// - any other video: decoded with ffmpeg (a process through the one spawner), after
 ///   ffprobe counted its frames and found frame k among them, on the maker's own thread,
-///   which answers the actor later (msg::input_made). A video its decoder made on this
+///   which answers the actor later (msg::input_made). A video uploaded to this host as an
+///   input (by its SHA-256: `vidline run --collect DIR` uploads the real videos of its
+///   folder that other shots take frames from) is read there. A video its decoder made on this
 ///   host is read where it lies; one made on another host is first pulled from that host
 ///   by its SHA-256 (video_fetch: over the host's bus, as `vidline run --collect` pulls it,
 ///   verified, fsynced and renamed) into <data_dir>/inputs/videos/<sha256>, and taken from
 ///   there again by every later frame of it.
+///
+/// A latent handed over (`{"from": NAME, "latent": true}`, fx_make_input::latent): the
+/// source's latent itself, copied from this host's latents when it was sampled here, else
+/// pulled from the host that sampled it (latent_fetch, verified as a decoder verifies it),
+/// into <data_dir>/inputs/<sha256>; always on the maker's thread.
 ///
 /// Failures handled, each answered as the input's error (the machine fails the job that
 /// waits on it, naming the source; `vidline resume` asks again):
@@ -57,7 +64,8 @@ public:
   /// Called on the maker's thread with each input made off the actor's.
   using answer_fn = std::function<void(sched::ev_input_made)>;
 
-  input_maker(context ctx, video_fetch fetch, answer_fn answer);
+  /// `fetch_latent` pulls a latent the same way (from the host that sampled it).
+  input_maker(context ctx, video_fetch fetch, answer_fn answer, video_fetch fetch_latent = {});
   /// Waits for the input being made (bounded: one fetch, two tool runs); drops the rest.
   ~input_maker();
   input_maker(const input_maker&) = delete;
@@ -73,6 +81,7 @@ private:
 
   context ctx_;
   video_fetch fetch_;
+  video_fetch fetch_latent_;
   answer_fn answer_;
   std::mutex m_;
   std::condition_variable cv_;
@@ -85,7 +94,8 @@ private:
 /// Makes the input on the caller's thread (blocking for a real video: its fetch and
 /// decode); the answer for the machine (its `error` set when it could not).
 sched::ev_input_made make_input(const context& ctx, const sched::fx_make_input& fx,
-                                const video_fetch& fetch = {});
+                                const video_fetch& fetch = {},
+                                const video_fetch& fetch_latent = {});
 
 /// The backend type ("sim", "exec", ...) of decoder `name` in the config ("" unknown).
 std::string decoder_backend_type(const config::cluster& c, const std::string& name);

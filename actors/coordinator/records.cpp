@@ -201,6 +201,7 @@ json job_record(const sched::job& j) {
           {"latent_host", j.latent_host},
           {"output", j.output},
           {"output_sha256", j.output_sha256},
+          {"reused_from", j.reused_from},
           {"error", j.error},
           {"capacity_failed", j.capacity_failed},
           {"cold", j.cold},
@@ -271,6 +272,7 @@ sched::job job_from_record(const json& r) {
   j.latent_host = r.at("latent_host").get<std::string>();
   j.output = r.at("output").get<std::string>();
   j.output_sha256 = r.value("output_sha256", "");
+  j.reused_from = r.value("reused_from", "");
   j.error = r.at("error").get<std::string>();
   // Kinds by their current names: a journal older than a kind's rename has its old one.
   for (const auto& kind : r.value("capacity_failed", std::set<std::string>{}))
@@ -318,12 +320,36 @@ sched::job job_from_record(const json& r) {
   return j;
 }
 
+namespace {
+
+/// A run's collection folder's outputs by key, as the journal keeps them.
+json collected_record(const std::map<std::string, sched::held_output>& c) {
+  json out = json::object();
+  for (auto& [key, h] : c)
+    out[key] = {{"file", h.output}, {"sha256", h.sha256}, {"decoder", h.decoder},
+                {"run_id", h.run_id}, {"index", h.index}};
+  return out;
+}
+
+std::map<std::string, sched::held_output> collected_from(const json& j) {
+  std::map<std::string, sched::held_output> out;
+  if (!j.is_object())
+    return out;
+  for (auto& [key, h] : j.items())
+    out[key] = sched::held_output{h.value("file", ""), h.value("sha256", ""),
+                                  h.value("decoder", ""), h.value("run_id", ""),
+                                  h.value("index", 0u), true};
+  return out;
+}
+
+} // namespace
+
 json run_record(const sched::run& r) {
   return {{"id", r.id}, {"mode", r.mode}, {"request_id", r.request_id},
           {"submitted_at", r.submitted_at}, {"finished_at", r.finished_at}, {"done", r.done},
           {"priority", r.priority}, {"cancelled", r.cancelled},
           {"added_requests", r.added_requests}, {"rerender", r.rerender},
-          {"sequences", r.sequences}};
+          {"sequences", r.sequences}, {"collected", collected_record(r.collected)}};
 }
 
 sched::run run_from_record(const json& j) {
@@ -339,6 +365,7 @@ sched::run run_from_record(const json& j) {
   r.added_requests = j.value("added_requests", std::map<std::string, uint32_t>{});
   r.rerender = j.value("rerender", false);
   r.sequences = j.value("sequences", std::map<std::string, std::vector<uint32_t>>{});
+  r.collected = collected_from(j.value("collected", json::object()));
   return r;
 }
 
@@ -622,6 +649,7 @@ json status_json(const sched::state& s, const sched::run& r, const clock_note& c
                     {"latent_host", null_if_empty(j.latent_host)},
                     {"output", null_if_empty(j.output)},
                     {"output_sha256", null_if_empty(j.output_sha256)},
+                    {"reused_from", null_if_empty(j.reused_from)},
                     {"error", j.state == sched::job_state::failed ? null_if_empty(j.error)
                                                                    : json(nullptr)},
                     {"cold", j.cold},

@@ -478,7 +478,9 @@ struct stepper {
       const auto& j = r.jobs[i];
       fx.push_back(fx_job_final{r.id, i});
       if (j.state == job_state::reused)
-        log(2, "job " + job_name(j) + " reused " + j.output + " (job key " + j.spec.key + ")");
+        log(2, "job " + job_name(j) + " reused " + j.output
+                 + (j.reused_from == "collection" ? " of the collection folder" : "")
+                 + " (job key " + j.spec.key + ")");
       else
         log(3, "job " + job_name(j) + " failed: " + j.error);
     }
@@ -1402,7 +1404,7 @@ struct stepper {
   }
 
   /// Retention and re-offer (docs/dataplane.md). A latent is needed while a job that is
-  /// sampled or decoding names it; a latent sampled for a job (its note says which) that
+  /// sampled or decoding names it, or a waiting job takes it (graph::latents_wanted); a latent sampled for a job (its note says which) that
   /// waits for a latent again is adopted; one whose job succeeded (was decoded) or went
   /// on with another latent, or a received copy whose jobs all succeeded, is released. A
   /// latent of a failed job (resume may decode it), of a job still sampling or of a job
@@ -1420,6 +1422,7 @@ struct stepper {
     for (auto& [t, rp, ji] : s.idx.backoff)  // sampled, waiting to be ordered again
       if (s.runs[rp].jobs[ji].state == job_state::sampled)
         needed.insert(s.runs[rp].jobs[ji].latent_sha256);
+    graph::latents_wanted(s, needed);  // handed over to a shot that continues from it
     std::vector<std::string> release;
     std::map<std::string, bool> final_names;  ///< digest -> every job naming it is final
     for (auto& l : h.latents) {

@@ -177,6 +177,9 @@ struct job {
   double retry_at = -1;
   uint32_t retry_streak = 0;       ///< transient failures in a row (not journaled): the
                                    ///< next backoff is retry_backoff_s x 2^(streak - 1)
+  /// Where a reused job's video came from: "cluster" (an output the coordinator knows),
+  /// "collection" (the run's collection folder); "" = not reused.
+  std::string reused_from;
   /// When its inputs taken from other shots were last asked for (fx_make_input; not
   /// journaled: a restarted coordinator asks again).
   double inputs_asked_at = -1;
@@ -193,6 +196,17 @@ struct job {
   uint32_t verdict_indexed = 0;
   double verdict_sent_at = -1;
   std::string verdict_error;
+};
+
+/// An output a job made, found again by its job key (graph.hpp, "Job keys").
+struct held_output {
+  std::string output;       ///< its path on the decoder's host (in a collection: its file name)
+  std::string sha256;
+  std::string decoder;      ///< the decoder that made it
+  std::string run_id;       ///< the job that made it
+  uint32_t index = 0;
+  /// Found in the run's collection folder (run::collected), not among the cluster's outputs.
+  bool collection = false;
 };
 
 /// One batch submitted together. Open runs share the line (docs/design.md, "The queue"):
@@ -212,6 +226,10 @@ struct run {
   std::map<std::string, uint32_t> added_requests;
   /// `vidline run --rerender`: every job renders, even one whose key names an output held.
   bool rerender = false;
+  /// Videos the submitting client's collection folder holds, verified there, by job key
+  /// (msg::submit_run::collected): a job whose key no output of the cluster matches reuses
+  /// one of these.
+  std::map<std::string, held_output> collected;
   /// Sequences of the run: name -> its parts' job indexes in the shot list's order (a
   /// sequence is joined from them once all have their video: docs/shots.md, "Sequences").
   std::map<std::string, std::vector<uint32_t>> sequences;
@@ -464,17 +482,10 @@ struct run_index {
   uint64_t turn_base = 0;
   /// job -> the jobs that take an input from it (graph.hpp); empty without a graph.
   std::vector<std::vector<uint32_t>> takers;
+  /// Some job of the run takes another's latent (graph::latents_wanted looks only here).
+  bool takes_latents = false;
   /// Queued jobs by their model key, lowest index first (model affinity).
   std::map<std::string, std::set<uint32_t>> queued_by_model;
-};
-
-/// An output a job made, found again by its job key (graph.hpp, "Job keys").
-struct held_output {
-  std::string output;       ///< its path on the decoder's host
-  std::string sha256;
-  std::string decoder;      ///< the decoder that made it
-  std::string run_id;       ///< the job that made it
-  uint32_t index = 0;
 };
 
 /// Lookups that keep a step's cost independent of the number of jobs: queues per run,
@@ -689,9 +700,12 @@ struct fx_accepted { std::string run_id; uint32_t first_index = 0; uint32_t coun
 /// Make input `name` of job (run_id, index) from frame `frame` (of `frames`) of the video
 /// of its source job: its file `output` (SHA-256 `output_sha256`) made by `decoder`. The
 /// shell stores it as an input and answers ev_input_made (asked again while unanswered).
+/// With `latent`: the input is the source's latent itself, of SHA-256 `output_sha256`, on
+/// host `latent_host` (where it was sampled), stored as an input once verified.
 struct fx_make_input { std::string run_id; uint32_t index = 0; std::string name;
                        uint32_t source = 0; std::string output; std::string output_sha256;
-                       std::string decoder; uint32_t frame = 0; uint32_t frames = 0; };
+                       std::string decoder; uint32_t frame = 0; uint32_t frames = 0;
+                       bool latent = false; std::string latent_host; };
 /// Write state::drains to the journal (whole: it is small).
 struct fx_persist_drains {};
 /// A pool or decoder was drained or put back (for the log, the event stream, the metric).

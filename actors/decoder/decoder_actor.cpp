@@ -11,6 +11,7 @@
 #include "actors/decoder/decoder_machine.hpp"
 #include "actors/decoder/output_index.hpp"
 #include "actors/inbound.hpp"
+#include "actors/warm_start.hpp"
 #include "actors/worker.hpp"
 #include "backends/backend.hpp"
 #include "common/crash_points.hpp"
@@ -424,6 +425,16 @@ caf::behavior decoder_actor(caf::event_based_actor* self, context ctx, config::d
   sh->backend = backends::make_decoder({*b, sh->dec.profile_key, sh->dec.name, sh->dec.host,
                                         {sh->dec.gpu}, knobs.log_file_bytes, knobs.log_files});
   self->attach_functor([cancel = sh->cancel] { *cancel = true; });
+  if (decoder_warms_at_start(*sh->ctx.cluster, sh->dec)) {
+    // Beside the pools' loads: the first latent then finds the decoder's model loaded.
+    backends::warm_request req;
+    req.model = default_model_key(*sh->ctx.cluster);
+    req.env.work_dir = work_dir(sh->ctx) + "/warm-" + sh->dec.name;
+    req.env.devices = sh->devices;
+    req.env.vendor = sh->vendor;
+    req.env.cancel = sh->cancel.get();
+    warm_in_background(self, sh->backend, req, "decoder " + sh->dec.name, sh->cancel);
+  }
   auto interval = std::chrono::milliseconds(sh->ctx.cluster->knobs.status_interval_ms);
   spdlog::info("decoder {}: up (epoch {:x})", sh->dec.name, sh->st.epoch);
   // Videos published before a restart whose results the coordinator never acknowledged:
@@ -451,6 +462,8 @@ caf::behavior decoder_actor(caf::event_based_actor* self, context ctx, config::d
     [self, sh](msg::fetch_done& f) { fetched(self, sh, f.attempt, f.outcome, f.error); },
     [sh](msg::verdict_index& v) { index_verdict(*sh, v); },
     [self, sh](msg::stage_done& d) {
+      if (d.attempt == warm_attempt)
+        return;  // the warm start's answer (logged by it): no decode has attempt 0
       std::string output_sha = d.outcome == msg::outcome::ok ? d.sha256 : "";
       stage_ended(*sh, d.attempt, "decode", d.outcome, sh->ctx.run_now());
       execute(self, sh,

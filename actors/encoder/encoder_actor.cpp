@@ -8,6 +8,7 @@
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
+#include "actors/warm_start.hpp"
 #include "actors/worker.hpp"
 #include "backends/backend.hpp"
 #include "common/files.hpp"
@@ -30,7 +31,7 @@ struct shell {
   std::shared_ptr<std::atomic<bool>> cancel = std::make_shared<std::atomic<bool>>(false);
   std::deque<waiting> queue;  ///< front is being encoded when `busy`
   bool busy = false;
-  uint64_t next_job = 1;
+  uint64_t next_job = 1;      ///< warm_attempt (0) is the warm start's
 };
 
 std::string cache_path(const shell& sh, const std::string& prompt_sha) {
@@ -83,6 +84,15 @@ caf::behavior encoder_actor(caf::event_based_actor* self, context ctx, config::e
   sh->backend = backends::make_encoder({*b, sh->enc.profile_key, sh->enc.name, sh->enc.host,
                                         sh->enc.gpus, knobs.log_file_bytes, knobs.log_files});
   self->attach_functor([cancel = sh->cancel] { *cancel = true; });
+  if (config::warm_start_of(*b)) {
+    // Beside the pools' loads: the first prompt then finds the text encoder loaded. An
+    // encoder warms even on a pool's GPUs: every job's conditioning runs there before its
+    // sampling, and a worker keeps its model after its first prompt anyway.
+    backends::warm_request req;
+    req.env.work_dir = work_dir(sh->ctx) + "/warm-" + sh->enc.name;
+    req.env.cancel = sh->cancel.get();  // an encode's own env names no devices either
+    warm_in_background(self, sh->backend, req, "encoder " + sh->enc.name, sh->cancel);
+  }
   spdlog::info("encoder {}: up", sh->enc.name);
   return {
     [self, sh](msg::encode_request& req) -> caf::result<msg::encode_reply> {
@@ -108,8 +118,8 @@ caf::behavior encoder_actor(caf::event_based_actor* self, context ctx, config::e
       return promise;
     },
     [self, sh](msg::stage_done& d) {
-      if (sh->queue.empty())
-        return;
+      if (d.attempt == warm_attempt || sh->queue.empty())
+        return;  // the warm start's answer (logged by it), or nothing waiting
       auto w = std::move(sh->queue.front());
       sh->queue.pop_front();
       sh->busy = false;

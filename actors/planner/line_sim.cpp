@@ -159,6 +159,13 @@ private:
           violation("job " + std::to_string(fin->index) + " reached a final state twice");
         finals_[fin->index] = true;
       } else if (auto* mi = std::get_if<sched::fx_make_input>(&e)) {
+        if (mi->latent) {  // a latent handed over is the source's latent, as it is
+          const std::string sha = !mi->output_sha256.empty() ? mi->output_sha256
+                                  : to_hex(sha256_of(mi->run_id + "/" + std::to_string(mi->source)
+                                                     + "/latent"));
+          send(to_coordinator{sched::ev_input_made{mi->run_id, mi->index, mi->name, sha, 1, ""}});
+          continue;
+        }
         // The coordinator's shell makes a frame input at once (a sim frame is a hash).
         std::string frame = config::graph::sim_frame(mi->output_sha256, mi->frame);
         if (frame.empty())

@@ -268,6 +268,7 @@ public:
     r.prompt = prompt;
     return s_->run(std::move(r), env);
   }
+  warm_result warm(const warm_request& w) override { return s_->warm(w); }
 
 private:
   std::unique_ptr<worker_stage> s_;
@@ -308,6 +309,7 @@ public:
     r.latent_sha256 = latent_sha256;
     return s_->run(std::move(r), env);
   }
+  warm_result warm(const warm_request& w) override { return s_->warm(w); }
 
 private:
   std::unique_ptr<worker_stage> s_;

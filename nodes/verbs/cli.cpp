@@ -22,6 +22,8 @@
 #include "config/config.hpp"
 #include "nodes/verbs/cli_checks.hpp"
 #include "nodes/verbs/collect.hpp"
+#include "nodes/verbs/collection_reuse.hpp"
+#include "actors/coordinator/graph.hpp"
 #include "nodes/verbs/commands.hpp"
 #include "nodes/verbs/line_text.hpp"
 #include "nodes/exit_codes.hpp"
@@ -139,6 +141,47 @@ void warn_hosts_down(coordinator_client& cl, const config::cluster& c) {
   }
 }
 
+/// The stems of the shots that other shots of `shots` take inputs from ("NAME", and
+/// "NAME-take-N" for its takes).
+bool is_source_stem(const std::vector<msg::shot>& shots, const std::string& stem) {
+  for (auto& s : shots)
+    for (auto& in : s.inputs)
+      if (!in.from.empty()
+          && (stem == in.from || stem.rfind(in.from + "-take-", 0) == 0))
+        return true;
+  return false;
+}
+
+/// Offers the videos of the collection folder `dir` that are still there, verified, for
+/// reuse by job key (docs/shots.md, "Job keys"). A real video that another shot takes a
+/// frame from is uploaded to the coordinator's node by its SHA-256 too, so that frame can
+/// be taken even where the cluster no longer holds the video. 0, or the exit code.
+int offer_collection(coordinator_client& cl, const config::cluster& cluster,
+                     const std::string& dir, msg::submit_run& req) {
+  auto offers = read_collection(cluster, dir, sched::graph::max_collected_outputs);
+  for (auto& n : offers.notes)
+    std::fprintf(stderr, "note: --collect: %s\n", n.c_str());
+  for (auto& v : offers.videos) {
+    if (!v.sim && is_source_stem(req.shots, v.name)) {
+      bool unreachable = false;
+      if (auto w = cl.upload_input(v.path, v.offer.output_sha256, nullptr, &unreachable);
+          !w.empty()) {
+        if (unreachable) {
+          std::fprintf(stderr, "error: --collect: %s was not uploaded to the coordinator: "
+                               "%s\nnothing was submitted\n", v.path.c_str(), w.c_str());
+          return exit_code::unreachable;
+        }
+        // Still offered: the frames are then taken from the cluster's copy, if it has one.
+        std::fprintf(stderr, "note: --collect: %s was not uploaded to the coordinator (%s): "
+                             "a shot taking a frame of it needs the video on its decoder's "
+                             "host\n", v.path.c_str(), w.c_str());
+      }
+    }
+    req.collected.push_back(std::move(v.offer));
+  }
+  return exit_code::ok;
+}
+
 int do_run(const run_args& a) {
   if (!a.jobs.empty()) {
     if (auto why = jobs_exclusive_error(a.given); !why.empty()) {
@@ -246,6 +289,9 @@ int do_run(const run_args& a) {
           return rc;
     }
   }
+  if (!a.collect.empty() && !a.rerender)
+    if (int rc = offer_collection(cl, cluster, a.collect, req); rc != 0)
+      return rc;
   std::string run_id;
   try {
     run_id = cl.submit(req);
@@ -386,11 +432,12 @@ void add_line_verbs(CLI::App& app, verb_list& out) {
     ->check(CLI::Range(-actors::max_priority, actors::max_priority));
   run->add_flag("--background", ra.background, "Print the run id and return at once");
   run->add_flag("--rerender", ra.rerender,
-                "Render every job, even one whose job key names an output the cluster holds "
-                "(by default such a job is reused: docs/shots.md)");
+                "Render every job, even one whose job key names an output the cluster or the "
+                "--collect directory holds (by default such a job is reused: docs/shots.md)");
   run->add_option("--collect", ra.collect,
-                  "Copy each finished video, verified, into this directory with an index.jsonl "
-                  "(docs/shots.md)");
+                  "Copy each finished video, verified, into this directory with an index.jsonl; "
+                  "a job whose key names a video indexed there (still there, same SHA-256) "
+                  "reuses it (docs/shots.md)");
   run->add_flag("--json", ra.json, "Print JSON (the final status, or the run id)");
   out.push_back({run, [o, uniform] {
                    for (auto* opt : uniform) {

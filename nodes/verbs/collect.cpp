@@ -3,11 +3,13 @@
 #include "nodes/verbs/collect.hpp"
 #include "actors/coordinator/input_maker.hpp"
 #include "nodes/verbs/sequence_join.hpp"
+#include "nodes/verbs/collection_reuse.hpp"
 
 #include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
 
@@ -21,7 +23,7 @@
 #include "common/sha256.hpp"
 #include "messages/messages.hpp"
 #include "nodes/client.hpp"
-#include "nodes/keygen.hpp"
+#include "nodes/keys.hpp"
 
 namespace vidline::nodes {
 namespace {
@@ -59,7 +61,7 @@ struct fd_guard {
 /// removed). `bytes` gets the size.
 std::string fetch_video(client& cl, const config::knobs& knobs, const std::string& host,
                         const std::string& sha, const std::string& part, const std::string& dest,
-                        uint64_t& bytes) {
+                        uint64_t& bytes, const std::string& kind = "output") {
   fd_guard out;
   out.fd = ::open(part.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (out.fd < 0)
@@ -86,7 +88,7 @@ std::string fetch_video(client& cl, const config::knobs& knobs, const std::strin
     req.sha256 = sha;
     req.offset = offset;
     req.length = chunk;
-    req.kind = "output";
+    req.kind = kind;
     auto rep = cl.request("bus", req, timeout_ms);
     if (!rep) {
       if (++silences >= max_silences)
@@ -107,10 +109,11 @@ std::string fetch_video(client& cl, const config::knobs& knobs, const std::strin
       return fail("host " + host + " sent a chunk that does not decode");
     }
     if (!c.error.empty())
-      return fail(c.error == "not found"
+      return fail(c.error != "not found" ? "host " + host + ": " + c.error
+                  : kind == "output"
                     ? "host " + host + " has no video of that SHA-256 (removed, or made "
                       "before outputs were collectable)"
-                    : "host " + host + ": " + c.error);
+                    : "host " + host + " no longer holds that latent (released)");
     if (c.offset != offset || c.sha256 != sha || (known_total && c.total != total))
       return fail("host " + host + " sent a chunk that does not follow (offset, digest or size)");
     total = c.total;
@@ -159,6 +162,16 @@ std::string fetch_output(const config::cluster& c, const std::string& host,
   client cl("tcp://" + h->address + ":" + std::to_string(h->port), c.knobs,
             client_security_for(c, h->name));
   return fetch_video(cl, c.knobs, host, sha, dest + ".part", dest, bytes);
+}
+
+std::string fetch_latent(const config::cluster& c, const std::string& host,
+                         const std::string& sha, const std::string& dest, uint64_t& bytes) {
+  const auto* h = c.find_host(host);
+  if (h == nullptr)
+    return "no host " + host + " in the config";
+  client cl("tcp://" + h->address + ":" + std::to_string(h->port), c.knobs,
+            client_security_for(c, h->name));
+  return fetch_video(cl, c.knobs, host, sha, dest + ".part", dest, bytes, "");
 }
 
 namespace {
@@ -231,6 +244,10 @@ struct collector::impl {
   void index_review(const std::string& key, const json& job, const std::string& file,
                     const std::string& sha, const std::string& label);
   std::set<std::string> joined;                            // sequences joined (or refused)
+  /// Sequences the folder's index names: file -> (its parts' digests, its own).
+  std::map<std::string, std::pair<std::vector<std::string>, std::string>> sequences;
+  std::map<std::string, std::string> local;                // sha -> a file of the folder (its
+                                                           // index line's; checked on copy)
   void join_sequences(const std::string& run_id, const json& status, collect_report& r);
 };
 
@@ -263,6 +280,11 @@ void collector::impl::join_sequences(const std::string& run_id, const json& stat
     const std::string dest = dir + "/" + file;
     joined.insert(name);
     std::error_code ec;
+    if (auto it = sequences.find(file); it != sequences.end() && it->second.first == shas
+        && std::filesystem::exists(dest, ec) && sha256_file_hex(dest) == it->second.second) {
+      ++r.already;  // joined from these parts before (a run that reused them)
+      continue;
+    }
     if (std::filesystem::exists(dest, ec)) {
       r.problems.push_back("sequence " + name + ": refused: " + dest
                            + " exists; it is not overwritten");
@@ -308,9 +330,26 @@ void collector::impl::index_review(const std::string& key, const json& job,
 }
 
 collector::collector(const config::cluster& c, std::string dir)
-    : p_(std::make_unique<impl>(impl{c, std::move(dir), "", {}, {}, {}, {}, {}, {}, {}, {}})) {
+    : p_(std::make_unique<impl>(impl{c, std::move(dir), "", {}, {}, {}, {}, {}, {}, {}, {}, {}, {}})) {
   files::make_dirs(p_->dir);
   p_->index = p_->dir + "/" + actors::output_index::file_name;
+  // The folder's videos by digest: a reused video whose bytes it holds under another name
+  // is copied from there, not fetched (it may be gone from the cluster).
+  std::ifstream in(p_->index);
+  for (std::string text; std::getline(in, text);) {
+    const json l = json::parse(text, nullptr, false);
+    const std::string file = l.is_object() ? str_or(l, "file") : "";
+    if (!safe_file_name(file) || !is_sha256_hex(str_or(l, "output_sha256")))
+      continue;
+    if (l.value("sequence", false)) {
+      std::vector<std::string> parts;
+      for (const auto& p : l.value("parts", json::array()))
+        parts.push_back(str_or(p, "output_sha256"));
+      p_->sequences[file] = {std::move(parts), str_or(l, "output_sha256")};
+    } else {
+      p_->local.emplace(str_or(l, "output_sha256"), p_->dir + "/" + file);
+    }
+  }
 }
 
 collector::~collector() = default;
@@ -372,6 +411,9 @@ void collector::pass(const json& status, bool final) {
         continue;
       }
       ++r_.already;
+    } else if (auto l = P.local.find(sha);
+               l != P.local.end() && files::copy_verified(l->second, sha, dest, bytes).empty()) {
+      ++r_.collected;  // the folder holds its bytes already (a video reused by its key)
     } else {
       const std::string decoder = str_or(j, "decoder");
       const auto* d = P.c.find_decoder(decoder);
@@ -407,6 +449,7 @@ void collector::pass(const json& status, bool final) {
                                         collected_line(run_id, j, bytes));
       P.handled.insert(key);
       P.files[j.value("index", uint64_t{0})] = {dest, sha};
+      P.local.emplace(sha, dest);
       // Its verdict, when the line was there before it (collected before the verdict).
       P.index_review(key, j, file, sha, label);
     } catch (const std::exception& e) {

@@ -75,6 +75,12 @@ collect_report collect_run(const config::cluster& c, const nlohmann::json& statu
 std::string fetch_output(const config::cluster& c, const std::string& host,
                          const std::string& sha, const std::string& dest, uint64_t& bytes);
 
+/// Pulls the latent of SHA-256 `sha` from the host that holds it (its latents, as a decoder
+/// pulls one, on the authenticated link) into `dest`, verified, written durably; "" on
+/// success (`bytes` its size), else why not.
+std::string fetch_latent(const config::cluster& c, const std::string& host,
+                         const std::string& sha, const std::string& dest, uint64_t& bytes);
+
 /// One line for the user: "collected N, M already there, ... into DIR".
 std::string format_collect_report(const collect_report& r, const std::string& dir);
 

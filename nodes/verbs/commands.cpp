@@ -22,7 +22,7 @@
 #include "nodes/client.hpp"
 #include "nodes/inputs.hpp"
 #include "nodes/exit_codes.hpp"
-#include "nodes/keygen.hpp"
+#include "nodes/keys.hpp"
 #include "nodes/verbs/line_text.hpp"
 
 namespace vidline::nodes {

@@ -16,7 +16,7 @@
 #include "common/sha256.hpp"
 #include "nodes/verbs/commands.hpp"
 #include "nodes/exit_codes.hpp"
-#include "nodes/keygen.hpp"
+#include "nodes/keys.hpp"
 
 
 namespace vidline::nodes {

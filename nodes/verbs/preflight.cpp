@@ -38,7 +38,7 @@
 #include "nodes/client.hpp"
 #include "nodes/exit_codes.hpp"
 #include "nodes/gpu/telemetry.hpp"
-#include "nodes/keygen.hpp"
+#include "nodes/keys.hpp"
 #include "nodes/verbs/service.hpp"
 
 namespace vidline::nodes {

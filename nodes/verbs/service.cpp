@@ -1,7 +1,7 @@
 #include "nodes/verbs/service.hpp"
 
 #include "backends/exec/child.hpp"
-#include "nodes/keygen.hpp"
+#include "nodes/keys.hpp"
 
 #include <algorithm>
 #include <cerrno>

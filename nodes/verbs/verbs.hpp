@@ -23,7 +23,7 @@ void add_queue_verbs(CLI::App& app, verb_list& out);  ///< runs, cancel, submit 
 void add_backend_verbs(CLI::App& app, verb_list& out);  ///< preflight, config-adapt, start, stop (nodes/verbs/service_verbs.cpp)
 void add_plan_verbs(CLI::App& app, verb_list& out);  ///< plan (nodes/verbs/plan_cmd.cpp)
 void add_profile_verbs(CLI::App& app, verb_list& out);  ///< profile build (nodes/verbs/profile_cmd.cpp)
-void add_security_verbs(CLI::App& app, verb_list& out);  ///< keygen (nodes/keygen.cpp)
+void add_security_verbs(CLI::App& app, verb_list& out);  ///< keygen (nodes/verbs/keygen.cpp)
 void add_gpu_verbs(CLI::App& app, verb_list& out);  ///< gpus, drain, undrain (nodes/verbs/gpu_verbs.cpp)
 
 } // namespace vidline::nodes

@@ -6,13 +6,19 @@
 // A second case kills the node running a sample stage with SIGKILL, for an exec stage (its
 // program a grandchild of the node) and for a worker: no stage process of the killed node
 // is left once the restarted node runs, and no job is sampled or decoded twice.
+// A third runs a chain of three segments on the worker line (the decoder on another host):
+// the first_frame each link's worker was given is, byte for byte (by its SHA-256 as the
+// worker hashed the file), its parent's last frame as this test decodes it with ffmpeg.
 #include <catch2/catch.hpp>
 
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 
 #include "backends/exec/pid_records.hpp"
+#include "common/sha256.hpp"
 #include "config/config.hpp"
 #include "nodes/verbs/commands.hpp"
 #include "tests/support/cluster.hpp"
@@ -293,4 +299,110 @@ TEST_CASE("a node SIGKILLed mid-stage leaves no stage process, and nothing is do
   // No process of the killed node's life is left in its recorded groups.
   CHECK(std::filesystem::is_directory(dir.path() + "/alpha/pids"));
   stop(*a2, *b);
+}
+
+namespace {
+
+/// alpha: coordinator, encoder and one pool; beta: the decoder; every stage a torch worker
+/// whose one workflow takes a `first_frame`.
+std::string write_chain_config(const std::string& dir) {
+  auto ports = testing_support::free_ports(2);
+  json line = worker_backend(dir, 0);
+  line["workflows"] = {{{"name", "i2v"}, {"model", "torch-i2v"}, {"default", true},
+                        {"inputs", {{"first_frame", {{"required", false}}}}}}};
+  json cfg = {
+    {"cluster", "worker_chain"},
+    {"coordinator", "alpha"},
+    {"hosts",
+     {{{"name", "alpha"}, {"address", "127.0.0.1"}, {"port", ports[0]}, {"data_dir", dir + "/alpha"},
+       {"gpus", {gpu("g0", 0), gpu("g1", 1)}}},
+      {{"name", "beta"}, {"address", "127.0.0.1"}, {"port", ports[1]}, {"data_dir", dir + "/beta"},
+       {"gpus", {gpu("d0", 0)}}}}},
+    {"backends", {{"line", line}}},
+    {"pools", {{{"name", "p0"}, {"host", "alpha"}, {"gpus", {"g0"}}, {"backend", "line"}}}},
+    {"decoders", {{{"name", "dec"}, {"host", "beta"}, {"gpu", "d0"}, {"backend", "line"}}}},
+    {"encoders", {{{"name", "enc"}, {"host", "alpha"}, {"gpus", {"g1"}}, {"backend", "line"}}}},
+    {"modes", {{"all", {{"pools", {"p0"}}, {"decoders", {"dec"}}}}}},
+    {"knobs", {{"heartbeat_interval_ms", 300}, {"status_interval_ms", 200},
+               {"order_resend_ms", 3000}, {"sample_timeout_s", 240}, {"decode_timeout_s", 240}}}};
+  testing_support::add_keys(cfg, dir);
+  auto path = dir + "/cluster.json";
+  std::ofstream(path) << cfg.dump(2);
+  return path;
+}
+
+/// Frame `k` of `video` as PNG, decoded here with ffmpeg as a user would.
+std::string frame_png(const std::string& dir, const std::string& video, int k) {
+  const std::string png = dir + "/expected-" + std::to_string(k) + "-"
+                          + std::filesystem::path(video).stem().string() + ".png";
+  process ff({"ffmpeg", "-v", "error", "-nostdin", "-y", "-i", video, "-vf",
+              "select=eq(n\\," + std::to_string(k) + ")", "-frames:v", "1", "-f", "image2",
+              "-c:v", "png", png},
+             png + ".out");
+  REQUIRE(ff.wait(60) == 0);
+  return testing_support::read_file(png);
+}
+
+} // namespace
+
+TEST_CASE("worker line: a chain of segments, each link's first_frame its parent's last frame") {
+  if (!have_torch()) {
+    WARN("python3-torch or ffprobe not installed: skipped");
+    return;
+  }
+  temp_dir dir;
+  auto config = write_chain_config(dir.path());
+  auto cluster = config::load(config);
+  auto a = testing_support::start_node(dir.path(), config, "alpha");
+  auto b = testing_support::start_node(dir.path(), config, "beta");
+  nodes::coordinator_client cl(cluster);
+  REQUIRE(testing_support::coordinator_answers(cl, 30));
+  // Three 1 s links of 32x24: l2 starts on l1's last frame, l3 on l2's.
+  std::string list;
+  for (int k = 1; k <= 3; ++k) {
+    json s = {{"prompt", "a fox walks, part " + std::to_string(k)}, {"width", 32},
+              {"height", 24}, {"seconds", 1}, {"seed", 70 + k}, {"name", "l" + std::to_string(k)}};
+    if (k > 1)
+      s["inputs"] = {{"first_frame", {{"from", "l" + std::to_string(k - 1)}, {"frame", "last"}}}};
+    list += s.dump() + "\n";
+  }
+  std::ofstream(dir.path() + "/chain.jsonl") << list;
+  const std::string out = dir.path() + "/out";
+  process run({VIDLINE_BINARY, "run", "--config", config, "--mode", "all", "--jobs",
+               dir.path() + "/chain.jsonl", "--collect", out, "--json"},
+              dir.path() + "/run.out");
+  const int rc = run.wait(400);
+  INFO(run.err());
+  REQUIRE(rc == 0);
+  auto st = *cl.status(json::parse(run.out())["run_id"].get<std::string>(), 5000);
+  INFO(st.dump(2));
+  std::map<std::string, json> jobs;
+  for (auto& j : st["jobs"])
+    jobs[j["shot"].get<std::string>()] = j;
+  REQUIRE(jobs.size() == 3);
+  for (auto& [shot, j] : jobs)
+    REQUIRE(j["state"] == "succeeded");
+  // What each sample stage was given, as the worker hashed it: by the job's seed.
+  std::map<uint64_t, json> given;
+  for (auto& t : trace(dir.path()))
+    if (t["stage"] == "sample" && t["phase"] == "end")
+      given[t["seed"].get<uint64_t>()] = t["inputs"];
+  REQUIRE(given.size() == 3);
+  CHECK(given[71].empty());  // the head took no frame
+  for (auto [child, parent] : {std::pair{"l2", "l1"}, std::pair{"l3", "l2"}}) {
+    INFO(child << " takes from " << parent);
+    // The parent's last frame (24 of 25), decoded here from its collected MP4.
+    const std::string video =
+      out + "/" + std::filesystem::path(jobs[parent]["output"].get<std::string>()).filename().string();
+    CHECK(to_hex(sha256_of(testing_support::read_file(video))) == jobs[parent]["output_sha256"]);
+    const std::string expected = frame_png(dir.path(), video, 24);
+    REQUIRE_FALSE(expected.empty());
+    const std::string digest = to_hex(sha256_of(expected));
+    CHECK(jobs[child]["inputs"]["first_frame"] == digest);
+    CHECK(given[jobs[child]["seed"].get<uint64_t>()].value("first_frame", "") == digest);
+    CHECK(jobs[child]["times"]["sample_start_s"].get<double>()
+          >= jobs[parent]["times"]["decode_end_s"].get<double>());
+  }
+  CHECK(jobs["l1"]["output_sha256"] != jobs["l2"]["output_sha256"]);
+  stop(*a, *b);
 }

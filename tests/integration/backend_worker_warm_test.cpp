@@ -1,14 +1,18 @@
 // A warm start with real torch (Debian's python3-torch, CPU): two node processes, the pool's
-// sampler a long-lived worker running backends/worker/examples/torch_line.py, whose backend
-// has warm_start (the default). Checked end to end: the worker loaded its model when the
-// node started, before its first request, so the first job (and every one after it) is
-// warm; each result names the model and the identity of its weights, and that identity
-// reaches the status JSON, the run's index.jsonl and the cluster view's pool.
+// sampler, the encoder and the decoder each a long-lived worker running
+// backends/worker/examples/torch_line.py, whose backends have warm_start (the default).
+// Checked end to end: each worker loaded its model when its node started, before its first
+// request, so the first job's conditioning, sampling and decode (and every one after them)
+// are warm; each result names the model and the identity of its weights, and that identity
+// reaches the status JSON, the run's index.jsonl and the cluster view's pool. Without the
+// warm start, the encoder's and decoder's first stages are the cold ones.
 #include <catch2/catch.hpp>
 
 #include <cstdio>
+#include <map>
 #include <regex>
 
+#include "actors/warm_start.hpp"
 #include "config/config.hpp"
 #include "nodes/verbs/commands.hpp"
 #include "tests/support/cluster.hpp"
@@ -45,12 +49,14 @@ json gpu(const std::string& id, int index) {
 }
 
 /// alpha: coordinator, encoder, pool p0 (backend "pools", warm start by default); beta:
-/// the decoder. Encoder and decoder use "line", without a warm start.
-std::string write_config(const std::string& dir) {
+/// the decoder. Encoder and decoder use "line" (no workflows of its own), warm at start
+/// unless `line_warm` is false.
+std::string write_config(const std::string& dir, bool line_warm = true) {
   auto ports = testing_support::free_ports(2);
   json line = worker_backend(dir);
   line.erase("workflows");
-  line["warm_start"] = false;
+  if (!line_warm)
+    line["warm_start"] = false;
   json cfg = {
     {"cluster", "worker_warm"},
     {"coordinator", "alpha"},
@@ -81,23 +87,47 @@ std::vector<json> trace(const std::string& dir) {
   return out;
 }
 
-} // namespace
+/// Per owner of the trace: its loads, when the last of them ended, when its first stage's
+/// work began, and whether each of its stages was cold, in order.
+struct owner_trace {
+  int loads = 0;
+  double load_end = -1;
+  double first_start = -1;
+  std::vector<bool> cold;
+};
 
-TEST_CASE("worker warm start: the model loads at node start, the first job is warm, its identity is recorded") {
-  if (!have_torch()) {
-    WARN("python3-torch or ffprobe not installed: skipped");
-    return;
+std::map<std::string, owner_trace> by_owner(const std::vector<json>& t) {
+  std::map<std::string, owner_trace> out;
+  for (auto& e : t) {
+    auto& o = out[e["owner"].get<std::string>()];
+    if (e["phase"] == "load") {
+      ++o.loads;
+      o.load_end = e["end"].get<double>();
+    } else if (e["phase"] == "end") {
+      if (o.first_start < 0)
+        o.first_start = e["start"].get<double>();
+      o.cold.push_back(e["cold"].get<bool>());
+    }
   }
-  temp_dir dir;
-  auto config = write_config(dir.path());
+  return out;
+}
+
+/// What a run of the line left: its status and the cluster view at its end.
+struct line_run {
+  json status;
+  json cluster;
+};
+
+/// Starts both nodes of the config in `dir`, submits two jobs of one prompt at once (the
+/// first orders may come while the workers still load, and then wait for their loads
+/// rather than going first), waits for the run's end and stops the nodes.
+void run_line(const std::string& dir, const std::string& config, line_run& out) {
+  json& st = out.status;
   auto cluster = config::load(config);
-  auto a = testing_support::start_node(dir.path(), config, "alpha");
-  auto b = testing_support::start_node(dir.path(), config, "beta");
+  auto a = testing_support::start_node(dir, config, "alpha");
+  auto b = testing_support::start_node(dir, config, "beta");
   nodes::coordinator_client cl(cluster);
   REQUIRE(testing_support::coordinator_answers(cl, 30));
-
-  // Submitted at once: the first order may come while the worker still loads, and then
-  // waits for the load rather than going first.
   msg::submit_run req;
   req.mode = "all";
   req.prompt = "a tiny red fox, warm";
@@ -109,12 +139,35 @@ TEST_CASE("worker warm start: the model loads at node start, the first job is wa
   req.request_id = "warm-start";
   auto run_id = cl.submit(req);
   REQUIRE(!run_id.empty());
-  json st = testing_support::wait_status(cl, run_id, 400,
-                                         [](const json& s) { return s["state"] != "running"; });
+  st = testing_support::wait_status(cl, run_id, 400,
+                                    [](const json& s) { return s["state"] != "running"; });
   INFO(st.dump(2));
   INFO(a->out() + a->err());
   REQUIRE(st["state"] == "succeeded");
   REQUIRE(st["jobs"].size() == 2);
+  auto c = cl.status("@cluster", 5000);
+  REQUIRE(c);
+  out.cluster = *c;
+  a->signal(SIGTERM);
+  b->signal(SIGTERM);
+  CHECK(a->wait(30) == 0);
+  CHECK(b->wait(30) == 0);
+}
+
+} // namespace
+
+TEST_CASE("worker warm start: the model loads at node start, the first job is warm, its identity is recorded") {
+  if (!have_torch()) {
+    WARN("python3-torch or ffprobe not installed: skipped");
+    return;
+  }
+  temp_dir dir;
+  auto config = write_config(dir.path());
+  line_run run;
+  run_line(dir.path(), config, run);
+  const json& st = run.status;
+  INFO(st.dump(2));
+  const std::string run_id = st["run_id"].get<std::string>();
 
   // The worker of p0 loaded "sample" once, before its first sample began.
   double load_end = -1, first_begin = -1;
@@ -162,14 +215,62 @@ TEST_CASE("worker warm start: the model loads at node start, the first job is wa
   }
 
   // The cluster view shows the pool's loaded model.
-  auto c = cl.status("@cluster", 5000);
-  REQUIRE(c);
-  INFO(c->dump(2));
-  CHECK((*c)["pools"]["p0"]["model"] == "fox-mlp-v1");
-  CHECK((*c)["pools"]["p0"]["model_identity"] == identity);
+  INFO(run.cluster.dump(2));
+  CHECK(run.cluster["pools"]["p0"]["model"] == "fox-mlp-v1");
+  CHECK(run.cluster["pools"]["p0"]["model_identity"] == identity);
 
-  a->signal(SIGTERM);
-  b->signal(SIGTERM);
-  CHECK(a->wait(30) == 0);
-  CHECK(b->wait(30) == 0);
+  // The encoder and the decoder loaded theirs at start too, once each and before their
+  // first stage, so the first conditioning and the first decode were warm like the rest.
+  auto owners = by_owner(trace(dir.path()));
+  for (const char* name : {"enc", "dec"}) {
+    INFO(name);
+    const auto& o = owners[name];
+    CHECK(o.loads == 1);
+    REQUIRE(o.load_end > 0);
+    REQUIRE(o.first_start > 0);
+    CHECK(o.load_end <= o.first_start);
+    REQUIRE_FALSE(o.cold.empty());
+    for (bool c : o.cold)
+      CHECK_FALSE(c);
+  }
+  CHECK(owners["enc"].cold.size() == 1);  // one prompt, encoded once
+  CHECK(owners["dec"].cold.size() == 2);
+}
+
+TEST_CASE("worker warm start off for the encoder's and decoder's backend: their first stages load the model") {
+  if (!have_torch()) {
+    WARN("python3-torch or ffprobe not installed: skipped");
+    return;
+  }
+  temp_dir dir;
+  auto config = write_config(dir.path(), false);
+  line_run run;
+  run_line(dir.path(), config, run);
+  auto owners = by_owner(trace(dir.path()));
+  CHECK(owners["p0"].loads == 1);  // the pool's backend still warms
+  for (bool c : owners["p0"].cold)
+    CHECK_FALSE(c);
+  for (const char* name : {"enc", "dec"}) {
+    INFO(name);
+    const auto& o = owners[name];
+    CHECK(o.loads == 1);
+    REQUIRE(o.cold.size() >= 1);
+    CHECK(o.cold.front());  // its load ran for its first stage
+    for (std::size_t k = 1; k < o.cold.size(); ++k)
+      CHECK_FALSE(o.cold[k]);
+  }
+}
+
+TEST_CASE("a decoder on a pool's GPU does not warm at start, one on a GPU of its own does", "[config]") {
+  temp_dir dir;
+  auto cluster = config::load(write_config(dir.path()));
+  REQUIRE(cluster.decoders.size() == 1);
+  CHECK(actors::decoder_warms_at_start(cluster, cluster.decoders[0]));
+  auto shared = cluster.decoders[0];
+  shared.host = "alpha";
+  shared.gpu = "g0";  // p0's GPU
+  CHECK_FALSE(actors::decoder_warms_at_start(cluster, shared));
+  cluster.backends.at("line").warm_start = false;
+  CHECK_FALSE(actors::decoder_warms_at_start(cluster, cluster.decoders[0]));
+  CHECK(actors::default_model_key(cluster) == "fox-mlp-v1");
 }

@@ -30,7 +30,7 @@
 #include "nodes/bus_frame.hpp"
 #include "nodes/client.hpp"
 #include "nodes/inputs.hpp"
-#include "nodes/keygen.hpp"
+#include "nodes/keys.hpp"
 
 namespace fs = std::filesystem;
 using namespace vidline;

@@ -1,5 +1,5 @@
 // The command-line client reads replies under the same limits as the node that sends
-// them (nodes/bus.cpp wire_limits): the status of a large run (~600 bytes of JSON per
+// them (nodes/bus_options.cpp wire_limits): the status of a large run (~600 bytes of JSON per
 // job) fits a frame of max_frame_bytes, so it must unpack, not only up to msgpack's
 // default 1 MiB string. A fake coordinator (a ROUTER socket) answers with such a status.
 

@@ -19,7 +19,7 @@
 
 #include "messages/envelope.hpp"
 #include "nodes/bus_frame.hpp"
-#include "nodes/keygen.hpp"
+#include "nodes/keys.hpp"
 #include "tests/support/cluster.hpp"
 
 using namespace testing_support;

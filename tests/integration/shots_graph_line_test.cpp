@@ -3,7 +3,8 @@
 // input is its parent's last frame per the sim contract, byte for byte; the segments, one
 // sequence, are joined and collected; the same list again reuses every output, an edit of
 // one segment renders it and what follows, --rerender renders all; a bad graph is refused
-// naming its lines before anything is submitted.
+// naming its lines before anything is submitted; a fresh line reuses the videos a collection
+// folder holds.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -152,4 +153,150 @@ TEST_CASE("a chain of segments runs on the sim line, is joined, reused and re-re
   st = *cl.status(json::parse(forced.out())["run_id"].get<std::string>(), 5000);
   for (auto& [shot, j] : by_shot(st))
     CHECK(j["state"] == "succeeded");
+}
+
+TEST_CASE("a fresh line reuses the videos its collection folder holds, an altered one renders") {
+  temp_dir dir("vl-graph-collected");
+  std::ofstream(dir.path() + "/chain.jsonl") << chain_list(11);
+  const std::string out = dir.path() + "/out";
+  const std::string mode = "four_four_xtx_plus_one";
+  auto run_list = [&](const std::string& config, const std::string& tag) {
+    process run({VIDLINE_BINARY, "run", "--config", config, "--mode", mode, "--jobs",
+                 dir.path() + "/chain.jsonl", "--collect", out, "--json"},
+                dir.path() + "/" + tag + ".out");
+    const int rc = run.wait(120);
+    INFO(run.err());
+    REQUIRE(rc >= 0);
+    return std::pair{rc, run.err()};
+  };
+  // A line renders the chain into the folder, then goes away with everything it held.
+  std::map<std::string, json> first;
+  {
+    temp_dir one("vl-graph-collected-1");
+    auto config = testing_support::write_reference_config(one.path(), 0.002);
+    auto cluster = config::load(config);
+    auto a = testing_support::start_node(one.path(), config, "host_a");
+    auto b = testing_support::start_node(one.path(), config, "host_b");
+    nodes::coordinator_client cl(cluster);
+    REQUIRE(testing_support::coordinator_answers(cl, 30));
+    REQUIRE(run_list(config, "first").first == 0);
+    first = by_shot(*cl.status("", 5000));
+  }
+  std::vector<std::string> repeated;
+  REQUIRE(testing_support::read_index(out + "/index.jsonl", repeated).size() == 4);
+
+  // A fresh line (another data directory, its journal empty): nothing renders.
+  temp_dir two("vl-graph-collected-2");
+  auto config = testing_support::write_reference_config(two.path(), 0.002);
+  auto cluster = config::load(config);
+  auto a = testing_support::start_node(two.path(), config, "host_a");
+  auto b = testing_support::start_node(two.path(), config, "host_b");
+  nodes::coordinator_client cl(cluster);
+  REQUIRE(testing_support::coordinator_answers(cl, 30));
+  auto [rc, err] = run_list(config, "again");
+  CHECK(rc == 0);
+  auto st = *cl.status("", 5000);
+  for (auto& [shot, j] : by_shot(st)) {
+    INFO(shot);
+    CHECK(j["state"] == "reused");
+    CHECK(j["reused_from"] == "collection");
+    CHECK(j["attempts"] == 0);
+    CHECK(j["pool"].is_null());
+    CHECK(j["output_sha256"] == first[shot]["output_sha256"]);
+    CHECK(j["key"] == first[shot]["key"]);
+  }
+  CHECK(st["summary"]["reused"] == 3);
+  // Every video and the sequence were there already: the index gained no line.
+  repeated.clear();
+  CHECK(testing_support::read_index(out + "/index.jsonl", repeated).size() == 4);
+  CHECK(repeated.empty());
+  CHECK(err.find("error") == std::string::npos);
+
+  // seg3's file altered: it is not offered, so it renders (and the altered file is not
+  // overwritten: the collection refuses it, exit 11); seg1 and seg2 are reused.
+  std::ofstream(out + "/seg3.simvideo", std::ios::app) << "edited by hand\n";
+  std::tie(rc, err) = run_list(config, "altered");
+  CHECK(rc == 11);
+  CHECK(err.find("seg3.simvideo is not the video its index line names") != std::string::npos);
+  st = *cl.status("", 5000);
+  auto jobs = by_shot(st);
+  CHECK(jobs["seg1"]["state"] == "reused");
+  CHECK(jobs["seg2"]["state"] == "reused");
+  CHECK(jobs["seg3"]["state"] == "succeeded");
+  CHECK(jobs["seg3"]["attempts"] == 1);
+  CHECK(jobs["seg3"]["key"] == first["seg3"]["key"]);
+}
+
+TEST_CASE("a latent handed over on the sim line: each link samples from its parent's latent") {
+  temp_dir dir("vl-graph-latent");
+  auto config = testing_support::write_reference_config(dir.path(), 0.002);
+  // Two workflows of one model: t2v, and extend, which continues from another shot's latent.
+  auto cfg = json::parse(testing_support::read_file(config));
+  cfg["backends"]["sim"]["workflows"] = json::parse(R"([
+    {"name": "t2v", "model": "sim", "default": true, "inputs": {"reference": {"required": false}}},
+    {"name": "extend", "model": "sim", "inputs": {"init_latent": {"required": true, "latent": true}}}
+  ])");
+  std::ofstream(config) << cfg.dump(2);
+  auto cluster = config::load(config);
+  auto a = testing_support::start_node(dir.path(), config, "host_a");
+  auto b = testing_support::start_node(dir.path(), config, "host_b");
+  nodes::coordinator_client cl(cluster);
+  REQUIRE(testing_support::coordinator_answers(cl, 30));
+  const std::string mode = "four_four_xtx_plus_one";
+
+  // Where the workflow does not continue from a latent: refused naming the line.
+  std::ofstream(dir.path() + "/bad.jsonl")
+    << R"({"prompt": "x", "width": 416, "height": 736, "seconds": 1, "seed": 1, "name": "a"})" << "\n"
+    << R"({"prompt": "y", "width": 416, "height": 736, "seconds": 1, "seed": 2, "name": "b", "inputs": {"reference": {"from": "a", "latent": true}}})" << "\n";
+  process bad({VIDLINE_BINARY, "run", "--config", config, "--mode", mode, "--jobs",
+               dir.path() + "/bad.jsonl"},
+              dir.path() + "/bad.out");
+  CHECK(bad.wait(30) == 2);
+  CHECK(bad.err().find("bad.jsonl:2: inputs.reference: latent: workflow 't2v' does not continue "
+                       "from a latent here")
+        != std::string::npos);
+
+  // A chain of three: l2 continues from l1's latent, l3 from l2's.
+  std::string list;
+  for (int k = 1; k <= 3; ++k) {
+    json s = {{"prompt", "one long take"}, {"width", 416}, {"height", 736}, {"seconds", 1},
+              {"seed", 500 + k}, {"name", "l" + std::to_string(k)}};
+    if (k > 1) {
+      s["workflow"] = "extend";
+      s["inputs"] = {{"init_latent", {{"from", "l" + std::to_string(k - 1)}, {"latent", true}}}};
+    }
+    list += s.dump() + "\n";
+  }
+  std::ofstream(dir.path() + "/latent.jsonl") << list;
+  auto run_id = testing_support::submit_shot_list(dir.path(), config, mode, dir.path() + "/latent.jsonl");
+  auto st = testing_support::wait_status(cl, run_id, 90, [](const json& s) { return s["state"] != "running"; });
+  INFO(st.dump(2));
+  auto jobs = by_shot(st);
+  for (auto& [shot, j] : jobs) {
+    INFO(shot);
+    // The contract's latent: a link's input.init_latent line carries its parent's latent digest.
+    CHECK(testing_support::contract_problem(j) == "");
+  }
+  for (auto [child, parent] : {std::pair{"l2", "l1"}, std::pair{"l3", "l2"}}) {
+    INFO(child << " continues from " << parent);
+    const std::string latent = jobs[parent]["latent_sha256"].get<std::string>();
+    CHECK(jobs[child]["inputs"]["init_latent"] == latent);
+    CHECK(jobs[child]["takes_from"].at(0)["from"] == parent);
+    // Handed over verified: the coordinator's host keeps it as an input, byte for byte the
+    // parent's latent (the sim contract's, recomputed from the parent's job alone).
+    const std::string kept = testing_support::read_file(dir.path() + "/host_a/inputs/" + latent);
+    CHECK(kept.size() == jobs[parent]["latent_bytes"].get<uint64_t>());
+    CHECK(to_hex(sha256_of(kept)) == latent);
+    CHECK(j_start(jobs[child]) >= jobs[parent]["times"]["decode_end_s"].get<double>());
+  }
+  // The same list again: the sources render (only a render makes a latent to hand over);
+  // l3, given the same latent, has the same key and is reused.
+  auto again = testing_support::submit_shot_list(dir.path(), config, mode, dir.path() + "/latent.jsonl");
+  st = testing_support::wait_status(cl, again, 90, [](const json& s) { return s["state"] != "running"; });
+  auto second = by_shot(st);
+  CHECK(second["l1"]["state"] == "succeeded");
+  CHECK(second["l2"]["state"] == "succeeded");
+  CHECK(second["l3"]["state"] == "reused");
+  CHECK(second["l3"]["key"] == jobs["l3"]["key"]);
+  CHECK(second["l2"]["inputs"]["init_latent"] == jobs["l2"]["inputs"]["init_latent"]);
 }

@@ -1,7 +1,9 @@
 // The coordinator's input maker (actors/coordinator/input_maker.hpp) with a fetch the test
 // plays: a video on another host is pulled once and decoded off the caller's thread, an
 // input asked again while it is being made is answered once, a fetch that fails is answered
-// as the input's error naming the host, a sim video's frame comes at once.
+// as the input's error naming the host, a sim video's frame comes at once; a latent handed
+// over is copied from this host's latents or fetched from its host, verified; a video
+// uploaded by its digest is read where it was uploaded.
 #include <catch2/catch.hpp>
 
 #include <chrono>
@@ -147,4 +149,79 @@ TEST_CASE("input maker: a sim video's frame is made at once, on the caller's thr
   REQUIRE(made);
   CHECK(made->error.empty());
   CHECK(made->sha256 == to_hex(sha256_of(config::graph::sim_frame(sha, 24))));
+}
+
+TEST_CASE("input maker: a latent handed over is copied or fetched, verified, kept as an input") {
+  testing_support::temp_dir dir("vl-input-maker");
+  const auto ctx = context_in(dir.path());
+  const std::string bytes = "the latent of job 0";
+  const std::string sha = to_hex(sha256_of(bytes));
+  sched::fx_make_input fx{"run1", 1, "init_latent", 0, "", sha, "dec", 0, 0, true, "alpha"};
+  // Sampled on this host: copied from its latents.
+  files::make_dirs(actors::latent_dir(ctx));
+  files::write_atomic(actors::latent_dir(ctx) + "/" + sha + ".latent", bytes);
+  auto made = actors::make_input(ctx, fx);
+  CHECK(made.error.empty());
+  CHECK(made.sha256 == sha);
+  CHECK(made.bytes == bytes.size());
+  CHECK(files::read_all(dir.path() + "/inputs/" + sha) == bytes);
+
+  // Other bytes under the digest on this host: refused, nothing kept.
+  const std::string other_sha(64, 'e');
+  files::write_atomic(actors::latent_dir(ctx) + "/" + other_sha + ".latent", "not it");
+  fx.output_sha256 = other_sha;
+  made = actors::make_input(ctx, fx);
+  CHECK(made.sha256.empty());
+  CHECK(made.error.find("the latent of job 0 on this host could not be taken: ") == 0);
+  CHECK(made.error.find("hashes to") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(dir.path() + "/inputs/" + other_sha));
+
+  // Sampled on beta: pulled from there (the fetch the node gives the maker).
+  const std::string far = "a latent sampled on beta";
+  const std::string far_sha = to_hex(sha256_of(far));
+  std::vector<std::string> asked;
+  actors::video_fetch fetch_latent = [&](const std::string& host, const std::string& s,
+                                         const std::string& dest) -> std::string {
+    asked.push_back(host + " " + s);
+    if (s != far_sha)
+      return "host " + host + " no longer holds that latent (released)";
+    files::write_atomic(dest, far);
+    return "";
+  };
+  fx.output_sha256 = far_sha;
+  fx.latent_host = "beta";
+  made = actors::make_input(ctx, fx, {}, fetch_latent);
+  CHECK(made.error.empty());
+  CHECK(made.sha256 == far_sha);
+  CHECK(files::read_all(dir.path() + "/inputs/" + far_sha) == far);
+  // Asked again: the kept copy, no second transfer.
+  made = actors::make_input(ctx, fx, {}, fetch_latent);
+  CHECK(made.error.empty());
+  CHECK(asked.size() == 1);
+  fx.output_sha256 = std::string(64, 'f');
+  made = actors::make_input(ctx, fx, {}, fetch_latent);
+  CHECK(made.error == "the latent of job 0 lies on host beta and could not be fetched from it: "
+                      "host beta no longer holds that latent (released)");
+}
+
+TEST_CASE("input maker: a video uploaded by its digest is read there, not fetched") {
+  testing_support::temp_dir dir("vl-input-maker");
+  const std::string video = dir.path() + "/made.mp4";
+  const std::string latent = dir.path() + "/latent";
+  files::write_atomic(latent, "another latent");
+  REQUIRE(std::system((std::string(VIDLINE_SOURCE_DIR) + "/tests/support/programs/ffmpeg_video.sh "
+                       + latent + " " + to_hex(sha256_of(std::string("another latent")))
+                       + " 25 24 32 32 " + video).c_str())
+          == 0);
+  const std::string sha = to_hex(sha256_of(files::read_all(video)));
+  // As `vidline run --collect` uploads a collected video another shot takes a frame of.
+  files::make_dirs(dir.path() + "/inputs");
+  std::filesystem::copy_file(video, dir.path() + "/inputs/" + sha);
+  actors::video_fetch fetch = [](const std::string& host, const std::string&, const std::string&) {
+    return "host " + host + " has no video of that SHA-256";
+  };
+  auto made = actors::make_input(context_in(dir.path()), ask_for(1, sha, "dec", 24), fetch);
+  INFO(made.error);
+  CHECK(made.error.empty());
+  CHECK(files::read_all(dir.path() + "/inputs/" + made.sha256).substr(1, 3) == "PNG");
 }

@@ -68,11 +68,25 @@ TEST_CASE("graph_problem names the line of an unknown name, itself, a bad frame"
                     "of shot 'a' (2 s: frames 0 to 48)");
   s[1].inputs[0] = from("a", "48");
   CHECK(check(s) == "");
-  s[1].inputs[0].latent = true;
-  CHECK(check(s).find("f:2: inputs.first_frame: latent:") == 0);
+  s[1].inputs[0].latent = true;  // a latent is the whole shot: with a frame it is refused
+  CHECK(check(s) == "f:2: inputs.first_frame: frame: not with \"latent\": true");
+  s[1].inputs[0].frame.clear();  // the latent alone: the workflow's check decides
+  CHECK(check(s) == "");
   s[1].inputs[0] = from("a");
   s[1].inputs[0].sha256 = std::string(64, 'a');
   CHECK(check(s).find("f:2: inputs.first_frame: is both a file") == 0);
+}
+
+TEST_CASE("from_input_json reads a latent hand-over, refuses it with a frame", "[graph]") {
+  msg::job_input in;
+  CHECK(g::from_input_json("init_latent", {{"from", "a"}, {"latent", true}}, in) == "");
+  CHECK(in.latent);
+  CHECK(in.from == "a");
+  CHECK(in.frame.empty());
+  CHECK(g::from_input_json("init_latent", {{"from", "a"}, {"latent", true}, {"frame", "last"}}, in)
+        == "frame: not with \"latent\": true (the latent is the whole shot, not a frame of it)");
+  CHECK(g::from_input_json("init_latent", {{"from", "a"}, {"latent", "yes"}}, in)
+        == "latent: must be true or false");
 }
 
 TEST_CASE("graph_problem names every line of a cycle", "[graph]") {

@@ -597,7 +597,7 @@ TEST_CASE("random damage to a config raises only config_error", "[config]") {
 
 TEST_CASE("a host address that carries a port is refused with keys too, bare IPv6 is not",
           "[config]") {
-  // Issue 10: with CURVE keys (not plaintext) "127.0.0.1:46011" was accepted.
+  // With CURVE keys (not plaintext) the same check holds: "127.0.0.1:46011" is not an address.
   json j = example_json("reference.json");
   j["plaintext"] = false;
   set(j, "/hosts/0/public_key", "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7");

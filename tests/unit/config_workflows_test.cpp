@@ -186,6 +186,52 @@ TEST_CASE("workflow declarations are checked where they are read", "[workflows]"
   CHECK(with(json::array()).rfind("/backends/sim/workflows: must declare at least one", 0) == 0);
 }
 
+TEST_CASE("a workflow that continues from a latent declares it on its input", "[workflows]") {
+  auto cfg = base_config();
+  auto w = workflows();
+  w.push_back(json::parse(R"({"name": "extend", "model": "h3-t2v",
+                              "inputs": {"init_latent": {"required": true, "latent": true}}})"));
+  cfg["backends"]["sim"]["workflows"] = w;
+  REQUIRE(config_error_of(cfg) == "");
+  auto cat = catalog_of(cfg);
+  const auto* extend = cat.find("extend");
+  REQUIRE(extend != nullptr);
+  REQUIRE(extend->find_input("init_latent") != nullptr);
+  CHECK(extend->find_input("init_latent")->latent);
+  CHECK_FALSE(cat.find("fl2v")->find_input("first_frame")->latent);
+  config::resolved_shot r;
+  auto why = [&](const json& j) { return config::resolve_shot(cat, shot_of(j), r); };
+  const json latent = {{"from", "s1"}, {"latent", true}};
+  CHECK(why({{"workflow", "extend"}, {"inputs", {{"init_latent", latent}}}}) == "");
+  CHECK(r.inputs.at(0).latent);
+  // A latent where the workflow takes a frame or a file, and the other way round: refused.
+  CHECK(why({{"workflow", "fl2v"}, {"inputs", {{"first_frame", latent}, {"last_frame", "/b.png"}}}})
+        == "inputs.first_frame: latent: workflow 'fl2v' does not continue from a latent here "
+           "(its config declares no \"latent\": true on input first_frame); take a frame "
+           "(\"frame\": \"last\")");
+  CHECK(why({{"workflow", "extend"}, {"inputs", {{"init_latent", {{"from", "s1"}}}}}})
+        == "inputs.init_latent: workflow 'extend' continues from another shot's latent here: "
+           "{\"from\": \"SHOT\", \"latent\": true}, not a file or a frame");
+  CHECK(why({{"workflow", "extend"}, {"inputs", {{"init_latent", "/a.latent"}}}})
+        .rfind("inputs.init_latent: workflow 'extend' continues from another shot's latent", 0)
+        == 0);
+  // The declaration is read as the rest is: a boolean, and never on the reference image.
+  auto bad = w;
+  bad[2]["inputs"]["init_latent"]["latent"] = "yes";
+  cfg["backends"]["sim"]["workflows"] = bad;
+  CHECK(config_error_of(cfg)
+        == "/backends/sim/workflows/2/inputs/init_latent/latent: must be true or false, got string");
+  bad = w;
+  bad[1]["inputs"]["reference"] = {{"latent", true}};
+  cfg["backends"]["sim"]["workflows"] = bad;
+  CHECK(config_error_of(cfg).rfind("/backends/sim/workflows/1/inputs/reference/latent: "
+                                   "'reference' is an image", 0) == 0);
+  bad = w;
+  bad[2]["inputs"]["init_latent"]["latnet"] = true;
+  cfg["backends"]["sim"]["workflows"] = bad;
+  CHECK(config_error_of(cfg).find("latnet") != std::string::npos);
+}
+
 TEST_CASE("a param's number text is JSON's shortest round-trip form, as Python writes it", "[workflows]") {
   using vidline::config::number_text;
   CHECK(number_text(0.1) == "0.1");

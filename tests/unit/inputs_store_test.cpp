@@ -27,7 +27,7 @@ msg::input_put chunk(const std::string& sha, const std::string& all, uint64_t of
   return p;
 }
 
-std::vector<std::string> names(const std::string& dir) {
+std::vector<std::string> names_in(const std::string& dir) {
   std::vector<std::string> v;
   std::error_code ec;
   for (auto& e : fs::directory_iterator(dir, ec))
@@ -66,7 +66,7 @@ TEST_CASE("an input arrives in order, is verified, renamed, and stored once", "[
   CHECK(s.uploads() == 0);
   CHECK(s.size_of(sha) == image.size());
   CHECK(files::read_all(d + "/" + sha) == image);
-  CHECK(names(d) == std::vector<std::string>{sha});
+  CHECK(names_in(d) == std::vector<std::string>{sha});
 
   // Stored: a probe says so at once.
   CHECK(s.put("c3", chunk(sha, image, 0, 0)).done);
@@ -89,7 +89,7 @@ TEST_CASE("bad uploads are refused with their reason, nothing kept", "[inputs]")
   auto r = s.put("c", chunk(other, image, 0, image.size()));
   CHECK_FALSE(r.done);
   CHECK(r.error.find("hash to " + sha + ", not " + other) != std::string::npos);
-  CHECK(names(d).empty());
+  CHECK(names_in(d).empty());
   CHECK(s.put("c", chunk("../etc/passwd", image, 0, 1)).error ==
         "sha256 must be 64 lowercase hex digits");
   std::string big(17, 'x');
@@ -100,7 +100,7 @@ TEST_CASE("bad uploads are refused with their reason, nothing kept", "[inputs]")
   CHECK(s.put("c", past).error.find("past the input's total") != std::string::npos);
   std::string none;
   CHECK(s.put("c", chunk(sha, none, 0, 0)).error.find("0 bytes") != std::string::npos);
-  CHECK(names(d).empty());
+  CHECK(names_in(d).empty());
   nodes::input_store nowhere("");
   CHECK(nowhere.put("c", chunk(sha, image, 0, 1)).error == "this node keeps no inputs");
 }
@@ -119,5 +119,5 @@ TEST_CASE("a whole upload (PUT /v1/inputs) is checked against its digest", "[inp
   CHECK(s.put_whole("ABC", image).status == 400);
   CHECK(s.put_whole(sha, "").status == 400);
   CHECK(s.put_whole(to_hex(sha256_of(std::string(33, 'y'))), std::string(33, 'y')).status == 413);
-  CHECK(names(dir.path() + "/inputs") == std::vector<std::string>{sha});
+  CHECK(names_in(dir.path() + "/inputs") == std::vector<std::string>{sha});
 }

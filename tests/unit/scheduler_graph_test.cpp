@@ -187,6 +187,145 @@ TEST_CASE("a run of the same shots reuses every output, an edit renders it and w
   CHECK(l.job("forced", 0).state == job_state::sampling);
 }
 
+TEST_CASE("a run reuses the videos of its collection folder by key, the cluster's first") {
+  // The keys and videos of a chain rendered once, on a line since forgotten.
+  std::vector<sched::held_output> made_before;
+  std::vector<std::string> keys;
+  {
+    line first;
+    first.step(sched::ev_submit{chain("r", 3)});
+    for (uint32_t k = 0; k < 3; ++k) {
+      auto m = asked(first.render("r", k));
+      if (k < 2)
+        first.step(made(m.at(0)));
+      const auto& j = first.job("r", k);
+      keys.push_back(j.spec.key);
+      made_before.push_back({"seg" + std::to_string(k) + ".mp4", j.output_sha256, "dec", "r", k,
+                             true});
+    }
+  }
+  // A fresh line: only the collection folder holds them.
+  line l;
+  auto offered = chain("again", 3);
+  for (uint32_t k = 0; k < 3; ++k)
+    offered.collected[keys[k]] = made_before[k];
+  auto fx = l.step(sched::ev_submit{offered});
+  auto& head = l.job("again", 0);
+  CHECK(head.state == job_state::reused);
+  CHECK(head.reused_from == "collection");
+  CHECK(head.output == "seg0.mp4");
+  CHECK(head.output_sha256 == made_before[0].sha256);
+  CHECK(head.sample_attempts == 0);
+  // Its frame is asked from the collected video's digest, and each link is reused in turn.
+  auto m = asked(fx);
+  REQUIRE(m.size() == 1);
+  CHECK(m[0].output_sha256 == made_before[0].sha256);
+  fx = l.step(made(m[0]));
+  CHECK(l.job("again", 1).state == job_state::reused);
+  CHECK(l.job("again", 1).reused_from == "collection");
+  l.step(made(asked(fx).at(0)));
+  CHECK(l.job("again", 2).state == job_state::reused);
+  CHECK(l.s.find_run("again")->done);
+  CHECK(sched::summarize(*l.s.find_run("again")).reused == 3);
+
+  // The journal keeps a run's collection (a link reused after a restart needs it).
+  const auto back = actors::run_from_record(actors::run_record(*l.s.find_run("again")));
+  REQUIRE(back.collected.size() == 3);
+  CHECK(back.collected.at(keys[1]).sha256 == made_before[1].sha256);
+  CHECK(back.collected.at(keys[1]).collection);
+  CHECK(actors::job_from_record(actors::job_record(l.job("again", 1))).reused_from
+        == "collection");
+
+  // A file altered in the folder is not offered: that link renders, the rest is reused.
+  auto partly = chain("partly", 3);
+  partly.collected[keys[0]] = made_before[0];
+  partly.collected[keys[2]] = made_before[2];
+  fx = l.step(sched::ev_submit{partly});
+  CHECK(l.job("partly", 0).state == job_state::reused);
+  l.step(made(asked(fx).at(0)));
+  CHECK(l.job("partly", 1).state == job_state::sampling);
+  l.step(made(asked(l.render("partly", 1)).at(0)));
+  CHECK(l.job("partly", 2).state == job_state::reused);  // its frame is the same: its key too
+
+  // An output the cluster holds goes first (its decoder's host serves it).
+  auto twice = chain("twice", 3);
+  twice.collected[keys[0]] = made_before[0];
+  twice.collected[keys[1]] = made_before[1];
+  REQUIRE(l.job("partly", 1).spec.key == keys[1]);
+  fx = l.step(sched::ev_submit{twice});
+  l.step(made(asked(fx).at(0)));
+  CHECK(l.job("twice", 1).state == job_state::reused);
+  CHECK(l.job("twice", 1).reused_from == "cluster");
+  CHECK(l.job("twice", 1).output == l.job("partly", 1).output);
+
+  // --rerender: the folder is not looked at either.
+  auto forced = chain("forced", 3, true);
+  forced.collected = offered.collected;
+  l.step(sched::ev_submit{forced});
+  CHECK(l.job("forced", 0).state == job_state::sampling);
+}
+
+TEST_CASE("a latent handed over: asked from its host once the source has its video, in the key") {
+  line l;
+  auto r = chain("r", 2);
+  r.jobs[1].spec.inputs[0] = {};
+  auto& in = r.jobs[1].spec.inputs[0];
+  in.name = "init_latent";
+  in.from = "seg0";
+  in.from_index = 0;
+  in.latent = true;
+  auto again = r;
+  again.id = "again";
+  for (auto& j : again.jobs)
+    j.spec.run_id = "again";
+  l.step(sched::ev_submit{r});
+  CHECK(l.job("r", 1).state == job_state::waiting);
+  auto m = asked(l.render("r", 0));
+  REQUIRE(m.size() == 1);
+  CHECK(m[0].latent);
+  CHECK(m[0].name == "init_latent");
+  CHECK(m[0].output_sha256 == l.job("r", 0).latent_sha256);
+  CHECK(m[0].latent_host == "a");
+  CHECK(m[0].source == 0);
+  // Until it is handed over, its host keeps it (not released with its job done).
+  std::set<std::string> wanted;
+  sched::graph::latents_wanted(l.s, wanted);
+  CHECK(wanted == std::set<std::string>{l.job("r", 0).latent_sha256});
+  // Made: the latent's own digest is the input's, and enters the key.
+  l.step(sched::ev_input_made{"r", 1, "init_latent", m[0].output_sha256, 4096, ""});
+  auto& taker = l.job("r", 1);
+  CHECK(taker.state == job_state::sampling);
+  CHECK(taker.spec.inputs[0].sha256 == l.job("r", 0).latent_sha256);
+  CHECK(taker.spec.inputs[0].bytes == 4096);
+  CHECK(taker.spec.key == config::job_key(taker.spec));
+  auto other = taker.spec;
+  other.inputs[0].sha256 = std::string(64, 'd');
+  CHECK(config::job_key(other) != taker.spec.key);  // another latent, another key
+  wanted.clear();
+  sched::graph::latents_wanted(l.s, wanted);
+  CHECK(wanted.empty());
+  l.render("r", 1);
+  // The same list again: the source renders (only a render makes a latent to hand over),
+  // the taker, given the same latent, is reused.
+  l.step(sched::ev_submit{again});
+  CHECK(l.job("again", 0).state == job_state::sampling);
+  m = asked(l.render("again", 0));
+  REQUIRE(m.size() == 1);
+  l.step(sched::ev_input_made{"again", 1, "init_latent", m[0].output_sha256, 4096, ""});
+  CHECK(l.job("again", 1).state == job_state::reused);
+  // An answer without a digest fails the taker, naming its source.
+  auto third = r;
+  third.id = "third";
+  for (auto& j : third.jobs)
+    j.spec.run_id = "third";
+  l.step(sched::ev_submit{third});
+  m = asked(l.render("third", 0));
+  REQUIRE(m.size() == 1);
+  l.step(sched::ev_input_made{"third", 1, "init_latent", "", 0, ""});
+  CHECK(l.job("third", 1).state == job_state::failed);
+  CHECK(l.job("third", 1).error.find("input init_latent from shot seg0 (job 0)") != std::string::npos);
+}
+
 TEST_CASE("a source that fails for good fails its dependents naming it, resume goes on") {
   line l;
   l.step(sched::ev_submit{chain("r", 3)});

@@ -24,11 +24,13 @@ VIDLINE_EXAMPLE_STEPS (6), VIDLINE_EXAMPLE_CHECKPOINT_STEPS (a checkpoint every 
 steps besides the node's checkpoint_interval_s; unset = by time only),
 VIDLINE_EXAMPLE_STEP_SLEEP_S (0: seconds to sleep per step,
 for tests that need a stage to last), VIDLINE_EXAMPLE_TRACE (a file: one JSON line per
-stage with the wall-clock start and end of its GPU work, for bench/worker_vs_exec.py, and
-one per model load, phase "load"),
+stage with the wall-clock start and end of its GPU work and the SHA-256 of each named input
+file it was given, for bench/worker_vs_exec.py and tests, and one per model load, phase
+"load"),
 FFMPEG (ffmpeg).
 """
 
+import hashlib
 import json
 import os
 import shutil
@@ -58,15 +60,32 @@ def sync():
         torch.cuda.synchronize()
 
 
-def trace(stage, start, end, cold, seed=None, phase="end"):
-    """One line per stage (phase "end", with the wall-clock span of its GPU work) and one
-    when a sample's steps begin (phase "begin"), for tests and the bench."""
+FIXED_INPUTS = ("conditioning", "latent", "prompt_file")
+
+
+def named_inputs(req):
+    """The SHA-256 of each named input file the request carries (a shot's first_frame, a
+    frame taken from another shot's video, ...): what the trace says this stage was given."""
+    out = {}
+    for name, path in req.inputs.items():
+        if name in FIXED_INPUTS or not path:
+            continue
+        with open(path, "rb") as f:
+            out[name] = hashlib.sha256(f.read()).hexdigest()
+    return out
+
+
+def trace(stage, start, end, cold, seed=None, phase="end", inputs=None):
+    """One line per stage (phase "end", with the wall-clock span of its GPU work and the
+    digests of its named inputs) and one when a sample's steps begin (phase "begin"), for
+    tests and the bench."""
     path = os.environ.get("VIDLINE_EXAMPLE_TRACE")
     if path:
         with open(path, "a") as f:
             f.write(json.dumps({"stage": stage, "phase": phase, "start": start, "end": end,
                                 "cold": cold, "seed": seed, "pid": os.getpid(),
-                                "owner": os.environ.get("VIDLINE_OWNER", "")}) + "\n")
+                                "owner": os.environ.get("VIDLINE_OWNER", ""),
+                                "inputs": inputs or {}}) + "\n")
 
 
 def latent_shape(job):
@@ -144,7 +163,8 @@ class Line(vw.Worker):
             progress(i + 1, steps)
             ck.step(i + 1, steps, lambda path: torch.save(x.cpu(), path))
         sync()
-        trace("sample", start, time.time(), self.cold, req.job.get("seed"))
+        trace("sample", start, time.time(), self.cold, req.job.get("seed"),
+              inputs=named_inputs(req) if os.environ.get("VIDLINE_EXAMPLE_TRACE") else None)
         torch.save(x.cpu(), req.output)
 
     def _velocity(self, x, cond):

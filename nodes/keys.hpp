@@ -1,5 +1,7 @@
 #pragma once
-/// CURVE key pairs for node-to-node links (`vidline keygen`).
+/// CURVE key pairs and key files for node-to-node links: made by `vidline keygen`
+/// (nodes/verbs/keygen.cpp), read by the node for its bus and by the command line for its
+/// client, one library for all three.
 ///
 /// A host's pair lies in two files of one directory: `<HOST>.key`, the secret key, mode
 /// 0600, and `<HOST>.pub`, the public key that goes into every other host's config. Each
