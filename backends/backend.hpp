@@ -32,6 +32,28 @@ struct stage_env {
   /// Called (from the stage's thread) as a backend learns how far the stage is: step i of
   /// n (a sampler's denoising steps). May be empty; backends that cannot tell never call it.
   std::function<void(uint32_t step, uint32_t steps)> progress;
+  // -- sampling checkpoints (docs/reliability.md, "Checkpoints"; samplers only) ------------
+  /// A folder private to the attempt where the sampler writes each checkpoint file before
+  /// handing it to `checkpoint` ("" = the owner takes none: do not checkpoint).
+  std::string checkpoint_dir;
+  /// Run-clock seconds between checkpoints (knob checkpoint_interval_s): saved at the first
+  /// step boundary this long after the previous one (or the start). 0 = none.
+  double checkpoint_interval_s = 0;
+  /// Hands a checkpoint over: the state after `step` of `steps` steps, in `file` (inside
+  /// checkpoint_dir). Blocks until the owner made it durable (hashed, fsynced, moved into
+  /// the latent store: the file is gone after). Called from the stage's thread. Returns
+  /// false when it could not (the sampler goes on; the next checkpoint may).
+  std::function<bool(uint32_t step, uint32_t steps, const std::string& file)> checkpoint;
+  /// Go on from a checkpoint: `resume_file` (verified against its digest by the owner) holds
+  /// the state after `resume_step` steps. 0 / "" = from the start. A sampler that cannot
+  /// resume starts from 0; its latent must equal an uninterrupted one's either way.
+  uint32_t resume_step = 0;
+  std::string resume_file;
+  std::string resume_sha256;          ///< resume_file's digest (lowercase hex)
+  /// Set by the owner to ask the sampler to save a checkpoint at its next step and return
+  /// outcome "preempted" (msg::outcome::preempted). A sampler that cannot checkpoint ignores
+  /// it. May be null.
+  const std::atomic<bool>* preempt = nullptr;
 };
 
 /// How a stage attempt ended. `outcome` is one of msg::outcome.

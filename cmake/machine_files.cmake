@@ -19,6 +19,7 @@ set(VIDLINE_SHELL_HELPERS
     actors/worker                     # runs a blocking stage on a detached CAF actor
     actors/warm_start                 # loads an encoder's or decoder's model on a thread of its own
     actors/inputs                     # fetches and verifies a job's input files
+    actors/pool/checkpoint_store      # hashes, fsyncs and pulls a pool's checkpoint files
     actors/coordinator/dispatch_setup # reads the timing profile; logs what it cannot use
     actors/coordinator/admission      # checks a submit with dispatch_setup's helpers
     actors/coordinator/input_maker    # cuts frames out of videos with ffmpeg

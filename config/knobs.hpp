@@ -49,6 +49,17 @@ struct knobs {
   /// seconds). -1 = one warm sampling stage of that job (the auto policy's estimate; 600 s
   /// under in_turn and first_free).
   int model_wait_s = -1;
+  /// Sampling checkpoints (docs/reliability.md, "Checkpoints"): a sampler that can saves
+  /// its state every this many run-clock seconds at a step boundary, so a fault costs the
+  /// steps since the last checkpoint instead of the whole stage. A checkpoint is about a
+  /// latent's size (tens of MB): written, hashed and fsynced in well under a second, so at
+  /// 60 s it costs under 1% of a stage.
+  double checkpoint_interval_s = 60;
+  /// Preemption: a queued job whose run's priority exceeds a sampling job's by at least
+  /// this asks it to checkpoint and stop at its next step; the preempted job resumes later
+  /// from its checkpoint. 0 = never (the default); 10 is reasonable beside the default
+  /// priority 0 of `vidline run`.
+  int preempt_priority_gap = 0;
 
   // -- data plane --
   uint32_t chunk_bytes = 1u << 20;    ///< bytes per latent chunk; 256 KiB-4 MiB

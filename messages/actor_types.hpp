@@ -34,6 +34,14 @@ struct stage_done {
   std::string final_path;    ///< decoder: where it is published (= product_path when reused)
   std::string model;         ///< pool: the model the backend had loaded ("" unknown)
   std::string model_identity;
+  std::string bad_checkpoint;  ///< pool: the order's resume checkpoint did not verify
+};
+
+/// A pool's sampler saved a checkpoint, now durable in the host's latent store (sent from
+/// the stage's thread to the pool actor).
+struct checkpoint_saved {
+  uint64_t attempt = 0;
+  checkpoint_ref c;
 };
 
 /// A host's latents actor to its pools: whether the host is within its latent budget.
@@ -76,5 +84,6 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(vidline::msg::client_call<vidline::msg::runs_query
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(vidline::msg::client_call<vidline::msg::cancel_run>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(vidline::msg::client_call<vidline::msg::submit_jobs>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(vidline::msg::stage_done)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(vidline::msg::checkpoint_saved)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(vidline::msg::fetch_done)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(vidline::msg::latent_budget)

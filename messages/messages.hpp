@@ -49,6 +49,10 @@ inline constexpr const char* corrupt = "corrupt";
 /// The attempt's product lost the race: its lease ended and the coordinator gave the stage
 /// to another attempt. The product was removed, never published (messages/PROTOCOL.md 6.1).
 inline constexpr const char* fenced = "fenced";
+/// The coordinator asked the attempt to make way for a job of a higher priority
+/// (lease_grant::preempt): it saved a checkpoint at its next step and stopped. The job
+/// resumes from that checkpoint later; nothing is wrong with it.
+inline constexpr const char* preempted = "preempted";
 } // namespace outcome
 
 /// One named value of a shot's workflow parameters. `text` is the value's canonical text,
@@ -122,13 +126,30 @@ struct job_spec {
 
 // -- coordinator <-> pool ----------------------------------------------------------------
 
+/// A sampler's state saved at a step boundary (docs/reliability.md, "Checkpoints"): a file
+/// in its sampling host's latent store under its SHA-256, fetched by digest like a latent,
+/// from which another attempt of the same job on a pool of the same kind goes on.
+struct checkpoint_ref {
+  uint32_t step = 0;           ///< steps done when it was saved (>= 1; 0 = none)
+  uint32_t steps = 0;          ///< of how many (0 = the backend cannot tell)
+  std::string sha256;          ///< lowercase hex of the file
+  uint64_t bytes = 0;
+  std::string host;            ///< the host whose latent store holds it
+  double made_unix_s = 0;      ///< when it was saved (the sampling host's wall clock)
+  uint64_t attempt = 0;        ///< the sampling attempt that saved it
+  VIDLINE_MSGPACK_MAP(step, steps, sha256, bytes, host, made_unix_s, attempt)
+};
+
 /// coordinator -> pool: sample this job under this attempt id.
 struct sample_order {
   static constexpr const char* wire_name = "sample_order";
   std::string pool;
   uint64_t attempt = 0;  ///< unique per (job, try); fences late results
   job_spec job;
-  VIDLINE_MSGPACK_MAP(pool, attempt, job)
+  /// Go on from this checkpoint (step 0 = from the start): the pool verifies it by its
+  /// digest (pulled from `resume.host` when it is not here) before its backend resumes.
+  checkpoint_ref resume;
+  VIDLINE_MSGPACK_MAP(pool, attempt, job, resume)
 };
 
 /// pool -> coordinator: how one sampling attempt ended.
@@ -156,9 +177,17 @@ struct sample_result {
   /// "sim:<key>"); "" = the backend cannot tell (exec, comfyui, an older sender).
   std::string model;
   std::string model_identity;
+  /// The newest checkpoints this attempt saved (at most two, oldest first), so a result
+  /// that ends without a latent still tells where the next attempt goes on from.
+  std::vector<checkpoint_ref> checkpoints;
+  /// The digest of the order's `resume` checkpoint when it did not verify (the pool's copy
+  /// and every pull hashed otherwise): the coordinator drops it and resumes from the one
+  /// before. "" = it verified, or there was none.
+  std::string bad_checkpoint;
   VIDLINE_MSGPACK_MAP(pool, host, attempt, run_id, index, outcome, error, latent_sha256,
                      latent_bytes, conditioning_s, sampling_s, cold, start_unix_s,
-                     sampling_start_unix_s, end_unix_s, model, model_identity)
+                     sampling_start_unix_s, end_unix_s, model, model_identity, checkpoints,
+                     bad_checkpoint)
 };
 
 /// pool -> coordinator, every status interval and on every change. Level-triggered: the
@@ -179,8 +208,11 @@ struct pool_status {
   /// "" = none loaded, or the backend cannot tell.
   std::string model;
   std::string model_identity;
+  /// The newest checkpoints busy_attempt saved (at most two, oldest first; level-triggered
+  /// like the rest: the coordinator journals each new one).
+  std::vector<checkpoint_ref> checkpoints;
   VIDLINE_MSGPACK_MAP(pool, host, epoch, busy_attempt, unacked, accepting, seq, step, steps,
-                     fenced, model, model_identity)
+                     fenced, model, model_identity, checkpoints)
 };
 
 /// coordinator -> pool or decoder: this result is durable in the journal, forget it.
@@ -210,7 +242,11 @@ struct lease_grant {
   /// Those of `ended` whose job the user cancelled (`vidline cancel`): stop the stage now
   /// (the backend call is cancelled, its GPU freed), do not let it run to its end.
   std::vector<uint64_t> cancelled;
-  VIDLINE_MSGPACK_MAP(target, epoch, seq, current, ended, lease_ms, cancelled)
+  /// Of `current`: attempts asked to make way for a job of a higher priority (knob
+  /// preempt_priority_gap): save a checkpoint at the next step and stop, outcome
+  /// "preempted". A pool whose backend cannot checkpoint runs on.
+  std::vector<uint64_t> preempt;
+  VIDLINE_MSGPACK_MAP(target, epoch, seq, current, ended, lease_ms, cancelled, preempt)
 };
 
 // -- coordinator <-> decoder -------------------------------------------------------------
@@ -294,7 +330,11 @@ struct latent_held {
   uint64_t bytes = 0;
   std::string run_id;
   uint32_t index = 0;
-  VIDLINE_MSGPACK_MAP(sha256, bytes, run_id, index)
+  /// A sampler's checkpoint of that job (checkpoint_ref), not its latent: the step it was
+  /// saved at (0 = a latent) and the attempt that saved it.
+  uint32_t checkpoint_step = 0;
+  uint64_t attempt = 0;
+  VIDLINE_MSGPACK_MAP(sha256, bytes, run_id, index, checkpoint_step, attempt)
 };
 
 /// latents -> coordinator, every status interval (level-triggered): the latents on this

@@ -349,6 +349,8 @@ sched::state initial_state(const config::cluster& c, double time_scale) {
   s.p.retry_backoff_s = run_s(c.knobs.retry_backoff_ms / 1000.0);
   s.p.retry_backoff_max_s = run_s(c.knobs.retry_backoff_max_ms / 1000.0);
   s.p.model_wait_s = c.knobs.model_wait_s < 0 ? -1.0 : run_s(c.knobs.model_wait_s);
+  s.p.checkpoint_interval_s = c.knobs.checkpoint_interval_s;  // run clock already
+  s.p.preempt_priority_gap = c.knobs.preempt_priority_gap;
   s.p.latent_wait_s =
     run_s(c.knobs.heartbeat_interval_ms * (c.knobs.heartbeat_misses + 7) / 1000.0);
   s.p.finished_run_memory_s = run_s(c.knobs.finished_run_memory_s);

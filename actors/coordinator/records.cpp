@@ -133,6 +133,37 @@ sched::stage_clock clock_from(const json& r) {
   return c;
 }
 
+/// A job's kept checkpoints (sched::job::checkpoints), oldest first.
+json checkpoints_record(const std::vector<sched::kept_checkpoint>& cs) {
+  json out = json::array();
+  for (auto& k : cs)
+    out.push_back({{"step", k.ref.step}, {"steps", k.ref.steps}, {"sha256", k.ref.sha256},
+                   {"bytes", k.ref.bytes}, {"host", k.ref.host},
+                   {"made_unix_s", k.ref.made_unix_s}, {"attempt", k.ref.attempt},
+                   {"kind", k.kind}});
+  return out;
+}
+
+/// The same read back; a journal written before checkpoints has none.
+std::vector<sched::kept_checkpoint> checkpoints_from(const json& r) {
+  std::vector<sched::kept_checkpoint> out;
+  if (!r.is_array())
+    return out;
+  for (auto& c : r) {
+    sched::kept_checkpoint k;
+    k.ref.step = c.at("step").get<uint32_t>();
+    k.ref.steps = c.value("steps", 0u);
+    k.ref.sha256 = c.at("sha256").get<std::string>();
+    k.ref.bytes = c.value("bytes", uint64_t{0});
+    k.ref.host = c.at("host").get<std::string>();
+    k.ref.made_unix_s = c.value("made_unix_s", 0.0);
+    k.ref.attempt = c.value("attempt", uint64_t{0});
+    k.kind = profiles::current_kind(c.value("kind", ""));
+    out.push_back(std::move(k));
+  }
+  return out;
+}
+
 json failures_record(const std::vector<sched::failed_attempt>& fs) {
   json out = json::array();
   for (auto& f : fs)
@@ -209,6 +240,15 @@ json job_record(const sched::job& j) {
     r["verdict_revision"] = j.verdict_revision;
     r["verdict_indexed"] = j.verdict_indexed;
   }
+  // Sampling checkpoints (checkpoints.hpp), only once there are any.
+  if (!j.checkpoints.empty())
+    r["checkpoints"] = checkpoints_record(j.checkpoints);
+  if (j.checkpoint_floor != 0)
+    r["checkpoint_floor"] = j.checkpoint_floor;
+  if (j.resumed_step != 0)
+    r["resumed_step"] = j.resumed_step;
+  if (j.preemptions != 0)
+    r["preemptions"] = j.preemptions;
   return r;
 }
 
@@ -272,6 +312,11 @@ sched::job job_from_record(const json& r) {
   j.verdict_indexed = r.value("verdict_indexed", 0u);
   j.sampling_energy_j = r.value("sampling_energy_j", -1.0);
   j.decode_energy_j = r.value("decode_energy_j", -1.0);
+  // A journal written before checkpoints: none kept, the job resumes from step 0.
+  j.checkpoints = checkpoints_from(r.value("checkpoints", json()));
+  j.checkpoint_floor = r.value("checkpoint_floor", uint64_t{0});
+  j.resumed_step = r.value("resumed_step", 0u);
+  j.preemptions = r.value("preemptions", 0u);
   return j;
 }
 
@@ -616,6 +661,13 @@ json status_json(const sched::state& s, const sched::run& r, const clock_note& c
                     {"fenced", j.fenced},
                     {"products_retracted", j.retracted},
                     {"gpu_s_paid_twice", std::round(j.gpu_s_redone * 1000) / 1000},
+                    {"checkpoint", j.checkpoints.empty()
+                                     ? json(nullptr)
+                                     : json{{"step", j.checkpoints.back().ref.step},
+                                            {"steps", j.checkpoints.back().ref.steps},
+                                            {"host", j.checkpoints.back().ref.host}}},
+                    {"resumed_from_step", j.resumed_step},
+                    {"preemptions", j.preemptions},
                     {"times", std::move(times)},
                     {"energy_j", energy_json(j)},
                     {"stages", std::move(stages)},

@@ -1,9 +1,11 @@
 #include "actors/coordinator/scheduler.hpp"
+#include "actors/coordinator/checkpoints.hpp"
 #include "actors/coordinator/drain.hpp"
 #include "actors/coordinator/index.hpp"
 #include "actors/coordinator/review.hpp"
 #include "actors/coordinator/verdicts.hpp"
 #include "actors/coordinator/graph.hpp"
+#include "actors/coordinator/preempt.hpp"
 #include "config/shot_identity.hpp"
 
 #include <cmath>
@@ -286,10 +288,12 @@ struct stepper {
       f.start = f.end;
     f.reason = why;
     if (f.stage == "sampling" && redone) {
-      // Paid twice: the job samples again from step 0. An attempt lost with its host is
-      // counted until it was given up (at most a lease after its host went silent).
+      // Paid twice: the job samples again from the newest checkpoint this attempt saved
+      // (checkpoints.hpp), else from where the attempt began. An attempt lost with its host
+      // is counted until it was given up (at most a lease after its host went silent).
       auto p = s.pools.find(f.lane);
-      const double gpu_s = (f.end - f.start) * (p == s.pools.end() ? 1 : p->second.gpus);
+      const double from = std::clamp(kept_until(s, j), f.start, f.end);
+      const double gpu_s = (f.end - from) * (p == s.pools.end() ? 1 : p->second.gpus);
       j.gpu_s_redone += gpu_s;
       s.gpu_s_redone += gpu_s;
     }
@@ -308,6 +312,7 @@ struct stepper {
         && it->second.assigned->second == j.spec.index) {
       it->second.assigned.reset();
       it->second.ordered_at = -1;
+      it->second.preempt_attempt = 0;
       touch(it->first);
     }
   }
@@ -386,7 +391,7 @@ struct stepper {
     const double wait = std::min(
       s.p.retry_backoff_max_s,
       s.p.retry_backoff_s * std::pow(2.0, std::min<uint32_t>(j.retry_streak - 1, 30)));
-    set_retry_at(s, j, now + wait);
+    set_retry_at(s, j, std::max(j.retry_at, now + wait));
     log(1, "job " + job_name(j) + " retried after " + std::to_string(wait) + " s (failure "
              + std::to_string(j.retry_streak) + " in a row)");
   }
@@ -406,8 +411,25 @@ struct stepper {
              "sampling failed " + std::to_string(j.sample_attempts) + " times; last: " + why);
       return;
     }
+    wait_for_checkpoint_host(j);
     persist(j);
-    log(2, "job " + job_name(j) + " queued again: " + why);
+    log(2, "job " + job_name(j) + " queued again: " + why
+             + (j.checkpoints.empty() ? ""
+                                      : " (resumes from step "
+                                          + std::to_string(j.checkpoints.back().ref.step) + ")"));
+  }
+
+  /// A job whose newest checkpoint lies on a host that is down waits for that host as a
+  /// sampled latent does (latent_wait_s from when it went down), then goes on from an older
+  /// checkpoint on a host that is up, or from step 0 (resume_point).
+  void wait_for_checkpoint_host(job& j) {
+    auto* k = checkpoint_on_down_host(s, j);
+    if (k == nullptr || j.state != job_state::queued)
+      return;
+    auto down = s.host_down_since.find(k->ref.host);
+    const double since = down == s.host_down_since.end() ? now : down->second;
+    if (since + s.p.latent_wait_s > now)
+      set_retry_at(s, j, std::max(j.retry_at, since + s.p.latent_wait_s));
   }
 
   /// Back to waiting for a decoder, or failed when attempts are spent.
@@ -515,6 +537,7 @@ struct stepper {
         touch(name);
     if (e.up) {
       s.host_down_since.erase(e.host);
+      end_checkpoint_waits(e.host);
       for (auto& o : s.outages)
         if (o.host == e.host && o.to < 0)
           o.to = now;
@@ -532,6 +555,20 @@ struct stepper {
     for (auto& [name, d] : s.decoders)
       if (d.host == e.host)
         decoder_lost(d, "host " + e.host + " went down", true);
+  }
+
+  /// Host `host` is back: jobs waiting for a checkpoint there (and for no transient
+  /// failure's backoff) may go now.
+  void end_checkpoint_waits(const std::string& host) {
+    std::vector<job*> due;
+    for (auto& [t, rp, ji] : s.idx.backoff) {
+      auto& j = s.runs[rp].jobs[ji];
+      if (j.state == job_state::queued && j.retry_streak == 0 && !j.checkpoints.empty()
+          && j.checkpoints.back().ref.host == host)
+        due.push_back(&j);
+    }
+    for (auto* j : due)
+      set_retry_at(s, *j, -1);
   }
 
   /// The pool is out of service. `leased`: it may still be running (its host went silent,
@@ -687,6 +724,10 @@ struct stepper {
         j->progress_step = e.s.step;
         j->progress_steps = e.s.steps;
       }
+    if (p.assigned && e.s.busy_attempt != 0 && !e.s.checkpoints.empty())
+      if (auto* j = s.find_job(p.assigned->first, p.assigned->second);
+          j != nullptr && j->attempt == e.s.busy_attempt && j->state == job_state::sampling)
+        note_checkpoints(*j, e.s.checkpoints, p.kind);
     touch(p.name);
     for (auto& r : e.s.unacked)
       on_sample_result(r);
@@ -697,6 +738,7 @@ struct stepper {
           && now - j->order_sent_at >= s.p.order_resend_s)
         send_sample(p, *j);
     }
+    const std::size_t before = fx.size();
     grant(p.host, "pool:" + p.name, e.s.epoch, e.s.seq,
           e.s.busy_attempt == 0 ? std::vector<uint64_t>{} : std::vector<uint64_t>{e.s.busy_attempt},
           [&](uint64_t a) -> job* {
@@ -708,6 +750,27 @@ struct stepper {
                      ? j
                      : nullptr;
           });
+    // A preemption asked of the attempt is repeated in every grant while it runs.
+    if (p.preempt_attempt != 0 && fx.size() > before)
+      if (auto* g = std::get_if<fx_grant>(&fx.back()))
+        if (std::find(g->grant.current.begin(), g->grant.current.end(), p.preempt_attempt)
+            != g->grant.current.end())
+          g->grant.preempt.push_back(p.preempt_attempt);
+  }
+
+  /// Checkpoints a pool reported for job `j`'s attempt: the new ones journaled.
+  void note_checkpoints(job& j, const std::vector<msg::checkpoint_ref>& cs,
+                        const std::string& kind) {
+    bool changed = false;
+    for (auto& c : cs)
+      changed = note_checkpoint(j, c, kind, fx) || changed;
+    if (changed)
+      persist(j);
+  }
+
+  std::string kind_of(const std::string& pool) const {
+    auto it = s.pools.find(pool);
+    return it == s.pools.end() ? std::string() : it->second.kind;
   }
 
   void on(const ev_decoder_status& e) {
@@ -777,6 +840,9 @@ struct stepper {
       // any, is released when its host reports it).
       return ack(r.host, "pool:" + r.pool, r.attempt);
     }
+    if (j != nullptr && !r.checkpoints.empty()
+        && (j->state == job_state::queued || j->state == job_state::sampling))
+      note_checkpoints(*j, r.checkpoints, kind_of(r.pool));
     if (j != nullptr && r.attempt != j->latent_attempt) {
       if (r.outcome == msg::outcome::fenced) {
         if (j->counted_attempts.insert(r.attempt).second) {
@@ -877,6 +943,13 @@ struct stepper {
     release_pool_of(*j);
     j->order_sent_at = -1;
     failing_stamps = stamps_of(r.start_unix_s, r.end_unix_s);
+    if (!r.checkpoints.empty())
+      note_checkpoints(*j, r.checkpoints, kind_of(r.pool));
+    if (!r.bad_checkpoint.empty()) {
+      drop_checkpoint(*j, r.bad_checkpoint, fx);
+      log(3, "job " + job_name(*j) + ": checkpoint " + r.bad_checkpoint + " did not verify on "
+               + r.pool + ": dropped, the one before it is used");
+    }
     if (r.outcome == msg::outcome::ok || r.outcome == msg::outcome::capacity)
       if (auto it = s.pools.find(r.pool); it != s.pools.end()) {
         it->second.warm = true;  // the job's model stayed loaded
@@ -885,10 +958,18 @@ struct stepper {
     if (r.outcome == msg::outcome::ok) {
       observe_speed(*j, r);
       adopt_latent(*j, r);
+    } else if (r.outcome == msg::outcome::preempted) {
+      // Made way for a job of a higher priority: not the job's fault, no backoff; it
+      // resumes from the checkpoint it saved when a pool is free for it again.
+      if (j->sample_attempts > 0)
+        --j->sample_attempts;
+      ++j->preemptions;
+      requeue_sampling(*j, "preempted on pool " + r.pool + " for a job of a higher priority");
     } else if (r.outcome == msg::outcome::capacity) {
       auto it = s.pools.find(r.pool);
       if (it != s.pools.end())
         j->capacity_failed.insert(it->second.kind);
+      restart_from_zero(*j, s.next_attempt, fx);  // a bigger kind: another layout
       note_failure(*j, "capacity on pool " + r.pool + ": " + r.error);
       set_state(*j, job_state::queued);
       j->error = "capacity on pool " + r.pool + ": " + r.error;
@@ -946,6 +1027,7 @@ struct stepper {
     }
     j.sample_end = now;  // the decode order's key: set before entering `sampled`
     j.retry_streak = 0;  // its stage went through
+    release_checkpoints(j, fx);  // its latent is made: nothing resumes from them
     record_sampling(j, r);
     set_state(j, job_state::sampled);
     j.error.clear();
@@ -1160,6 +1242,7 @@ struct stepper {
     fx.push_back(fx_job_final{j.spec.run_id, j.spec.index});
     if (had_latent && (was == job_state::sampled || was == job_state::decoding))
       fx.push_back(fx_release{j.latent_host, {j.latent_sha256}});
+    release_checkpoints(j, fx);
     log(2, "job " + job_name(j) + " cancelled (was " + to_string(was) + ")");
     if (!cascading)
       end_dependents(j, job_state::cancelled);
@@ -1343,6 +1426,15 @@ struct stepper {
     std::vector<std::string> release;
     std::map<std::string, bool> final_names;  ///< digest -> every job naming it is final
     for (auto& l : h.latents) {
+      if (l.checkpoint_step != 0) {
+        auto* j = l.run_id.empty() ? nullptr : s.find_job(l.run_id, l.index);
+        bool changed = false;
+        if (release_held_checkpoint(s, j, l, h.host, changed, fx))
+          release.push_back(l.sha256);
+        if (changed)
+          persist(*j);
+        continue;
+      }
       if (needed.count(l.sha256) != 0)
         continue;
       if (l.run_id.empty()) {
@@ -1424,7 +1516,8 @@ struct stepper {
 
   void send_sample(pool_view& p, job& j) {
     j.order_sent_at = now;
-    fx.push_back(fx_send_sample{p.host, msg::sample_order{p.name, j.attempt, j.spec}});
+    fx.push_back(
+      fx_send_sample{p.host, msg::sample_order{p.name, j.attempt, j.spec, resume_point(s, j, p)}});
   }
 
   void send_decode(decoder_view& d, job& j) {
@@ -1557,6 +1650,7 @@ struct stepper {
     if (j.sample_start < 0)
       j.sample_start = now;
     j.attempt_at = now;
+    j.resumed_step = resume_point(s, j, p).step;
     p.assigned = std::make_pair(r.id, j.spec.index);
     p.ordered_at = now;
     j.lease_until = mono + s.p.lease_s;  // the pool may hold it from now
@@ -1643,6 +1737,7 @@ std::vector<effect> step(state& s, const event& e, double now, double mono) {
   for (uint32_t id : s.idx.decoder_shared)
     set_flags(s, id);
   st.dispatch_sampling();
+  preempt_for_queue(s, now, st.fx);
   st.dispatch_decoding();
   for (uint32_t id : s.idx.decoder_shared)
     set_flags(s, id);

@@ -88,6 +88,14 @@ struct failed_attempt {
 /// Failed attempts kept per job (the newest; job::failures_total counts them all).
 inline constexpr std::size_t max_failures_kept = 8;
 
+/// A checkpoint of a job's sampler the coordinator knows of (checkpoints.hpp): where it
+/// lies and the pool kind that saved it (another kind is another model shard layout, so
+/// only a pool of the same kind resumes from it).
+struct kept_checkpoint {
+  msg::checkpoint_ref ref;
+  std::string kind;
+};
+
 /// Everything the coordinator knows about one job. Times are run-clock seconds (-1 = not yet).
 struct job {
   msg::job_spec spec;
@@ -141,6 +149,20 @@ struct job {
   /// lease expired, a transient error, out of memory), its span times its pool's GPUs.
   double gpu_s_redone = 0;
   std::set<uint64_t> counted_attempts;  ///< late attempts counted in duplicates or fenced
+  /// The newest checkpoints its sampler saved (checkpoints.hpp), oldest first, at most
+  /// checkpoints_kept: the next sampling attempt on a pool of their kind resumes from the
+  /// newest. Journaled; cleared once its latent is made.
+  std::vector<kept_checkpoint> checkpoints;
+  /// Checkpoints of attempts before this one are not resumed from: the job moved to a
+  /// bigger pool kind after running out of memory, from step 0. Journaled.
+  uint64_t checkpoint_floor = 0;
+  /// The step the current (or last) sampling attempt resumed from (0 = from the start).
+  uint32_t resumed_step = 0;
+  /// Preemption (params::preempt_priority_gap): how often a job of a higher priority made
+  /// this one stop at a checkpoint, and when it last asked (run clock; -1 = never; not
+  /// journaled). A job is asked at most once per its stage time.
+  uint32_t preemptions = 0;
+  double preempt_asked_at = -1;
   double attempt_at = -1;          ///< when the current attempt was ordered
   stage_clock ran;                 ///< when the stages of its latent and video ran
   std::vector<failed_attempt> failures;  ///< the newest max_failures_kept, oldest first
@@ -251,6 +273,9 @@ struct pool_view {
   double speed_factor = 1;
   uint32_t speed_observed = 0;     ///< results folded into speed_factor this epoch
   uint32_t gpus = 1;               ///< GPUs it samples on (GPU-seconds paid twice)
+  /// The attempt asked to checkpoint and stop for a job of a higher priority (preempt.hpp;
+  /// 0 = none): named in every grant while it runs.
+  uint64_t preempt_attempt = 0;
   /// Drained (state::drains): no new order; a stage it runs finishes. Kept equal to
   /// `drains` having an entry for it by the drain handlers (drain.cpp).
   bool drained = false;
@@ -347,6 +372,14 @@ struct params {
   /// (its model's load and the stage), default_model_wait_s where the policy has no
   /// estimate; 0 = no job is passed over.
   double model_wait_s = -1;
+  /// Preemption (preempt.hpp): a queued job whose run's priority exceeds a sampling job's
+  /// by at least this asks that job to checkpoint and stop at its next step (knob
+  /// preempt_priority_gap; 0 = never, the default).
+  int32_t preempt_priority_gap = 0;
+  /// How often a sampler saves a checkpoint (knob checkpoint_interval_s, run-clock
+  /// seconds): a job whose newest checkpoint is older than this (and a grace of one
+  /// status interval) is not preempted, its backend does not checkpoint.
+  double checkpoint_interval_s = 60;
 };
 
 /// model_wait_s's fallback under a policy without stage estimates (in_turn, first_free).

@@ -54,6 +54,11 @@ std::map<std::string, storing::file> scan(shell& sh) {
       std::ifstream in(latent_dir(sh.ctx) + "/" + sha + ".job");
       if (!(in >> f.run_id >> f.index) || !files::is_safe_name(f.run_id))
         f = storing::file{};
+      // A checkpoint's note goes on: "checkpoint <step> <attempt>" (checkpoint_note).
+      std::string word;
+      if (!f.run_id.empty() && in >> word && word == "checkpoint"
+          && (!(in >> f.checkpoint_step >> f.attempt) || f.checkpoint_step == 0))
+        f = storing::file{};  // never taken for the job's latent
       note = sh.notes.emplace(sha, f).first;
     }
     storing::file f = note->second;

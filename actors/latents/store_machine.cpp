@@ -14,7 +14,8 @@ namespace {
 /// Removes the released latents whose retention is over.
 void expire(state& s, double now, std::vector<effect>& fx) {
   for (auto it = s.latents.begin(); it != s.latents.end();) {
-    if (it->second.released_at >= 0 && now - it->second.released_at >= s.retention_s) {
+    const bool over = it->second.f.checkpoint_step != 0 || now - it->second.released_at >= s.retention_s;
+    if (it->second.released_at >= 0 && over) {
       fx.push_back(fx_remove{it->first});
       it = s.latents.erase(it);
     } else {
@@ -42,7 +43,8 @@ std::vector<effect> step(state& s, const event& e, double now) {
     h.seq = ++s.seq;
     for (auto& [sha, l] : s.latents)
       if (l.released_at < 0)
-        h.latents.push_back(msg::latent_held{sha, l.f.bytes, l.f.run_id, l.f.index});
+        h.latents.push_back(msg::latent_held{sha, l.f.bytes, l.f.run_id, l.f.index,
+                                             l.f.checkpoint_step, l.f.attempt});
     h.bytes = s.bytes();
     h.accepting = s.accepting();
     fx.push_back(fx_report{std::move(h)});

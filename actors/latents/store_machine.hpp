@@ -8,7 +8,9 @@
 /// Every latent file counts against the budget until it is removed: sampled ones waiting
 /// to move, received ones waiting to decode, released ones kept for latent_retention_s.
 /// The host accepts jobs while the count is below the budget. Releases live in memory:
-/// after a restart the next report brings them again.
+/// after a restart the next report brings them again. A sampler's checkpoint (its note
+/// names the step) lies here as a latent does and is reported as one, but goes at once
+/// when released: nothing decodes it, so there is nothing to retain.
 
 #include <cstdint>
 #include <map>
@@ -25,6 +27,8 @@ struct file {
   uint64_t bytes = 0;
   std::string run_id;  ///< the job it was sampled for ("" when received)
   uint32_t index = 0;
+  uint32_t checkpoint_step = 0;  ///< a checkpoint of that job saved after this step (0: a latent)
+  uint64_t attempt = 0;          ///< the checkpoint's sampling attempt
 };
 
 struct held {

@@ -11,6 +11,7 @@
 
 #include "actors/inbound.hpp"
 #include "actors/inputs.hpp"
+#include "actors/pool/checkpoint_store.hpp"
 #include "actors/pool/pool_machine.hpp"
 #include "actors/worker.hpp"
 #include "backends/backend.hpp"
@@ -32,6 +33,8 @@ struct shell {
   pooling::state st;
   std::shared_ptr<backends::sampler_backend> backend;
   std::shared_ptr<std::atomic<bool>> cancel = std::make_shared<std::atomic<bool>>(false);
+  /// Set by fx_preempt_stage: the running sampler checkpoints and stops at its next step.
+  std::shared_ptr<std::atomic<bool>> preempt = std::make_shared<std::atomic<bool>>(false);
   /// Set when the actor ends: a warm start still waiting for its load gives up.
   std::shared_ptr<std::atomic<bool>> stopping = std::make_shared<std::atomic<bool>>(false);
   /// The running attempt's progress, set from its stage thread, read by each report.
@@ -214,7 +217,24 @@ void sample(caf::event_based_actor* self, const std::shared_ptr<shell>& sh,
   auto backend = sh->backend;
   // One attempt at a time: a cancel of the one before (fx_cancel_stage) is over.
   *sh->cancel = false;
+  *sh->preempt = false;
   auto cancel = sh->cancel;  // keeps the flag alive as long as the worker runs
+  auto preempt = sh->preempt;
+  env.preempt = preempt.get();
+  // Checkpoints (checkpoint_store.hpp): each one durable in the latent store before the
+  // sampler goes on, then reported by the machine.
+  env.checkpoint_dir = env.work_dir + "/checkpoints";
+  env.checkpoint_interval_s = sh->ctx.cluster->knobs.checkpoint_interval_s;
+  env.checkpoint = [ctx = sh->ctx, job = o.job, attempt = o.attempt,
+                    me = caf::actor_cast<caf::actor>(self)](uint32_t step, uint32_t steps,
+                                                            const std::string& file) {
+    auto c = store_checkpoint(ctx, job.run_id, job.index, attempt, step, steps, file);
+    if (!c)
+      return false;
+    caf::anon_send(me, msg::checkpoint_saved{attempt, *c});
+    return true;
+  };
+  const msg::checkpoint_ref resume = o.resume;
   auto latents = latent_dir(sh->ctx);
   auto data_dir = sh->ctx.data_dir;
   auto job = o.job;
@@ -224,8 +244,8 @@ void sample(caf::event_based_actor* self, const std::shared_ptr<shell>& sh,
   auto source = sh->coordinator_host;
   run_on_worker(
     self,
-    [backend, cancel, env, job, conditioning_path, latents, data_dir, attempt, pool, ctx,
-     source]() mutable {
+    [backend, cancel, preempt, env, job, conditioning_path, latents, data_dir, attempt, pool, ctx,
+     source, resume]() mutable {
       // A latent this host finished before (for any attempt, any pool) is not paid twice.
       if (auto r = records::reuse(data_dir, "sampled", job.run_id, job.index, attempt)) {
         spdlog::info("pool {}: {}/{} reuses latent {} sampled before", pool, job.run_id,
@@ -265,9 +285,32 @@ void sample(caf::event_based_actor* self, const std::shared_ptr<shell>& sh,
         job.reference = in.path;
       }
       files::make_dirs(env.work_dir);
+      files::make_dirs(env.checkpoint_dir);
+      if (resume.step > 0) {
+        auto from = make_resume_file(ctx, job, resume, cancel.get());
+        if (!from.bad.empty()) {
+          spdlog::warn("pool {}: {}/{}: checkpoint {} (step {}) did not verify: {}", pool,
+                       job.run_id, job.index, resume.sha256, resume.step, from.note);
+          msg::stage_done d{attempt, msg::outcome::transient,
+                            "checkpoint " + resume.sha256 + " did not verify: " + from.note,
+                            "", 0, 0, false, "", "", "", "", ""};
+          d.bad_checkpoint = from.bad;
+          return d;
+        }
+        if (from.path.empty()) {
+          spdlog::warn("pool {}: {}/{}: checkpoint at step {} not available ({}): sampling "
+                       "from step 0", pool, job.run_id, job.index, resume.step, from.note);
+        } else {
+          env.resume_step = resume.step;
+          env.resume_file = from.path;
+          env.resume_sha256 = resume.sha256;
+          spdlog::info("pool {}: {}/{} resumes from step {} (checkpoint {})", pool, job.run_id,
+                       job.index, resume.step, resume.sha256);
+        }
+      }
       auto r = backend->sample(job, conditioning_path, env);
       msg::stage_done d{attempt, r.outcome, r.error, r.sha256, r.bytes, r.elapsed_s, r.cold, "", "",
-                        r.model, r.model_identity};
+                        r.model, r.model_identity, ""};
       // An ok latent stays in the work folder until the lease decides (commit_latent).
       if (r.outcome == msg::outcome::ok) {
         d.product_path = env.output_path;
@@ -323,6 +366,11 @@ void execute(caf::event_based_actor* self, const std::shared_ptr<shell>& sh,
     }
     if (auto* d = std::get_if<pooling::fx_discard>(&e)) {
       discard_latent(*sh, *d);
+      continue;
+    }
+    if (auto* x = std::get_if<pooling::fx_preempt_stage>(&e)) {
+      if (sh->st.current && sh->st.current->attempt == x->attempt)
+        *sh->preempt = true;
       continue;
     }
     if (auto* x = std::get_if<pooling::fx_cancel_stage>(&e)) {
@@ -412,8 +460,13 @@ caf::behavior pool_actor(caf::event_based_actor* self, context ctx, config::pool
             pooling::step(sh->st,
                           pooling::ev_sampled{d.attempt, d.outcome, d.error, d.sha256, d.bytes,
                                               d.elapsed_s, d.cold, d.product_path,
-                                              sh->ctx.mono_now(), d.model, d.model_identity},
+                                              sh->ctx.mono_now(), d.model, d.model_identity,
+                                              d.bad_checkpoint},
                           sh->ctx.run_now()));
+    },
+    [self, sh](msg::checkpoint_saved& c) {
+      execute(self, sh, pooling::step(sh->st, pooling::ev_checkpoint{c.attempt, std::move(c.c)},
+                                      sh->ctx.run_now()));
     },
     [self, sh](msg::lease_grant& g) {
       execute(self, sh, pooling::step(sh->st, pooling::ev_grant{std::move(g), sh->ctx.mono_now()},

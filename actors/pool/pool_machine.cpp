@@ -28,6 +28,7 @@ msg::sample_result result_of(const state& s) {
   r.conditioning_s = s.conditioning_s;
   r.start_unix_s = unix_of(s, s.started_at);
   r.sampling_start_unix_s = unix_of(s, s.sampling_started_at);
+  r.checkpoints = s.checkpoints;
   return r;
 }
 
@@ -49,6 +50,8 @@ void finish(state& s, msg::sample_result r) {
   s.ended = false;
   s.staged.clear();
   s.started_at = s.sampling_started_at = -1;
+  s.checkpoints.clear();
+  s.preempting = false;
 }
 
 bool has(const std::vector<uint64_t>& v, uint64_t a) {
@@ -99,6 +102,8 @@ msg::pool_status state::status(double mono_s) {
   st.busy_attempt = current ? current->attempt : 0;
   st.unacked = unacked;
   st.accepting = accepting;
+  if (current)
+    st.checkpoints = checkpoints;
   return st;
 }
 
@@ -115,6 +120,8 @@ std::vector<effect> step(state& s, const event& e, double now) {
       return fx;
     }
     s.current = o->order;
+    s.checkpoints.clear();
+    s.preempting = false;
     s.at = phase::conditioning;
     s.started_at = now;
     s.sampling_started_at = -1;
@@ -152,6 +159,7 @@ std::vector<effect> step(state& s, const event& e, double now) {
     r.cold = d->cold;
     r.model = d->model;
     r.model_identity = d->model_identity;
+    r.bad_checkpoint = d->bad_checkpoint;
     if (r.outcome != msg::outcome::ok) {
       finish(s, std::move(r));  // no product: nothing to fence
     } else {
@@ -199,6 +207,14 @@ std::vector<effect> step(state& s, const event& e, double now) {
     }
     if (!has(g->grant.current, a))
       return fx;
+    if (has(g->grant.preempt, a) && !s.preempting
+        && (s.at == phase::conditioning || s.at == phase::sampling)) {
+      s.preempting = true;
+      fx.push_back(fx_preempt_stage{a});
+      fx.push_back(fx_log{2, "attempt " + std::to_string(a) + " of " + s.current->job.run_id
+                               + "/" + std::to_string(s.current->job.index)
+                               + " asked to make way: checkpoint and stop at the next step"});
+    }
     const double sent = s.reports.when(g->grant.seq);
     if (sent >= 0)
       s.lease_until =
@@ -207,6 +223,13 @@ std::vector<effect> step(state& s, const event& e, double now) {
       commit(s, fx);
       fx.push_back(fx_report{});
     }
+  } else if (auto* k = std::get_if<ev_checkpoint>(&e)) {
+    if (!s.current || s.current->attempt != k->attempt || s.at != phase::sampling)
+      return fx;  // a late one: its file is released when the host reports it
+    s.checkpoints.push_back(k->c);
+    while (s.checkpoints.size() > checkpoints_reported)
+      s.checkpoints.erase(s.checkpoints.begin());
+    fx.push_back(fx_report{});  // the coordinator journals it now
   } else if (auto* b = std::get_if<ev_budget>(&e)) {
     if (b->accepting != s.accepting) {
       s.accepting = b->accepting;

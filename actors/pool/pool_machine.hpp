@@ -15,6 +15,12 @@
 ///   sampling --sampled--> lease valid? --yes--> commit --> idle (+ result ok)
 ///                              | no
 ///                          confirming --grant current--> commit; --grant ended--> discard
+///
+/// Checkpoints (docs/reliability.md, "Checkpoints"): while sampling, each checkpoint the
+/// shell made durable in the latent store (ev_checkpoint) is reported at once and in every
+/// status and result of the attempt (the newest checkpoints_reported). A grant that asks
+/// the attempt to make way (lease_grant::preempt) stops it at its next step with a
+/// checkpoint (fx_preempt_stage); its result says `preempted`.
 
 #include <cstdint>
 #include <deque>
@@ -56,6 +62,10 @@ struct state {
   double time_scale = 1.0;
   double started_at = -1;             ///< run clock: the current order was taken
   double sampling_started_at = -1;    ///< run clock: its sampler began
+  /// The newest checkpoints the current attempt saved, oldest first (at most
+  /// checkpoints_reported).
+  std::vector<msg::checkpoint_ref> checkpoints;
+  bool preempting = false;            ///< the current attempt was asked to make way
 
   /// The next status report (each one numbered, so the coordinator can drop stale ones),
   /// sent at monotonic `mono_s` (negative: renews no lease).
@@ -67,17 +77,26 @@ struct ev_conditioned { uint64_t attempt = 0; bool ok = false; std::string path;
                         double encode_s = 0; std::string error; };
 /// Sampling ended; an ok latent lies at `staged` until committed ("" or the store's own
 /// path for a latent made before and reused: nothing to commit).
+/// `bad_checkpoint`: the order's resume checkpoint did not verify (its digest).
 struct ev_sampled { uint64_t attempt = 0; std::string outcome; std::string error;
                     std::string sha256; uint64_t bytes = 0; double elapsed_s = 0;
                     bool cold = false; std::string staged; double mono_s = 0;
-                    std::string model; std::string model_identity; };
+                    std::string model; std::string model_identity;
+                    std::string bad_checkpoint; };
+/// The sampler of `attempt` saved a checkpoint, now durable in the host's latent store.
+struct ev_checkpoint { uint64_t attempt = 0; msg::checkpoint_ref c; };
 struct ev_ack { uint64_t attempt = 0; };
 /// The coordinator answered a status report; `mono_s` is when the grant arrived.
 struct ev_grant { msg::lease_grant grant; double mono_s = 0; };
 /// The host's latents actor: whether the host is within its latent budget (sent every
 /// status interval; a pool at the budget reports accepting=false and gets no jobs).
 struct ev_budget { bool accepting = true; };
-using event = std::variant<ev_order, ev_conditioned, ev_sampled, ev_ack, ev_grant, ev_budget>;
+using event = std::variant<ev_order, ev_conditioned, ev_sampled, ev_ack, ev_grant, ev_budget,
+                           ev_checkpoint>;
+
+/// Checkpoints of an attempt named in its status and result: the newest, and the one
+/// before it in case the newest does not verify where it is resumed.
+inline constexpr std::size_t checkpoints_reported = 2;
 
 struct fx_condition { msg::sample_order order; };
 struct fx_sample { msg::sample_order order; std::string conditioning_path; };
@@ -91,8 +110,11 @@ struct fx_discard { msg::sample_order order; std::string staged; };
 /// The user cancelled the running attempt's job (lease_grant::cancelled): stop the backend
 /// call now (its GPU is freed); the call's result, whatever it is, is not published.
 struct fx_cancel_stage { uint64_t attempt = 0; };
+/// The coordinator asks the running attempt to make way: its backend saves a checkpoint at
+/// its next step and returns `preempted` (a backend that cannot checkpoint runs on).
+struct fx_preempt_stage { uint64_t attempt = 0; };
 using effect = std::variant<fx_condition, fx_sample, fx_report, fx_log, fx_commit, fx_discard,
-                            fx_cancel_stage>;
+                            fx_cancel_stage, fx_preempt_stage>;
 
 std::vector<effect> step(state& s, const event& e, double now);
 

@@ -1,4 +1,5 @@
 #include "backends/exec/exec_backend.hpp"
+#include "backends/exec/checkpoint_watch.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -287,8 +288,21 @@ public:
     call.values["reference"] = job.reference;
     call.product = runner::product_path(env);
     call.values["output"] = call.product;
+    // Checkpoints (checkpoint_watch.hpp): where the command saves them, and where it goes
+    // on from ("" and 0: from the start).
+    call.values["checkpoint_dir"] = env.checkpoint_dir;
+    call.values["checkpoint_interval_s"] = [&] {
+      std::ostringstream n;
+      n << env.checkpoint_interval_s;
+      return n.str();
+    }();
+    call.values["resume_file"] = env.resume_file;
+    call.values["resume_step"] = std::to_string(env.resume_step);
     call.label = r_->label(job.run_id + "-" + std::to_string(job.index) + "-sample", env);
-    return r_->run(call, env);
+    checkpoint_watch watch(env);
+    auto r = r_->run(call, env);
+    watch.stop();
+    return r;
   }
 
 private:

@@ -142,7 +142,8 @@ const std::vector<std::string>& sample_placeholders() {
   static const std::vector<std::string> p{
     "prompt_file", "conditioning", "reference", "output", "work_dir", "devices", "vendor",
     "run_id",      "index",        "seed",      "width",  "height",   "seconds", "frames",
-    "fps",         "workflow",     "model",     "negative_prompt"};
+    "fps",         "workflow",     "model",     "negative_prompt", "checkpoint_dir",
+    "checkpoint_interval_s", "resume_file", "resume_step"};
   return p;
 }
 

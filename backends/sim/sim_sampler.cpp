@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <sstream>
 
+#include "backends/sim/checkpoint.hpp"
 #include "backends/sim/faults.hpp"
 #include "backends/sim/gpu_models.hpp"
 #include "backends/sim/latent.hpp"
@@ -91,24 +92,38 @@ stage_result sim_sampler::run(const msg::job_spec& job, const std::string& condi
                   clock.elapsed_or(fail_after), cold);
   }
 
-  double duration =
-      profile_.sampling(settings_.profile_key, size, cold ? model_state::cold : model_state::warm,
-                        job.model)
-          .s;
+  latent_key key{job.seed, job.width, job.height, job.seconds, config::ident(job)};
+  // The stage: the model's load (cold), then sim_steps equal steps; a resumed attempt
+  // loads and runs the steps after its checkpoint's (checkpoint.hpp).
+  const double warm_s =
+    profile_.sampling(settings_.profile_key, size, model_state::warm, job.model).s;
+  const double full_s =
+    cold ? profile_.sampling(settings_.profile_key, size, model_state::cold, job.model).s : warm_s;
+  const double load_s = std::max(0.0, full_s - warm_s);
+  const double step_s = warm_s / sim_steps;
+  uint32_t from = 0;
+  if (env.resume_step > 0 && !env.resume_file.empty()) {
+    std::string text;
+    try {
+      text = files::read_all(env.resume_file);
+    } catch (const std::runtime_error&) {  // unreadable: the steps are run again
+    }
+    if (auto st = checkpoint_step(key, sim_steps, text); st && *st == env.resume_step)
+      from = *st;
+  }
+  const double duration = load_s + step_s * (sim_steps - from);
+  double crash_at = -1;
   switch (next_fault()) {
     case injected::hang:  // until the stage timeout (or a cancel) ends it
       return stopped(clock.wait_until(1e18), "sampling", clock, cold);
     case injected::crash:
-      if (auto why = clock.wait_until(duration / 2); why != stage_clock::stop::reached)
-        return stopped(why, "sampling", clock, cold);
-      return failed(msg::outcome::transient, "sim sampler: backend crashed (injected fault)",
-                    clock.elapsed_or(duration / 2), cold);
+      crash_at = duration / 2;
+      break;
     case injected::none:
       break;
   }
   files::make_dirs(files::parent_of(env.output_path));
   std::string tmp = env.output_path + ".tmp";
-  latent_key key{job.seed, job.width, job.height, job.seconds, config::ident(job)};
   uint64_t bytes = latent_bytes(profile_, job.width, job.height, job.seconds);
   // Generating the latent takes real time too: it counts inside the sampling time.
   auto digest = write_latent_file(key, bytes, tmp, [&] {
@@ -116,9 +131,47 @@ stage_result sim_sampler::run(const msg::job_spec& job, const std::string& condi
   });
   if (!digest)
     return stopped(clock.check(), "sampling", clock, cold);
-  if (auto why = clock.wait_until(duration); why != stage_clock::stop::reached) {
-    std::remove(tmp.c_str());
-    return stopped(why, "sampling", clock, cold);
+  // The steps, each ended at its time on the stage clock; a checkpoint at the first step
+  // boundary checkpoint_interval_s after the last one, and at once when asked to make way.
+  const bool saves = env.checkpoint && !env.checkpoint_dir.empty();
+  double saved_at = load_s;  // stage-clock seconds of the last checkpoint (or the first step)
+  auto save = [&](uint32_t step) {
+    const std::string file = env.checkpoint_dir + "/step-" + std::to_string(step);
+    files::write_atomic(file, checkpoint_text(key, step, sim_steps));
+    return env.checkpoint(step, sim_steps, file);
+  };
+  for (uint32_t step = from + 1; step <= sim_steps; ++step) {
+    const double end_s = load_s + step_s * (step - from);
+    if (crash_at >= 0 && crash_at <= end_s) {
+      if (auto why = clock.wait_until(crash_at); why != stage_clock::stop::reached) {
+        std::remove(tmp.c_str());
+        return stopped(why, "sampling", clock, cold);
+      }
+      std::remove(tmp.c_str());
+      return failed(msg::outcome::transient, "sim sampler: backend crashed (injected fault)",
+                    clock.elapsed_or(crash_at), cold);
+    }
+    if (auto why = clock.wait_until(end_s); why != stage_clock::stop::reached) {
+      std::remove(tmp.c_str());
+      return stopped(why, "sampling", clock, cold);
+    }
+    if (env.progress)
+      env.progress(step, sim_steps);
+    if (step == sim_steps || !saves)
+      continue;
+    if (env.preempt != nullptr && env.preempt->load() && save(step)) {
+      std::remove(tmp.c_str());
+      auto r = failed(msg::outcome::preempted,
+                      "sim sampler: made way at step " + std::to_string(step) + " of "
+                        + std::to_string(sim_steps),
+                      clock.elapsed_or(end_s), cold);
+      warm_ = true;
+      return r;
+    }
+    if (env.checkpoint_interval_s > 0 && end_s - saved_at >= env.checkpoint_interval_s - 1e-9) {
+      if (save(step))
+        saved_at = end_s;
+    }
   }
   files::rename_durable(tmp, env.output_path);
   warm_ = true;

@@ -97,6 +97,16 @@ std::string encode_request(const request& r) {
   j["output"] = r.output;
   j["work_dir"] = r.work_dir;
   j["timeout_s"] = r.timeout_s;
+  if (!r.checkpoint_dir.empty())
+    j["checkpoint"] = {{"dir", r.checkpoint_dir}, {"interval_s", r.checkpoint_interval_s}};
+  if (r.resume_step > 0)
+    j["resume"] = {{"step", r.resume_step}, {"file", r.resume_file}, {"sha256", r.resume_sha256}};
+  return line_of(j);
+}
+
+std::string encode_preempt(const std::string& id) {
+  json j = header("preempt");
+  j["id"] = id;
   return line_of(j);
 }
 
@@ -153,7 +163,7 @@ std::optional<worker_message> decode_worker_line(std::string_view line, std::str
       return std::nullopt;
     return m;
   }
-  if (type != "progress" && type != "result" && type != "loaded") {
+  if (type != "progress" && type != "result" && type != "loaded" && type != "checkpoint") {
     error = "unknown message type '" + type + "'";
     return std::nullopt;
   }
@@ -174,6 +184,17 @@ std::optional<worker_message> decode_worker_line(std::string_view line, std::str
     }
     return m;
   }
+  if (type == "checkpoint") {
+    m.type = worker_message::kind::checkpoint;
+    if (!field(*j, "step", m.step, error) || !field(*j, "steps", m.steps, error)
+        || !field(*j, "file", m.file, error))
+      return std::nullopt;
+    if (m.step == 0 || m.file.empty() || (m.steps != 0 && m.step > m.steps)) {
+      error = "checkpoint: needs 'file' and a 'step' > 0 (and <= 'steps' when given)";
+      return std::nullopt;
+    }
+    return m;
+  }
   m.type = type == "loaded" ? worker_message::kind::loaded : worker_message::kind::result;
   if (type == "loaded")
     m.outcome = msg::outcome::ok;  // a loaded without an outcome says it loaded
@@ -183,8 +204,10 @@ std::optional<worker_message> decode_worker_line(std::string_view line, std::str
       !field(*j, "load_s", m.load_s, error))
     return std::nullopt;
   if (m.outcome != msg::outcome::ok && m.outcome != msg::outcome::capacity &&
-      m.outcome != msg::outcome::transient && m.outcome != msg::outcome::fatal) {
-    error = type + ": outcome '" + m.outcome + "' (known: ok, capacity, transient, fatal)";
+      m.outcome != msg::outcome::transient && m.outcome != msg::outcome::fatal &&
+      !(type == "result" && m.outcome == msg::outcome::preempted)) {
+    error = type + ": outcome '" + m.outcome +
+            "' (known: ok, capacity, transient, fatal, preempted)";
     return std::nullopt;
   }
   return m;
@@ -218,6 +241,14 @@ std::optional<request> decode_request(std::string_view line, std::string& error)
             field(in, "reference", r.reference, error);
   if (!ok)
     return std::nullopt;
+  if (auto c = j->find("checkpoint"); c != j->end() && c->is_object())
+    if (!field(*c, "dir", r.checkpoint_dir, error)
+        || !field(*c, "interval_s", r.checkpoint_interval_s, error))
+      return std::nullopt;
+  if (auto c = j->find("resume"); c != j->end() && c->is_object())
+    if (!field(*c, "step", r.resume_step, error) || !field(*c, "file", r.resume_file, error)
+        || !field(*c, "sha256", r.resume_sha256, error))
+      return std::nullopt;
   r.workflow = job.value("workflow", "");
   r.model = job.value("model", "");
   r.negative_prompt = job.value("negative_prompt", "");

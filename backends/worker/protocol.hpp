@@ -8,12 +8,20 @@
 /// (VIDLINE_WORKER_PROTOCOL) and refuses it at start, naming both.
 ///
 ///   node -> worker: request (a stage to run), cancel (of a request), ping, shutdown,
+///                   preempt (of a sample request: save a checkpoint at the next step and
+///                   end with outcome "preempted"),
 ///                   load (a model to load now, before any request: only to a worker whose
 ///                   hello said "load": true)
 ///   worker -> node: hello (once, when it is ready), progress (step i of n), result (one
 ///                   per request: an outcome class and cold/warm, and optionally the model
 ///                   it has loaded with an identity of its weights), pong (to a ping),
-///                   loaded (one per load: the model, its identity and the load's seconds)
+///                   loaded (one per load: the model, its identity and the load's seconds),
+///                   checkpoint (a sample request's state saved after step i: a file in the
+///                   request's checkpoint.dir, handed over to the node)
+///
+/// Checkpoints are optional additions too: a request's "checkpoint" (dir, interval_s) and
+/// "resume" (step, file, sha256) are ignored by a worker that does not know them, which
+/// then samples from step 0 as before (its latent is the same either way).
 ///
 /// The model fields, hello's "load" and the load/loaded pair are optional additions to
 /// version 2: a worker without them is served as before (its results name no model, its
@@ -59,14 +67,20 @@ struct request {
   std::string output;                 ///< where the worker must leave its product
   std::string work_dir;               ///< private to this attempt
   double timeout_s = 0;               ///< 0 = none (the node enforces it either way)
+  // Checkpoints (sample only): where to save them and how often; where to go on from.
+  std::string checkpoint_dir;         ///< "" = save none
+  double checkpoint_interval_s = 0;
+  uint32_t resume_step = 0;           ///< 0 = from the start
+  std::string resume_file, resume_sha256;
 };
 
 /// A message from the worker.
 struct worker_message {
-  enum class kind { hello, progress, result, pong, loaded };
+  enum class kind { hello, progress, result, pong, loaded, checkpoint };
   kind type = kind::hello;
   std::string id;                     ///< progress, result: the request's id
-  uint32_t step = 0, steps = 0;       ///< progress
+  uint32_t step = 0, steps = 0;       ///< progress, checkpoint (steps 0 = not said)
+  std::string file;                   ///< checkpoint: the saved state's file
   std::string outcome;                ///< result: ok | capacity | transient | fatal
   bool cold = false;                  ///< result: the model was loaded for this request
   std::string error;                  ///< result: why, when not ok
@@ -93,6 +107,7 @@ std::string encode_cancel(const std::string& id);
 std::string encode_ping(uint64_t seq);
 std::string encode_shutdown();
 std::string encode_load(const load_request& l);
+std::string encode_preempt(const std::string& id);
 /// Each encode_* returns one line ending in '\n'.
 
 /// One line from the worker (without its '\n'); nullopt with `error` naming what is wrong.

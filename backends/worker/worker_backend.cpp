@@ -96,7 +96,7 @@ public:
     const std::string& log = p->spec().log_path;
     uint64_t log_from = file_size(log);
 
-    call_end e = p->call(r, env.timeout_s, env.cancel, env.progress);
+    call_end e = p->call(r, env.timeout_s, env.cancel, env.progress, env.checkpoint, env.preempt);
     std::string where = "; log " + log;
     switch (e.how) {
     case call_end::kind::result: {
@@ -281,6 +281,11 @@ public:
                       const stage_env& env) override {
     request r = job_request("sample", job, s_->options());
     r.conditioning = conditioning_path;
+    r.checkpoint_dir = env.checkpoint_dir;
+    r.checkpoint_interval_s = env.checkpoint_interval_s;
+    r.resume_step = env.resume_file.empty() ? 0 : env.resume_step;
+    r.resume_file = env.resume_file;
+    r.resume_sha256 = env.resume_sha256;
     return s_->run(std::move(r), env);
   }
   warm_result warm(const warm_request& w) override { return s_->warm(w); }

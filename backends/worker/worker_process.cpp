@@ -327,7 +327,11 @@ void worker_process::supervise() {
 }
 
 call_end worker_process::call(const request& r, double timeout_s, const std::atomic<bool>* cancel,
-                              const std::function<void(uint32_t, uint32_t)>& progress) {
+                              const std::function<void(uint32_t, uint32_t)>& progress,
+                              const std::function<bool(uint32_t, uint32_t, const std::string&)>&
+                                checkpoint,
+                              const std::atomic<bool>* preempt) {
+  bool preempt_sent = false;
   auto start = steady::now();
   auto deadline = timeout_s > 0 ? start + seconds(timeout_s) : steady::time_point::max();
   auto ended = [&](call_end::kind k, std::string detail) {
@@ -400,6 +404,10 @@ call_end worker_process::call(const request& r, double timeout_s, const std::ato
     return finish(ended(call_end::kind::died, death()), "cannot send it a request");
 
   for (;;) {
+    if (!preempt_sent && preempt != nullptr && preempt->load(std::memory_order_acquire)) {
+      preempt_sent = true;
+      inst->send(encode_preempt(r.id));
+    }
     bool c = cancelled();
     if (c || steady::now() >= deadline) {
       auto kind = c ? call_end::kind::cancelled : call_end::kind::timed_out;
@@ -433,6 +441,17 @@ call_end worker_process::call(const request& r, double timeout_s, const std::ato
     if (m.type == worker_message::kind::progress && m.id == r.id) {
       if (progress)
         progress(m.step, m.steps);
+    } else if (m.type == worker_message::kind::checkpoint && m.id == r.id) {
+      // Only a file of the request's own folder: the node moves it into its latent store.
+      const std::string dir = r.checkpoint_dir + "/";
+      const bool inside = !r.checkpoint_dir.empty() && m.file.rfind(dir, 0) == 0
+                          && m.file.find("/../") == std::string::npos
+                          && m.file.find('/', dir.size()) == std::string::npos;
+      if (!inside)
+        spdlog::warn("{}: checkpoint {} of request {} is not a file of its checkpoint dir {}: "
+                     "ignored", spec_.name, m.file, r.id, r.checkpoint_dir);
+      else if (checkpoint)
+        checkpoint(m.step, m.steps, m.file);
     } else if (m.type == worker_message::kind::result && m.id == r.id) {
       if (!m.model.empty() || !m.model_identity.empty()) {
         std::lock_guard<std::mutex> l(m_);

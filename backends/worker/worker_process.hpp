@@ -85,8 +85,13 @@ public:
 
   /// Sends `r` once the worker is ready and idle (waiting for it counts against the
   /// timeout), relays its progress to `progress`, and returns its result. Blocks.
+  /// `checkpoint` takes each checkpoint the worker saves (a file inside r.checkpoint_dir;
+  /// others are refused and logged); `preempt`, once set, is passed on to the worker once.
   call_end call(const request& r, double timeout_s, const std::atomic<bool>* cancel,
-                const std::function<void(uint32_t step, uint32_t steps)>& progress);
+                const std::function<void(uint32_t step, uint32_t steps)>& progress,
+                const std::function<bool(uint32_t step, uint32_t steps,
+                                         const std::string& file)>& checkpoint = {},
+                const std::atomic<bool>* preempt = nullptr);
 
   /// Sends `l` once the worker is ready and idle, if its hello said it takes load
   /// requests, and waits up to `timeout_s` for its loaded. Blocks; the worker is busy

@@ -4,6 +4,7 @@
 // reruns it (real processes: the faults and their times repeat, the interleaving may not).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "tests/chaos/harness.hpp"
@@ -15,6 +16,9 @@ struct totals {
       unfinished = 0, failed = 0, resampled = 0, faults = 0, kills = 0, stops = 0,
       crash_exits = 0, backend_faults = 0, link_cuts = 0, full_disks = 0, fenced = 0,
       reported_twice = 0;
+  double gpu_s_paid_twice = 0;
+  int sampling_lost = 0;
+  std::vector<double> paid_per_lost_attempt_s;
   std::vector<uint64_t> bad_seeds;
   void add(const chaos::verdict& v) {
     ++scenarios;
@@ -35,6 +39,11 @@ struct totals {
     full_disks += v.full_disks;
     fenced += v.fenced;
     reported_twice += v.reported_twice;
+    gpu_s_paid_twice += v.gpu_s_paid_twice;
+    sampling_lost += v.sampling_lost;
+    paid_per_lost_attempt_s.insert(paid_per_lost_attempt_s.end(),
+                                   v.paid_per_lost_attempt_s.begin(),
+                                   v.paid_per_lost_attempt_s.end());
     if (!v.ok())
       bad_seeds.push_back(v.seed);
   }
@@ -97,5 +106,20 @@ TEST_CASE("chaos: campaign of CHAOS_SCENARIOS scenarios", "[.campaign]") {
   std::printf("RESULT chaos_resampled %d latents target -\n", t.resampled);
   std::printf("RESULT chaos_fenced %d products target -\n", t.fenced);
   std::printf("RESULT chaos_done_twice_per_status %d stages target -\n", t.reported_twice);
+  std::printf("RESULT chaos_gpu_s_paid_twice %.1f gpu_s target -\n", t.gpu_s_paid_twice);
+  std::printf("RESULT chaos_gpu_s_paid_twice_per_fault %.1f gpu_s target -\n",
+              t.faults > 0 ? t.gpu_s_paid_twice / t.faults : 0.0);
+  std::printf("RESULT chaos_sampling_attempts_lost %d count target -\n", t.sampling_lost);
+  auto per = t.paid_per_lost_attempt_s;
+  std::sort(per.begin(), per.end());
+  double sum = 0;
+  for (double x : per)
+    sum += x;
+  std::printf("RESULT chaos_paid_twice_per_lost_attempt_mean %.1f s_per_gpu target -\n",
+              per.empty() ? 0.0 : sum / per.size());
+  std::printf("RESULT chaos_paid_twice_per_lost_attempt_p50 %.1f s_per_gpu target -\n",
+              per.empty() ? 0.0 : per[per.size() / 2]);
+  std::printf("RESULT chaos_paid_twice_per_lost_attempt_max %.1f s_per_gpu target -\n",
+              per.empty() ? 0.0 : per.back());
   check(t);
 }

@@ -8,6 +8,7 @@
 // given up on can be done again elsewhere.
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <random>
@@ -41,6 +42,15 @@ struct verdict {
   int duplicated = 0;    ///< a job decoded to completion more than once (ledgers or files)
   int reported_twice = 0;  ///< stages done twice as the run's status counts them
   int fenced = 0;        ///< products removed unpublished: their lease had ended (info)
+  /// GPU-seconds of sampling paid twice as the run's status counts them (run clock): the
+  /// work redone after faults, from each lost attempt's newest checkpoint.
+  double gpu_s_paid_twice = 0;
+  /// Sampling attempts that ended without their latent (the status's failed attempts of
+  /// stage "sampling"): each one's work since its newest checkpoint is paid twice.
+  int sampling_lost = 0;
+  /// Of those, the GPU-seconds paid twice per GPU of the pool that lost it (run clock),
+  /// per job: the job's gpu_s_paid_twice over the GPUs of its lost attempts' pools.
+  std::vector<double> paid_per_lost_attempt_s;
   int corrupt = 0;       ///< a video file whose contents break the contract
   int unfinished = 0;    ///< the run did not end within the deadline
   int resampled = 0;     ///< a latent sampled again after it was finished (info)
@@ -59,7 +69,8 @@ struct verdict {
     o << "seed " << seed << ": " << succeeded << "/" << jobs << " ok, lost " << lost
       << ", duplicated " << duplicated << ", corrupt " << corrupt << ", unfinished "
       << unfinished << ", failed " << failed << ", resampled " << resampled << ", fenced "
-      << fenced << ", done twice per status " << reported_twice << ", faults "
+      << fenced << ", done twice per status " << reported_twice << ", GPU-s paid twice "
+      << gpu_s_paid_twice << ", faults "
       << faults << " (kill -9 " << kills << ", stop " << stops << ", crash points fired "
       << crash_exits << ", backend crashes/hangs " << backend_faults << ", link cuts "
       << link_cuts << ", full disks " << full_disks << ")";
@@ -283,6 +294,11 @@ private:
     return false;
   }
 
+  int pool_gpus(const std::string& pool) const {
+    auto it = pool_gpus_.find(pool);
+    return it == pool_gpus_.end() ? 1 : it->second;
+  }
+
   static std::string tail(const std::string& s) {
     return s.size() > 600 ? s.substr(s.size() - 600) : s;
   }
@@ -305,6 +321,11 @@ private:
     }
     testing_support::add_keys(cfg, dir_);
     cfg["backends"]["sim"]["time_scale"] = 0.004;
+    // CHAOS_TIME_SCALE: another sim clock (real seconds per run-clock second), e.g. to
+    // measure GPU time paid twice with the liveness and lease delays (real seconds) a
+    // smaller share of a stage.
+    if (const char* ts = std::getenv("CHAOS_TIME_SCALE"); ts != nullptr && *ts != '\0')
+      cfg["backends"]["sim"]["time_scale"] = std::strtod(ts, nullptr);
     // A mode decoding on both hosts: a decode given up on can be done again elsewhere.
     cfg["modes"]["four_b_plus_two"] = {{"pools", {"four_a"}},
                                        {"decoders", {"rtx3080ti", "t10_a"}}};
@@ -314,6 +335,12 @@ private:
                     {"reconnect_max_ms", 500},      {"transfer_timeout_ms", 1500},
                     {"max_attempts", 5},            {"sample_timeout_s", 600},
                     {"decode_timeout_s", 120}};
+    // CHAOS_CHECKPOINT_INTERVAL_S: the samplers' checkpoint interval (run-clock seconds;
+    // unset: the knob's default), to measure the GPU time a fault costs with checkpoints.
+    if (const char* ci = std::getenv("CHAOS_CHECKPOINT_INTERVAL_S"); ci != nullptr && *ci != '\0')
+      cfg["knobs"]["checkpoint_interval_s"] = std::strtod(ci, nullptr);
+    for (auto& p : cfg["pools"])
+      pool_gpus_[p["name"].get<std::string>()] = static_cast<int>(p["gpus"].size());
     static const char* modes[] = {"single_eight_plus_one", "four_four_plus_one",
                                   "four_four_xtx_plus_one", "eight_xtx_plus_one",
                                   "four_b_plus_two"};
@@ -425,6 +452,21 @@ private:
     }
     if (st.contains("summary") && st["summary"].contains("done_twice"))
       v.reported_twice = st["summary"]["done_twice"].get<int>();
+    if (st.contains("summary") && st["summary"].contains("gpu_s_paid_twice"))
+      v.gpu_s_paid_twice = st["summary"]["gpu_s_paid_twice"].get<double>();
+    if (st.contains("jobs"))
+      for (auto& j : st["jobs"]) {
+        int lost = 0, gpus = 0;
+        if (j.contains("failed_attempts"))
+          for (auto& f : j["failed_attempts"])
+            if (f.value("stage", "") == "sampling") {
+              ++lost;
+              gpus += pool_gpus(f.value("lane", ""));
+            }
+        v.sampling_lost += lost;
+        if (lost > 0 && gpus > 0 && j.contains("gpu_s_paid_twice"))
+          v.paid_per_lost_attempt_s.push_back(j["gpu_s_paid_twice"].get<double>() / gpus);
+      }
     std::map<int, std::string> reported;
     if (st.contains("jobs"))
       for (auto& j : st["jobs"])
@@ -480,6 +522,7 @@ private:
   std::set<std::string> crash_hosts_;
   std::set<std::string> backend_fault_hosts_;
   std::vector<int> ports_;
+  std::map<std::string, int> pool_gpus_;  ///< GPUs per pool of the config
   std::map<std::string, std::unique_ptr<process>> procs_;
   std::map<std::string, int> starts_;
   vidline::msg::submit_run msg_req_;

@@ -106,6 +106,7 @@ inline soak_trend soak_rule(const std::vector<double>& at, const std::vector<dou
 /// What the soak found.
 struct soak_verdict {
   double sim_hours = 0, real_s = 0;
+  double gpu_s_paid_twice = 0;  ///< sampling GPU-seconds redone, as the runs' statuses say
   int runs = 0, jobs = 0, verified = 0, failed = 0, lost = 0, corrupt = 0, duplicated = 0,
       unfinished_runs = 0, unread_runs = 0, done_twice = 0, kills = 0, stops = 0,
       link_cuts = 0, full_disks = 0, samples = 0;
@@ -512,6 +513,8 @@ private:
     r.checked = true;
     if (st.contains("summary") && st["summary"].contains("done_twice"))
       v.done_twice += st["summary"]["done_twice"].get<int>();
+    if (st.contains("summary") && st["summary"].contains("gpu_s_paid_twice"))
+      v.gpu_s_paid_twice += st["summary"]["gpu_s_paid_twice"].get<double>();
     std::set<int> seen;
     if (st.contains("jobs"))
       for (auto& j : st["jobs"]) {
@@ -632,7 +635,8 @@ private:
                  {"lost", v.lost},         {"corrupt", v.corrupt},
                  {"duplicated", v.duplicated}, {"unfinished_runs", v.unfinished_runs},
                  {"unread_runs", v.unread_runs},
-                 {"done_twice_per_status", v.done_twice}};
+                 {"done_twice_per_status", v.done_twice},
+                 {"gpu_s_paid_twice", v.gpu_s_paid_twice}};
     j["faults"] = {{"kill9", v.kills}, {"sigstop", v.stops}, {"link_cuts", v.link_cuts},
                    {"full_disks", v.full_disks}};
     j["samples"] = v.samples;

@@ -52,6 +52,8 @@ void report(const chaos::soak_verdict& v, const chaos::soak_params& p) {
   std::printf("RESULT soak_jobs_verified %d jobs target ==%d\n", v.verified, v.jobs);
   std::printf("RESULT soak_jobs_lost %d jobs target ==0\n", v.lost);
   std::printf("RESULT soak_jobs_decoded_twice %d jobs target ==0\n", v.duplicated);
+  std::printf("RESULT soak_jobs_corrupt %d jobs target ==0\n", v.corrupt);
+  std::printf("RESULT soak_gpu_s_paid_twice %.1f gpu_s target -\n", v.gpu_s_paid_twice);
   std::printf("RESULT soak_faults %d count target -\n",
               v.kills + v.stops + v.link_cuts + v.full_disks);
   std::printf("RESULT soak_resources_growing %zu series target ==0\n", v.growing().size());

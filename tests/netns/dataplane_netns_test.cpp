@@ -349,8 +349,11 @@ TEST_CASE("the sampling host's latent budget is reached: its pools stop, then re
   CHECK(log.find("at the latent budget") != std::string::npos);
   CHECK(log.find("below the latent budget") != std::string::npos);
   // Bounded: the budget plus at most one latent per pool of mode four_four_plus_one,
-  // sampled while the report that stops it was on its way.
-  CHECK(most <= 2 * latent + 2 * latent);
+  // sampled while the report that stops it was on its way, and the samplers' checkpoints
+  // held in the same store until their jobs' latents are made (the sim's are text files
+  // of under 256 bytes; a few per sampling job at most).
+  const uint64_t checkpoints = 16 * 256;
+  CHECK(most <= 2 * latent + 2 * latent + checkpoints);
 }
 
 TEST_CASE("large latents (736x1280, 10 s: 80 MB) cross the bulk channel in bounded memory",

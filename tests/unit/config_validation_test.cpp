@@ -529,7 +529,7 @@ TEST_CASE("knobs read, write and validate by name", "[config]") {
   const cfg::knobs defaults;
   REQUIRE_NOTHROW(cfg::validate(defaults));
   const json written = cfg::to_json(defaults);
-  CHECK(written.size() == 43);  // every knob: retentions, budget, lease, gpu_* and model_wait_s included
+  CHECK(written.size() == 45);  // every knob: retentions, budget, lease, gpu_*, model_wait_s and the checkpoint and preemption knobs included
   CHECK(written["pool_restarts"] == json{{"max_restarts", 5}, {"period_s", 30.0}});
   CHECK(cfg::to_json(cfg::knobs_from_json(json::object())) == written);
 

@@ -166,6 +166,113 @@ TEST_CASE("worker protocol: load and loaded, and the model a result names", "[wo
   CHECK(error.find("model_identity") != std::string::npos);
 }
 
+TEST_CASE("worker protocol: checkpoint, resume and preempt", "[worker][checkpoint]") {
+  request r;
+  r.id = "a9";
+  r.stage = "sample";
+  r.output = "/d/work/a9/product-l.bin";
+  r.work_dir = "/d/work/a9";
+  std::string error;
+
+  SECTION("a request without checkpoints says nothing of them: an older worker sees no change") {
+    const auto j = json::parse(encode_request(r));
+    CHECK_FALSE(j.contains("checkpoint"));
+    CHECK_FALSE(j.contains("resume"));
+    auto back = decode_request(line(j), error);
+    REQUIRE(back);
+    CHECK(back->checkpoint_dir.empty());
+    CHECK(back->resume_step == 0);
+    CHECK(back->resume_file.empty());
+  }
+
+  SECTION("the checkpoint folder, its interval and the resume point round-trip") {
+    r.checkpoint_dir = "/d/work/a9/checkpoints";
+    r.checkpoint_interval_s = 2.5;
+    r.resume_step = 24;
+    r.resume_file = "/d/latents/ab.latent";
+    r.resume_sha256 = std::string(64, 'a');
+    const std::string text = encode_request(r);
+    const auto j = json::parse(text);
+    CHECK(j["checkpoint"]["dir"] == "/d/work/a9/checkpoints");
+    CHECK(j["checkpoint"]["interval_s"] == 2.5);
+    CHECK(j["resume"]["step"] == 24);
+    auto back = decode_request(std::string_view(text).substr(0, text.size() - 1), error);
+    REQUIRE(back);
+    CHECK(back->checkpoint_dir == r.checkpoint_dir);
+    CHECK(back->checkpoint_interval_s == 2.5);
+    CHECK(back->resume_step == 24);
+    CHECK(back->resume_file == r.resume_file);
+    CHECK(back->resume_sha256 == r.resume_sha256);
+  }
+
+  SECTION("a resume point of the wrong type is refused, naming the field") {
+    auto j = json::parse(encode_request(r));
+    j["resume"] = {{"step", -3}, {"file", "/x"}, {"sha256", ""}};
+    CHECK_FALSE(decode_request(line(j), error));
+    CHECK(error.find("'step'") != std::string::npos);
+    j["resume"] = {{"step", 3}, {"file", 7}};
+    CHECK_FALSE(decode_request(line(j), error));
+    CHECK(error.find("'file'") != std::string::npos);
+    j.erase("resume");
+    j["checkpoint"] = {{"dir", "/c"}, {"interval_s", "often"}};
+    CHECK_FALSE(decode_request(line(j), error));
+    CHECK(error.find("'interval_s'") != std::string::npos);
+  }
+
+  SECTION("preempt names its request") {
+    const std::string text = encode_preempt("a9");
+    REQUIRE(text.back() == '\n');
+    const auto j = json::parse(text);
+    CHECK(j["type"] == "preempt");
+    CHECK(j["id"] == "a9");
+    CHECK(j["v"] == protocol_version);
+  }
+
+  SECTION("a worker's checkpoint decodes; steps may go unsaid") {
+    auto c = decode({{"v", 2}, {"type", "checkpoint"}, {"id", "a9"}, {"step", 12}, {"steps", 30},
+                     {"file", "/d/work/a9/checkpoints/12.ckpt"}},
+                    error);
+    REQUIRE(c);
+    CHECK(c->type == worker_message::kind::checkpoint);
+    CHECK(c->id == "a9");
+    CHECK(c->step == 12);
+    CHECK(c->steps == 30);
+    CHECK(c->file == "/d/work/a9/checkpoints/12.ckpt");
+    auto unsaid = decode({{"v", 2}, {"type", "checkpoint"}, {"id", "a9"}, {"step", 40},
+                          {"file", "/c/40.ckpt"}},
+                         error);
+    REQUIRE(unsaid);
+    CHECK(unsaid->steps == 0);
+    CHECK(unsaid->step == 40);
+  }
+
+  SECTION("a malformed checkpoint is refused, naming what is wrong") {
+    auto refused = [&](const json& j) {
+      CHECK_FALSE(decode(j, error));
+      return error;
+    };
+    const std::string need = "checkpoint: needs 'file' and a 'step' > 0 (and <= 'steps' when given)";
+    CHECK(refused({{"v", 2}, {"type", "checkpoint"}, {"id", "a"}, {"step", 0}, {"file", "/f"}}) == need);
+    CHECK(refused({{"v", 2}, {"type", "checkpoint"}, {"id", "a"}, {"step", 3}}) == need);
+    CHECK(refused({{"v", 2}, {"type", "checkpoint"}, {"id", "a"}, {"step", 31}, {"steps", 30},
+                   {"file", "/f"}}) == need);
+    CHECK(refused({{"v", 2}, {"type", "checkpoint"}, {"step", 3}, {"file", "/f"}})
+          == "checkpoint: no request 'id'");
+    CHECK(refused({{"v", 2}, {"type", "checkpoint"}, {"id", "a"}, {"step", "3"}, {"file", "/f"}})
+          == "field 'step' has the wrong type or range");
+  }
+
+  SECTION("preempted is a result's outcome, never a load's") {
+    auto p = decode({{"v", 2}, {"type", "result"}, {"id", "a9"}, {"outcome", "preempted"},
+                     {"error", "made way at step 12 of 30"}},
+                    error);
+    REQUIRE(p);
+    CHECK(p->outcome == "preempted");
+    CHECK_FALSE(decode({{"v", 2}, {"type", "loaded"}, {"id", "l"}, {"outcome", "preempted"}}, error));
+    CHECK(error.find("outcome 'preempted'") != std::string::npos);
+  }
+}
+
 TEST_CASE("worker protocol: the line reader splits a stream and refuses overlong lines", "[worker]") {
   line_reader r;
   CHECK(r.feed("{\"a\":"));

@@ -20,7 +20,9 @@ frames), the decoder maps a latent to RGB frames and has ffmpeg mux them into an
 (H.264; OpenCV's MPEG-4 where there is no ffmpeg). It uses CUDA when torch sees a GPU, else the CPU.
 
 Knobs (environment): VIDLINE_EXAMPLE_HIDDEN (MLP width, 64), VIDLINE_EXAMPLE_DEPTH (4),
-VIDLINE_EXAMPLE_STEPS (6), VIDLINE_EXAMPLE_STEP_SLEEP_S (0: seconds to sleep per step,
+VIDLINE_EXAMPLE_STEPS (6), VIDLINE_EXAMPLE_CHECKPOINT_STEPS (a checkpoint every this many
+steps besides the node's checkpoint_interval_s; unset = by time only),
+VIDLINE_EXAMPLE_STEP_SLEEP_S (0: seconds to sleep per step,
 for tests that need a stage to last), VIDLINE_EXAMPLE_TRACE (a file: one JSON line per
 stage with the wall-clock start and end of its GPU work and the SHA-256 of each named input
 file it was given, for bench/worker_vs_exec.py and tests, and one per model load, phase
@@ -140,18 +142,26 @@ class Line(vw.Worker):
         cond_path = req.inputs.get("conditioning", "")
         cond = torch.load(cond_path).to(dev) if cond_path.endswith(".pt") or _is_torch_file(cond_path) \
             else torch.zeros(TEXT_DIM, device=dev)
-        gen = torch.Generator(device="cpu").manual_seed(int(req.job["seed"]) % (2 ** 63))
-        x = torch.randn((c, t, h, w), generator=gen).to(dev)
         steps = env_int("VIDLINE_EXAMPLE_STEPS", 6)
         pause = float(os.environ.get("VIDLINE_EXAMPLE_STEP_SLEEP_S", "0"))
+        # Euler steps need only the latent to go on: that is the checkpoint (bitwise the
+        # same tensor, so a resumed sample ends as the uninterrupted one does).
+        ck = req.checkpoints
+        if os.environ.get("VIDLINE_EXAMPLE_CHECKPOINT_STEPS"):
+            ck.every_steps = env_int("VIDLINE_EXAMPLE_CHECKPOINT_STEPS", 0) or None
+        first, x = ck.resume(lambda path: torch.load(path).to(dev))
+        if x is None:
+            gen = torch.Generator(device="cpu").manual_seed(int(req.job["seed"]) % (2 ** 63))
+            x = torch.randn((c, t, h, w), generator=gen).to(dev)
         sync()
         start = time.time()
         trace("sample", start, start, self.cold, req.job.get("seed"), phase="begin")
-        for i in range(steps):
+        for i in range(first, steps):
             x = x - (1.0 / steps) * self._velocity(x, cond)
             if pause > 0:
                 time.sleep(pause)
             progress(i + 1, steps)
+            ck.step(i + 1, steps, lambda path: torch.save(x.cpu(), path))
         sync()
         trace("sample", start, time.time(), self.cold, req.job.get("seed"),
               inputs=named_inputs(req) if os.environ.get("VIDLINE_EXAMPLE_TRACE") else None)

@@ -179,9 +179,13 @@ class Sampler:
         self.block = Block(hidden, heads).eval().to(self.dev)
 
     @torch.no_grad()
-    def sample(self, job, cond, progress=None):
+    def sample(self, job, cond, progress=None, ck=None, first=0, resume=None):
         """Runs the steps; returns the whole latent on rank 0 (None elsewhere). `progress`
-        (rank 0 only) may raise vw.Cancelled: the ranks then stop together."""
+        (rank 0 only) may raise vw.Cancelled: the ranks then stop together. `ck` (rank 0,
+        a vw.Checkpoints) decides when the ranks save their tokens together: gathered on
+        rank 0, which saves the whole padded token tensor; `resume` (every rank) is such a
+        file, from which the steps after `first` go on. A preempt raises vw.Preempted on
+        rank 0 after the save; the ranks stop together."""
         c, t, h, w = latent_shape(job)
         gen = torch.Generator(device="cpu").manual_seed(int(job["seed"]) % (2 ** 63))
         x = torch.randn((c, t, h, w), generator=gen).to(self.dev)
@@ -199,10 +203,20 @@ class Sampler:
         padded[:n] = tokens
         valid = torch.zeros(per * self.world, dtype=torch.bool, device=self.dev)
         valid[:n] = True
+        if resume:
+            # The whole padded token tensor as saved: the same on any rank count.
+            padded = torch.load(resume, map_location="cpu").to(self.dev)
+            padded = padded[:n]
+            grown = torch.zeros(per * self.world, c * 4, device=self.dev)
+            grown[:n] = padded
+            padded = grown
+        else:
+            first = 0
         mine = padded[self.rank * per:(self.rank + 1) * per].clone()
         stop = torch.zeros(1, device=self.dev)
+        save = torch.zeros(1, device=self.dev)
         cancelled = None
-        for i in range(steps):
+        for i in range(first, steps):
             mine = mine - (1.0 / steps) * self.block(mine, cond, valid, self.world)
             if self.rank == 0 and progress is not None:
                 try:
@@ -210,6 +224,21 @@ class Sampler:
                 except vw.Cancelled as e:
                     cancelled = e
                     stop.fill_(1)
+            save.fill_(1 if self.rank == 0 and ck is not None and ck.can_save and i + 1 < steps
+                       and not stop.item() and ck.due(i + 1) else 0)
+            if self.world > 1:
+                dist.broadcast(save, 0)
+            if save.item():
+                whole = mine
+                if self.world > 1:
+                    parts = [torch.empty_like(mine) for _ in range(self.world)]
+                    dist.all_gather(parts, mine)
+                    whole = torch.cat(parts, 0)
+                if self.rank == 0:
+                    ck.save(i + 1, steps, lambda path: torch.save(whole[:n].cpu(), path))
+                    if ck.preempted():
+                        cancelled = vw.Preempted("made way at step %d of %d" % (i + 1, steps))
+                        stop.fill_(1)
             if self.world > 1:
                 dist.broadcast(stop, 0)
             if stop.item():
@@ -305,8 +334,9 @@ def rank_main(rank, world, store):
         cmd = box[0]
         if cmd["op"] == "sample":
             try:
-                sampler.sample(cmd["job"], cmd["cond"])
-            except vw.Cancelled:
+                sampler.sample(cmd["job"], cmd["cond"], first=cmd.get("first", 0),
+                               resume=cmd.get("resume"))
+            except (vw.Cancelled, vw.Preempted):
                 pass
         elif cmd["op"] == "exit":
             os._exit(0)
@@ -353,9 +383,15 @@ class SeqPar(vw.Worker):
         job = {k: req.job[k] for k in ("seed", "width", "height", "frames")}
         cond = load_cond(req.inputs.get("conditioning", ""))
         g = self.group
+        ck = req.checkpoints
+        first = req.resume_step if req.resume_file else 0
+        if first:
+            ck.resume(lambda path: None)  # checks the file's digest before the ranks read it
+        resume = req.resume_file if first else None
         if g.world > 1:
-            g.command({"op": "sample", "job": job, "cond": cond})
-        x = g.sampler.sample(job, cond, progress)
+            g.command({"op": "sample", "job": job, "cond": cond, "first": first,
+                       "resume": resume})
+        x = g.sampler.sample(job, cond, progress, ck, first, resume)
         torch.save(x, req.output)
         keep = os.environ.get("VIDLINE_EXAMPLE_KEEP")
         if keep:

@@ -49,6 +49,28 @@ SHA-256 of a weights file) or ``vw.state_dict_identity(module.state_dict())`` (o
 tensor's name, dtype, shape and bytes). A ``load(self, stage, model)`` that takes a third
 argument is told the model key too, and is called again when a request names another one.
 
+Checkpoints: a sampler that saves its state now and then loses only the steps since the
+last save when its node, worker or link fails, or when a job of a higher priority makes it
+stop (docs/worker.md, "Checkpoints")::
+
+        def sample(self, req, progress):
+            ck = req.checkpoints                           # a vw.Checkpoints
+            start, x = ck.resume(torch.load, default=None)  # (0, default) from the start
+            if x is None:
+                x = initial_noise()
+            for i in range(start, steps):
+                x = denoise(x, i)
+                progress(i + 1, steps)
+                ck.step(i + 1, steps, lambda path: torch.save(x, path))
+            write_latent(req.output)
+
+``ck.step`` saves when one is due (every ``checkpoint_interval_s`` of the node's knobs, or
+every ``ck.every_steps`` steps when set) and always when vidline asks the stage to make
+way: it then raises ``vw.Preempted`` after saving (the result says "preempted" and the job
+goes on from that step later). The state must be everything the next steps need (for a
+flow or Euler sampler the latent; a multistep sampler adds its history): a resumed job's
+latent must equal the uninterrupted one's.
+
 Outcomes: return normally -> ``ok`` (vidline checks, hashes and commits ``req.output``);
 raise ``vw.Capacity`` (or let torch raise its out-of-memory error) -> ``capacity``;
 ``vw.Transient`` -> ``transient`` (retried); ``vw.Fatal`` or any other exception ->
@@ -87,7 +109,8 @@ PROTOCOL_VERSION = 2
 # The node's versions this module speaks (VIDLINE_WORKER_PROTOCOL says which it is).
 SUPPORTED_VERSIONS = (1, 2)
 __all__ = ["Worker", "Request", "run", "Cancelled", "Capacity", "Transient", "Fatal",
-           "PROTOCOL_VERSION", "file_identity", "state_dict_identity"]
+           "Preempted", "Checkpoints", "PROTOCOL_VERSION", "file_identity",
+           "state_dict_identity"]
 
 
 def file_identity(path, chunk=1 << 20):
@@ -121,6 +144,11 @@ class Cancelled(Exception):
     """Raised by progress() once vidline has cancelled the request."""
 
 
+class Preempted(Exception):
+    """Raised by Checkpoints.step() after it saved the state vidline asked for: the stage
+    ends, its result says "preempted", and the job goes on from that checkpoint later."""
+
+
 class Capacity(Exception):
     """The GPU ran out of memory: this pool kind cannot take this job."""
 
@@ -150,9 +178,100 @@ class Request:
         self.work_dir = msg.get("work_dir", "")
         self.timeout_s = msg.get("timeout_s", 0)
         self.cold = False  # set by run(): its stage's load ran for this request
+        # Checkpoints: where to save them, how often, where to go on from (sample only).
+        ck = msg.get("checkpoint") or {}
+        self.checkpoint_dir = ck.get("dir", "")
+        self.checkpoint_interval_s = float(ck.get("interval_s", 0) or 0)
+        resume = msg.get("resume") or {}
+        self.resume_step = int(resume.get("step", 0) or 0)
+        self.resume_file = resume.get("file", "")
+        self.resume_sha256 = resume.get("sha256", "")
+        self.checkpoints = Checkpoints(self)
 
     def __repr__(self):
         return "Request(%s %s)" % (self.stage, self.id)
+
+
+class Checkpoints:
+    """A sample request's checkpoints: where it goes on from (``resume``) and when to save
+    (``step``). Saves every ``every_s`` seconds (the request's checkpoint_interval_s unless
+    set) or every ``every_steps`` steps (when set), and whenever vidline asks the stage to
+    make way. Outside vidline (no checkpoint dir) it saves nothing and resumes nothing."""
+
+    def __init__(self, req, send=None, preempted=None, clock=time.monotonic):
+        self._req = req
+        self._send = send            # the channel's send (set by run())
+        self._preempted = preempted  # () -> bool: vidline asked this request to make way
+        self._clock = clock
+        self.every_s = req.checkpoint_interval_s
+        self.every_steps = None
+        self._last_at = clock()
+        self._last_step = req.resume_step
+        self.saved = []              # the steps saved, in order
+
+    def resume(self, load, default=None):
+        """(step, state): the checkpoint to go on from, read with ``load(path)`` (e.g.
+        torch.load), or (0, default) when the request starts from the beginning. The file
+        was verified against its SHA-256 by the node; it is checked again here."""
+        req = self._req
+        if req.resume_step <= 0 or not req.resume_file:
+            return 0, default
+        if req.resume_sha256:
+            h = hashlib.sha256()
+            with open(req.resume_file, "rb") as f:
+                for block in iter(lambda: f.read(1 << 20), b""):
+                    h.update(block)
+            if h.hexdigest() != req.resume_sha256:
+                raise Transient("checkpoint %s does not hash to %s"
+                                % (req.resume_file, req.resume_sha256))
+        return req.resume_step, load(req.resume_file)
+
+    @property
+    def can_save(self):
+        """Whether this request takes checkpoints (run by vidline with a checkpoint dir)."""
+        return bool(self._req.checkpoint_dir) and self._send is not None
+
+    def preempted(self):
+        """Whether vidline asked this request to make way (save now, then stop)."""
+        return self._preempted is not None and self._preempted()
+
+    def due(self, step):
+        """Whether a checkpoint after `step` is due now (interval, step count or preempt)."""
+        if self._preempted is not None and self._preempted():
+            return True
+        if self.every_steps and step - self._last_step >= self.every_steps:
+            return True
+        return bool(self.every_s) and self._clock() - self._last_at >= self.every_s
+
+    def step(self, step, steps, save):
+        """Call after each step: saves the state after `step` of `steps` with ``save(path)``
+        when one is due (never after the last step: the latent follows). Raises Preempted
+        after saving when vidline asked the stage to make way."""
+        if not self._req.checkpoint_dir or self._send is None or step >= steps:
+            return False
+        if not self.due(step):
+            return False
+        self.save(step, steps, save)
+        if self._preempted is not None and self._preempted():
+            raise Preempted("made way at step %d of %d" % (step, steps))
+        return True
+
+    def save(self, step, steps, save):
+        """Saves the state after `step` now: written whole to a temporary file, fsynced,
+        renamed, and handed to the node (which moves it into its latent store)."""
+        d = self._req.checkpoint_dir
+        os.makedirs(d, exist_ok=True)
+        final = os.path.join(d, "%d.ckpt" % step)
+        tmp = final + ".tmp"
+        save(tmp)
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, final)
+        self._send(type="checkpoint", id=self._req.id, step=int(step), steps=int(steps),
+                   file=final)
+        self._last_at = self._clock()
+        self._last_step = step
+        self.saved.append(step)
 
 
 class Worker:
@@ -224,6 +343,7 @@ def run(worker, fd=None):
             sys.exit(2)
     requests = []
     cancelled = set()
+    preempted = set()
     cv = threading.Condition()
 
     def reader():
@@ -244,6 +364,9 @@ def run(worker, fd=None):
                     with cv:
                         cancelled.add(msg.get("id"))
                         cv.notify_all()
+                elif kind == "preempt":
+                    with cv:
+                        preempted.add(msg.get("id"))
                 elif kind in ("request", "load"):
                     with cv:
                         requests.append(msg)
@@ -311,6 +434,12 @@ def run(worker, fd=None):
         cold = False
         start = time.monotonic()
 
+        def was_preempted(_id=req_id):
+            with cv:
+                return _id in preempted
+
+        req.checkpoints = Checkpoints(req, ch.send, was_preempted)
+
         def progress(step, steps, _id=req_id):
             with cv:
                 if _id in cancelled:
@@ -330,6 +459,9 @@ def run(worker, fd=None):
         except Cancelled:
             ch.send(type="result", id=req_id, outcome="transient", cold=cold, error="cancelled",
                     **model_fields(req.stage))
+        except Preempted as e:
+            ch.send(type="result", id=req_id, outcome="preempted", cold=cold, error=str(e),
+                    **model_fields(req.stage))
         except BaseException as e:  # noqa: B902 - every failure becomes a result
             if isinstance(e, (SystemExit, KeyboardInterrupt)):
                 raise
@@ -343,6 +475,7 @@ def run(worker, fd=None):
         finally:
             with cv:
                 cancelled.discard(req_id)
+                preempted.discard(req_id)
 
 
 def _takes_model(load):
