@@ -289,11 +289,16 @@ struct stepper {
     f.reason = why;
     if (f.stage == "sampling" && redone) {
       // Paid twice: the job samples again from the newest checkpoint this attempt saved
-      // (checkpoints.hpp), else from where the attempt began. An attempt lost with its host
-      // is counted until it was given up (at most a lease after its host went silent).
+      // (checkpoints.hpp), else from where the attempt began. An attempt lost without a
+      // result (its host killed, stopped or cut off) is counted until its pool last
+      // reported running it: a dead or stopped host does no work while the lease runs out.
+      // Never reported running: until it was given up.
       auto p = s.pools.find(f.lane);
       const double from = std::clamp(kept_until(s, j), f.start, f.end);
-      const double gpu_s = (f.end - from) * (p == s.pools.end() ? 1 : p->second.gpus);
+      double until = f.end;
+      if (failing_stamps.second < 0 && j.running_attempt == j.attempt && j.running_seen_at >= 0)
+        until = std::clamp(j.running_seen_at, from, f.end);
+      const double gpu_s = (until - from) * (p == s.pools.end() ? 1 : p->second.gpus);
       j.gpu_s_redone += gpu_s;
       s.gpu_s_redone += gpu_s;
     }
@@ -717,6 +722,12 @@ struct stepper {
       p.model = e.s.model;
     }
     p.last_status = now;
+    if (p.assigned && e.s.busy_attempt != 0)
+      if (auto* j = s.find_job(p.assigned->first, p.assigned->second);
+          j != nullptr && j->attempt == e.s.busy_attempt) {
+        j->running_attempt = e.s.busy_attempt;
+        j->running_seen_at = now;
+      }
     if (p.assigned && e.s.busy_attempt != 0 && e.s.steps > 0)
       if (auto* j = s.find_job(p.assigned->first, p.assigned->second);
           j != nullptr && j->attempt == e.s.busy_attempt) {

@@ -111,6 +111,11 @@ struct job {
   uint64_t progress_attempt = 0;   ///< the attempt its pool last reported progress for:
   uint32_t progress_step = 0;      ///<   step of steps (not journaled: a live view only)
   uint32_t progress_steps = 0;
+  /// When its pool last reported running attempt `running_attempt` (run clock; not
+  /// journaled): a lost attempt's GPU time paid twice is counted up to here, not to when it
+  /// was given up (a host killed or stopped does no work while the lease runs out).
+  double running_seen_at = -1;
+  uint64_t running_attempt = 0;
   std::string pool;                ///< pool of the current/last sampling attempt
   std::string decoder;             ///< decoder of the current/last decoding attempt
   std::string latent_sha256;

@@ -340,3 +340,41 @@ TEST_CASE("GPU-seconds paid twice: a failed or lost sampling attempt's span time
   sched::step(s, sched::ev_cancel{"r1", std::nullopt}, 40, 40);
   CHECK(j->gpu_s_redone == Approx(before));
 }
+
+TEST_CASE("GPU-seconds paid twice: a lost attempt counts until its pool last reported running it") {
+  auto s = line();
+  s.pools["p"].gpus = 8;
+  auto db = decoder("db", "b", 11);
+  sched::step(s, sched::ev_decoder_status{db.status(0)}, 0, 0);
+  msg::pool_status ps;
+  ps.pool = "p";
+  ps.host = "a";
+  ps.epoch = 1;
+  ps.seq = 1;
+  sched::step(s, sched::ev_pool_status{ps}, 0, 0);
+  sched::run r;
+  r.id = "r1";
+  r.mode = "m";
+  sched::job j0;
+  j0.spec = msg::job_spec{"r1", 0, 100, 416, 736, 5, "p", "sha-p", ""};
+  r.jobs.push_back(j0);
+  sched::step(s, sched::ev_submit{r}, 0, 0);
+  auto* j = s.find_job("r1", 0);
+  REQUIRE(j->state == sched::job_state::sampling);
+  const double ordered = j->attempt_at;
+  // The pool says it runs the attempt at +1 and +2, then its host is killed (silent from
+  // +3): the lease runs out later, but no work was done after the last report.
+  ps.busy_attempt = j->attempt;
+  for (double t : {ordered + 1, ordered + 2}) {
+    ps.seq += 1;
+    sched::step(s, sched::ev_pool_status{ps}, t, t);
+  }
+  sched::step(s, sched::ev_peer{"a", false}, ordered + 3, ordered + 3);
+  for (double t = ordered + 4; t < ordered + 30 && j->state == sched::job_state::sampling;
+       t += 1)
+    sched::step(s, sched::ev_tick{}, t, t);
+  REQUIRE(j->state == sched::job_state::queued);
+  REQUIRE(j->failures.back().end > ordered + 3);  // given up after the host went silent
+  CHECK(j->gpu_s_redone == Approx(2 * 8));         // the 2 s it was seen running x 8 GPUs
+  CHECK(s.gpu_s_redone == Approx(2 * 8));
+}
