@@ -86,8 +86,8 @@ double batch_end_fluid(std::vector<slots> ls, std::size_t q) {
 }
 
 /// Whether a free pool's next job of the run would be warm: it holds the head's model, or
-/// model affinity (scheduler.cpp, by_model) will give it a queued job of the model it holds,
-/// of the head's size, instead of the head.
+/// model affinity (stepper_dispatch.cpp, by_model) will give it a queued job of the model it
+/// holds, of the head's size, instead of the head.
 bool warm_next(const dispatch_view& v, const pool_view& p, const job& head) {
   if (warm_for(p, head.spec))
     return true;

@@ -1,6 +1,6 @@
 #pragma once
 /// Shots that follow shots, in the scheduler (docs/shots.md, "Shots that follow shots"):
-/// part of the pure machine (scheduler.cpp calls it), no clock, file or socket.
+/// part of the pure machine (the scheduler's stepper calls it), no clock, file or socket.
 ///
 ///     waiting --every source has its video: fx_make_input ... ev_input_made--+
 ///        |                                                                    v

@@ -1,5 +1,5 @@
 #pragma once
-/// The scheduler's index, inside: the mutators the stepper (scheduler.cpp) calls to keep
+/// The scheduler's index, inside: the mutators the stepper (stepper.hpp) calls to keep
 /// run_index current with every change of state. Not for use outside the scheduler; the
 /// public face is scheduler.hpp (reindex, check_index).
 
