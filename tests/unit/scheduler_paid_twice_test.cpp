@@ -283,25 +283,37 @@ TEST_CASE("a recovered result is reported once, whatever else the decoder holds"
 
 // -- GPU-seconds paid twice ----------------------------------------------------------------
 
-TEST_CASE("GPU-seconds paid twice: a failed or lost sampling attempt's span times its GPUs") {
-  auto s = line();
-  s.pools["p"].gpus = 8;
-  auto db = decoder("db", "b", 11);
-  sched::step(s, sched::ev_decoder_status{db.status(0)}, 0, 0);
+/// One job of run r1 sampling at 0 on pool p (8 GPUs, host a), a decoder on host b; `ps`
+/// is the pool's status so far (epoch 1, seq 1).
+struct sampling_line {
+  sched::state s = line();
   msg::pool_status ps;
-  ps.pool = "p";
-  ps.host = "a";
-  ps.epoch = 1;
-  ps.seq = 1;
-  sched::step(s, sched::ev_pool_status{ps}, 0, 0);
-  sched::run r;
-  r.id = "r1";
-  r.mode = "m";
-  sched::job j0;
-  j0.spec = msg::job_spec{"r1", 0, 100, 416, 736, 5, "p", "sha-p", ""};
-  r.jobs.push_back(j0);
-  sched::step(s, sched::ev_submit{r}, 0, 0);
-  auto* j = s.find_job("r1", 0);
+  sched::job* j = nullptr;
+  sampling_line() {
+    s.pools["p"].gpus = 8;
+    auto db = decoder("db", "b", 11);
+    sched::step(s, sched::ev_decoder_status{db.status(0)}, 0, 0);
+    ps.pool = "p";
+    ps.host = "a";
+    ps.epoch = 1;
+    ps.seq = 1;
+    sched::step(s, sched::ev_pool_status{ps}, 0, 0);
+    sched::run r;
+    r.id = "r1";
+    r.mode = "m";
+    sched::job j0;
+    j0.spec = msg::job_spec{"r1", 0, 100, 416, 736, 5, "p", "sha-p", ""};
+    r.jobs.push_back(j0);
+    sched::step(s, sched::ev_submit{r}, 0, 0);
+    j = s.find_job("r1", 0);
+  }
+};
+
+TEST_CASE("GPU-seconds paid twice: a failed or lost sampling attempt's span times its GPUs") {
+  sampling_line l;
+  auto& s = l.s;
+  auto& ps = l.ps;
+  auto* j = l.j;
   REQUIRE(j->state == sched::job_state::sampling);
   // A transient failure: its stamps say it ran from 1 to 4 (unix = run clock here).
   msg::sample_result fail;
@@ -342,24 +354,10 @@ TEST_CASE("GPU-seconds paid twice: a failed or lost sampling attempt's span time
 }
 
 TEST_CASE("GPU-seconds paid twice: a lost attempt counts until its pool last reported running it") {
-  auto s = line();
-  s.pools["p"].gpus = 8;
-  auto db = decoder("db", "b", 11);
-  sched::step(s, sched::ev_decoder_status{db.status(0)}, 0, 0);
-  msg::pool_status ps;
-  ps.pool = "p";
-  ps.host = "a";
-  ps.epoch = 1;
-  ps.seq = 1;
-  sched::step(s, sched::ev_pool_status{ps}, 0, 0);
-  sched::run r;
-  r.id = "r1";
-  r.mode = "m";
-  sched::job j0;
-  j0.spec = msg::job_spec{"r1", 0, 100, 416, 736, 5, "p", "sha-p", ""};
-  r.jobs.push_back(j0);
-  sched::step(s, sched::ev_submit{r}, 0, 0);
-  auto* j = s.find_job("r1", 0);
+  sampling_line l;
+  auto& s = l.s;
+  auto& ps = l.ps;
+  auto* j = l.j;
   REQUIRE(j->state == sched::job_state::sampling);
   const double ordered = j->attempt_at;
   // The pool says it runs the attempt at +1 and +2, then its host is killed (silent from

@@ -26,6 +26,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 EXAMPLE = os.path.join(HERE, "..", "..", "backends", "worker", "examples", "torch_line.py")
 
 
+def last_sample_s(trace):
+    """The sampling time of the newest sample the example's trace file records."""
+    spans = [json.loads(l) for l in open(trace)]
+    end = [s for s in spans if s["stage"] == "sample" and s["phase"] == "end"][-1]
+    return end["end"] - end["start"]
+
+
 class Worker:
     def __init__(self, env):
         ours, theirs = socket.socketpair()
@@ -39,6 +46,14 @@ class Worker:
         theirs.close()
         hello = self.next(60)
         assert hello["type"] == "hello", hello
+
+    def wait_ok(self, timeout=600):
+        """Reads up to the request's result, which must be ok."""
+        while True:
+            m = self.next(timeout)
+            if m["type"] == "result":
+                assert m["outcome"] == "ok", m
+                return m
 
     def send(self, **msg):
         msg["v"] = 2
@@ -116,15 +131,9 @@ def main():
         w = Worker(env)
         whole = os.path.join(tmp, "whole.pt")
         w.send(**request("a1", whole, tmp, a.size))
-        while True:
-            m = w.next(600)
-            if m["type"] == "result":
-                assert m["outcome"] == "ok", m
-                break
+        w.wait_ok()
         w.stop()
-        spans = [json.loads(l) for l in open(env["VIDLINE_EXAMPLE_TRACE"])]
-        whole_s = [s for s in spans if s["stage"] == "sample" and s["phase"] == "end"][-1]
-        whole_s = whole_s["end"] - whole_s["start"]
+        whole_s = last_sample_s(env["VIDLINE_EXAMPLE_TRACE"])
 
         # Killed at the first checkpoint past kill_at of the steps, one step after it.
         kill_step = max(1, int(a.steps * a.kill_at))
@@ -156,15 +165,9 @@ def main():
         w = Worker(env)
         resumed = os.path.join(tmp, "resumed.pt")
         w.send(**request("a3", resumed, tmp, a.size, ck_dir, kept))
-        while True:
-            m = w.next(600)
-            if m["type"] == "result":
-                assert m["outcome"] == "ok", m
-                break
+        w.wait_ok()
         w.stop()
-        spans = [json.loads(l) for l in open(env["VIDLINE_EXAMPLE_TRACE"])]
-        res = [s for s in spans if s["stage"] == "sample" and s["phase"] == "end"][-1]
-        resumed_s = res["end"] - res["start"]
+        resumed_s = last_sample_s(env["VIDLINE_EXAMPLE_TRACE"])
 
         x = torch.load(whole)
         y = torch.load(resumed)
