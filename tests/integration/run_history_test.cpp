@@ -157,8 +157,10 @@ TEST_CASE("a finished run: its Gantt chart, and a profile learned from it plans 
     if (row["size"] == "416x736x5")
       CHECK_THAT(row["warm"]["source"].get<std::string>(), Catch::Contains(run_id));
 
-  // Planned with it, every job's sampling and decode take what the run measured; planned
-  // with the reference, the 4 x T10 jobs do not.
+  // Planned with it, every job's sampling and decode take what the run measured: exactly
+  // the median of its group (what a profile learns), and each job's own time within the
+  // spread a loaded machine puts on a scaled clock. Planned with the reference, the
+  // 4 x T10 jobs do not.
   vidline::planner::request pr{req.mode, req.width, req.height, req.seconds, req.count, req.seed};
   auto with_learned = vidline::nodes::load_plan_setup(config, learned);
   auto plan = vidline::planner::plan(with_learned.state, *with_learned.est, pr);
@@ -169,17 +171,48 @@ TEST_CASE("a finished run: its Gantt chart, and a profile learned from it plans 
   auto close = [](double planned, double measured) {
     return std::abs(planned - measured) <= 0.03 * measured + 0.5;
   };
+  auto near = [](double planned, double measured) {
+    return std::abs(planned - measured) <= 0.10 * measured + 1.0;
+  };
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    auto n = v.size();
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+  };
+  // A profile learns per kind: the pool's kind and cold or warm, the decoder's kind.
+  std::map<std::string, std::string> kind_of;
+  for (auto& p : cluster.pools)
+    kind_of[p.name] = p.profile_key;
+  for (auto& d : cluster.decoders)
+    kind_of[d.name] = d.profile_key;
+  auto sampling_group = [&](const json& j) {
+    return kind_of.at(j["pool"].get<std::string>()) + (j["cold"].get<bool>() ? " cold" : " warm");
+  };
+  auto decode_group = [&](const json& j) { return kind_of.at(j["decoder"].get<std::string>()); };
+  std::map<std::string, std::vector<double>> sampled, decoded;
+  for (auto& j : st["jobs"]) {
+    sampled[sampling_group(j)].push_back(j["times"]["sampling_s"].get<double>());
+    decoded[decode_group(j)].push_back(j["times"]["decode_s"].get<double>());
+  }
   int reference_misses = 0;
   for (auto& j : st["jobs"]) {
     auto i = j["index"].get<std::size_t>();
-    INFO("job " << i << " on " << j["pool"]);
+    INFO("job " << i << " on " << j["pool"] << ", decoded on " << j["decoder"]);
     CHECK(plan.jobs[i].pool == j["pool"]);
     CHECK(plan.jobs[i].cold == j["cold"]);
     double sampling = j["times"]["sampling_s"].get<double>();
     double decode = j["times"]["decode_s"].get<double>();
-    CHECK(close(length(plan.jobs[i].sampling), sampling));
-    CHECK(close(length(plan.jobs[i].decode), decode));
-    if (!close(length(old.jobs[i].sampling), sampling))
+    double sampling_median = median(sampled[sampling_group(j)]);
+    double decode_median = median(decoded[decode_group(j)]);
+    INFO("sampled " << sampling << " s (median " << sampling_median << "), planned "
+                    << length(plan.jobs[i].sampling) << " s; decoded " << decode
+                    << " s (median " << decode_median << "), planned "
+                    << length(plan.jobs[i].decode) << " s");
+    CHECK(close(length(plan.jobs[i].sampling), sampling_median));
+    CHECK(close(length(plan.jobs[i].decode), decode_median));
+    CHECK(near(length(plan.jobs[i].sampling), sampling));
+    CHECK(near(length(plan.jobs[i].decode), decode));
+    if (!close(length(old.jobs[i].sampling), sampling_median))
       ++reference_misses;
   }
   CHECK(reference_misses == 4);  // the four jobs of the 4 x T10 pools
