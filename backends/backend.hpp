@@ -119,6 +119,10 @@ public:
   virtual std::optional<std::pair<std::string, std::string>> loaded_model() const {
     return std::nullopt;
   }
+  /// Whether every sample reports its steps through env.progress, the first one within a
+  /// model's load and one step: a silent one is hung (the pool's progress watchdog). false
+  /// = it may not; the pool then watches only the workflows it has seen report steps.
+  virtual bool reports_steps() const { return false; }
 };
 
 /// Decoder backend: a job's video file, written atomically to env.output_path, only after

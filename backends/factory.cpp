@@ -39,6 +39,7 @@ public:
     std::lock_guard<std::mutex> l(m_);
     return loaded_;
   }
+  bool reports_steps() const override { return inner_->reports_steps(); }
 
 private:
   std::unique_ptr<sampler_backend> inner_;

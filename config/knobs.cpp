@@ -61,6 +61,7 @@ void visit_knobs(K& k, V&& v) {
   v("retry_backoff_max_ms", k.retry_backoff_max_ms, int_range{0, 3'600'000});
   v("model_wait_s", k.model_wait_s, int_range{-1, 30 * 86'400});
   v("checkpoint_interval_s", k.checkpoint_interval_s, seconds_range{day_s});
+  v("stall_timeout_s", k.stall_timeout_s, int_range{0, 30 * 86'400});
   v("preempt_priority_gap", k.preempt_priority_gap, int_range{0, 1'000'000'000});
   v("chunk_bytes", k.chunk_bytes, int_range{4 * kib, 16 * mib});
   v("chunk_window", k.chunk_window, int_range{1, 1024});

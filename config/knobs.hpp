@@ -55,6 +55,11 @@ struct knobs {
   /// latent's size (tens of MB): written, hashed and fsynced in well under a second, so at
   /// 60 s it costs under 1% of a stage.
   double checkpoint_interval_s = 60;
+  /// The progress watchdog: a sampler that reports its steps and has reported none for this
+  /// many run-clock seconds (from its start, then from each step; so more than the slowest
+  /// model load plus one step) is hung: it is stopped and the job resumes from its newest
+  /// checkpoint, instead of holding its GPUs until sample_timeout_s. 0 = off.
+  int stall_timeout_s = 900;
   /// Preemption: a queued job whose run's priority exceeds a sampling job's by at least
   /// this asks it to checkpoint and stop at its next step; the preempted job resumes later
   /// from its checkpoint. 0 = never (the default); 10 is reasonable beside the default

@@ -297,6 +297,13 @@ void check_backends(const cluster& c) {
                                       "second)");
     if (!b.options.is_null() && !b.options.is_object())
       fail(child(path, "options"), "must be an object");
+    if (b.type == "sim" && b.options.is_object())
+      for (auto& [key, value] : b.options.items()) {
+        if (key != "steps")
+          fail(child(child(path, "options"), key), "unknown option of the sim backend (it takes: steps)");
+        if (!value.is_number_integer() || value.get<int64_t>() < 1 || value.get<int64_t>() > 10000)
+          fail(child(child(path, "options"), key), "must be a whole number from 1 to 10000");
+      }
   }
 }
 

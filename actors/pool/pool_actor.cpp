@@ -54,6 +54,7 @@ struct shell {
     bool busy = false;
     double mark = -1;                 ///< monotonic s the busy/idle time was counted to
     double sampling_started_at = -1;  ///< the state's, at the last look
+    uint64_t stalls = 0;              ///< the state's, at the last look
   } seen;
 };
 
@@ -66,6 +67,9 @@ void observe(shell& sh) {
     reg.add(sh.seen.busy ? "vidline_pool_busy_seconds_total" : "vidline_pool_idle_seconds_total",
             lane, mono - sh.seen.mark);
   sh.seen.mark = mono;
+  if (sh.st.stalls > sh.seen.stalls)
+    reg.add("vidline_sampling_stalls_total", lane, static_cast<double>(sh.st.stalls - sh.seen.stalls));
+  sh.seen.stalls = sh.st.stalls;
   sh.seen.busy = sh.st.at != pooling::phase::idle;
   if (sh.st.sampling_started_at != sh.seen.sampling_started_at) {
     sh.seen.sampling_started_at = sh.st.sampling_started_at;
@@ -415,6 +419,8 @@ caf::behavior pool_actor(caf::event_based_actor* self, context ctx, config::pool
   const auto& knobs = sh->ctx.cluster->knobs;
   sh->backend = backends::make_sampler({*b, sh->pool.profile_key, sh->pool.name, sh->pool.host,
                                         sh->pool.gpus, knobs.log_file_bytes, knobs.log_files});
+  sh->st.stall_s = knobs.stall_timeout_s;
+  sh->st.steps_expected = sh->backend->reports_steps();
   // A restarted or stopped pool abandons its running attempt.
   self->attach_functor([cancel = sh->cancel, stopping = sh->stopping] {
     *cancel = true;
@@ -476,6 +482,15 @@ caf::behavior pool_actor(caf::event_based_actor* self, context ctx, config::pool
       execute(self, sh, pooling::step(sh->st, pooling::ev_budget{b.accepting}, sh->ctx.run_now()));
     },
     [self, sh, interval](msg::status_atom) {
+      if (sh->st.current) {  // the watchdog's look at the running sampler's steps
+        pooling::ev_progress p{sh->st.current->attempt, 0};
+        {
+          std::lock_guard<std::mutex> l(sh->progress->m);
+          if (sh->progress->attempt == p.attempt)
+            p.step = sh->progress->step;
+        }
+        execute(self, sh, pooling::step(sh->st, p, sh->ctx.run_now()));
+      }
       observe(*sh);
       report(*sh);
       self->delayed_send(self, interval, msg::status_atom::value);

@@ -52,6 +52,20 @@ void finish(state& s, msg::sample_result r) {
   s.started_at = s.sampling_started_at = -1;
   s.checkpoints.clear();
   s.preempting = false;
+  s.progress_step = 0;
+  s.progress_at = -1;
+  s.stalled = false;
+}
+
+/// Whether the watchdog watches the current attempt: on, and its sampler is expected to
+/// report steps.
+bool watched(const state& s) {
+  return s.stall_s > 0 && s.current
+         && (s.steps_expected || s.stepping_workflows.count(s.current->job.workflow) > 0);
+}
+
+std::string job_name(const state& s) {
+  return s.current->job.run_id + "/" + std::to_string(s.current->job.index);
 }
 
 bool has(const std::vector<uint64_t>& v, uint64_t a) {
@@ -146,6 +160,8 @@ std::vector<effect> step(state& s, const event& e, double now) {
     s.conditioning_s = c->encode_s;
     s.at = phase::sampling;
     s.sampling_started_at = now;
+    s.progress_step = 0;
+    s.progress_at = now;
     fx.push_back(fx_sample{*s.current, c->path});
   } else if (auto* d = std::get_if<ev_sampled>(&e)) {
     if (!s.current || s.current->attempt != d->attempt || s.at != phase::sampling)
@@ -160,6 +176,14 @@ std::vector<effect> step(state& s, const event& e, double now) {
     r.model = d->model;
     r.model_identity = d->model_identity;
     r.bad_checkpoint = d->bad_checkpoint;
+    if (s.stalled && r.outcome != msg::outcome::ok) {
+      // Stopped by the watchdog: its "cancelled" (or whatever the call said as it was cut
+      // short) is a hang, retried like a crash.
+      r.outcome = msg::outcome::transient;
+      r.error = "stalled: no step in " + std::to_string(static_cast<long long>(s.stall_s))
+                + " s (after step " + std::to_string(s.progress_step) + "): "
+                + (d->error.empty() ? std::string("stopped") : d->error);
+    }
     if (r.outcome != msg::outcome::ok) {
       finish(s, std::move(r));  // no product: nothing to fence
     } else {
@@ -230,6 +254,25 @@ std::vector<effect> step(state& s, const event& e, double now) {
     while (s.checkpoints.size() > checkpoints_reported)
       s.checkpoints.erase(s.checkpoints.begin());
     fx.push_back(fx_report{});  // the coordinator journals it now
+  } else if (auto* p = std::get_if<ev_progress>(&e)) {
+    if (!s.current || s.current->attempt != p->attempt || s.at != phase::sampling || s.stalled)
+      return fx;
+    if (p->step > s.progress_step) {
+      s.progress_step = p->step;
+      s.progress_at = now;
+      s.stepping_workflows.insert(s.current->job.workflow);
+      return fx;
+    }
+    if (!watched(s) || now - s.progress_at < s.stall_s)
+      return fx;
+    s.stalled = true;
+    ++s.stalls;
+    fx.push_back(fx_cancel_stage{p->attempt});
+    fx.push_back(fx_log{3, "attempt " + std::to_string(p->attempt) + " of " + job_name(s)
+                             + ": no step for " + std::to_string(static_cast<long long>(now - s.progress_at))
+                             + " s (stall_timeout_s " + std::to_string(static_cast<long long>(s.stall_s))
+                             + ", after step " + std::to_string(s.progress_step)
+                             + "): the sampler is hung, stopping it"});
   } else if (auto* b = std::get_if<ev_budget>(&e)) {
     if (b->accepting != s.accepting) {
       s.accepting = b->accepting;

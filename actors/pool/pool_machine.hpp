@@ -21,10 +21,19 @@
 /// status and result of the attempt (the newest checkpoints_reported). A grant that asks
 /// the attempt to make way (lease_grant::preempt) stops it at its next step with a
 /// checkpoint (fx_preempt_stage); its result says `preempted`.
+///
+/// The progress watchdog (knob stall_timeout_s): a sampler that reports its steps and has
+/// reported none for `stall_s` (counted from the sampler's start, then from each new step)
+/// is hung: its backend call is stopped (fx_cancel_stage) and the attempt ends transient,
+/// "stalled", so the job resumes from its newest checkpoint instead of holding its GPUs
+/// until the stage timeout. Watched only where steps are expected: a backend that always
+/// reports them (reports_steps), or a workflow whose sampler reported steps on this pool
+/// before; a backend that never reports steps keeps only the stage timeout.
 
 #include <cstdint>
 #include <deque>
 #include <optional>
+#include <set>
 #include <string>
 #include <variant>
 #include <vector>
@@ -66,6 +75,14 @@ struct state {
   /// checkpoints_reported).
   std::vector<msg::checkpoint_ref> checkpoints;
   bool preempting = false;            ///< the current attempt was asked to make way
+  // -- the progress watchdog --
+  double stall_s = 0;                 ///< run-clock s without a step that is a hang; 0 = off
+  bool steps_expected = false;        ///< the backend reports every sampler's steps
+  std::set<std::string> stepping_workflows;  ///< workflows whose sampler reported steps here
+  uint32_t progress_step = 0;         ///< the current attempt's newest step
+  double progress_at = -1;            ///< run clock: its sampler began, or reached that step
+  bool stalled = false;               ///< the current attempt was stopped as hung
+  uint64_t stalls = 0;                ///< attempts stopped as hung, since the pool started
 
   /// The next status report (each one numbered, so the coordinator can drop stale ones),
   /// sent at monotonic `mono_s` (negative: renews no lease).
@@ -86,13 +103,16 @@ struct ev_sampled { uint64_t attempt = 0; std::string outcome; std::string error
 /// The sampler of `attempt` saved a checkpoint, now durable in the host's latent store.
 struct ev_checkpoint { uint64_t attempt = 0; msg::checkpoint_ref c; };
 struct ev_ack { uint64_t attempt = 0; };
+/// The running sampler's newest step (0: none yet), read by the shell at every status
+/// interval: the watchdog's clock.
+struct ev_progress { uint64_t attempt = 0; uint32_t step = 0; };
 /// The coordinator answered a status report; `mono_s` is when the grant arrived.
 struct ev_grant { msg::lease_grant grant; double mono_s = 0; };
 /// The host's latents actor: whether the host is within its latent budget (sent every
 /// status interval; a pool at the budget reports accepting=false and gets no jobs).
 struct ev_budget { bool accepting = true; };
 using event = std::variant<ev_order, ev_conditioned, ev_sampled, ev_ack, ev_grant, ev_budget,
-                           ev_checkpoint>;
+                           ev_checkpoint, ev_progress>;
 
 /// Checkpoints of an attempt named in its status and result: the newest, and the one
 /// before it in case the newest does not verify where it is resumed.

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "backends/sim/checkpoint.hpp"
 #include "backends/sim/outcome.hpp"
 #include "common/files.hpp"
 #include "common/sha256.hpp"
@@ -60,13 +61,22 @@ std::pair<profile, sim_settings> from_params(const backend_params& p) {
   };
   if (b.type != "sim")
     throw bad("type is '" + b.type + "', not 'sim'");
-  if (!b.options.is_null() && !(b.options.is_object() && b.options.empty()))
-    throw bad("the sim backend takes no options");
+  uint32_t steps = sim_steps;
+  if (b.options.is_object())
+    for (auto& [key, value] : b.options.items()) {
+      if (key != "steps")
+        throw bad("unknown option '" + key + "' (the sim backend takes: steps)");
+      if (!value.is_number_integer() || value.get<int64_t>() < 1 || value.get<int64_t>() > 10000)
+        throw bad("option steps must be a whole number from 1 to 10000");
+      steps = value.get<uint32_t>();
+    }
+  else if (!b.options.is_null())
+    throw bad("options must be an object");
   if (!(b.time_scale >= 0) || !std::isfinite(b.time_scale))
     throw bad("time_scale must be a finite number >= 0");
   try {
     profile prof = b.profile.empty() ? profile::reference() : profile::load(b.profile);
-    return {std::move(prof), sim_settings{b.time_scale, p.profile_key, p.owner, p.host, p.gpus}};
+    return {std::move(prof), sim_settings{b.time_scale, p.profile_key, p.owner, p.host, p.gpus, steps}};
   } catch (const profile_error& e) {
     throw bad(std::string("profile: ") + e.what());
   }

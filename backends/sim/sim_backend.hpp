@@ -33,6 +33,10 @@ struct sim_settings {
   /// its GPUs: their next job is cold (gpu_models.hpp).
   std::string host;
   std::vector<std::string> gpus;
+  /// A sampler's steps after the model's load (option `steps`; checkpoint.hpp's sim_steps
+  /// unless set): the latent is the same whatever the count, only where a checkpoint can
+  /// fall changes.
+  uint32_t steps = 30;
 };
 
 /// Instances over an already loaded profile. Throw std::invalid_argument when the key is

@@ -46,6 +46,8 @@ public:
     }
   }
 
+  bool reports_steps() const override { return true; }
+
 private:
   stage_result run(const msg::job_spec& job, const std::string& conditioning_path,
                    const stage_env& env, const stage_clock& clock);
@@ -93,14 +95,15 @@ stage_result sim_sampler::run(const msg::job_spec& job, const std::string& condi
   }
 
   latent_key key{job.seed, job.width, job.height, job.seconds, config::ident(job)};
-  // The stage: the model's load (cold), then sim_steps equal steps; a resumed attempt
+  const uint32_t steps = settings_.steps;
+  // The stage: the model's load (cold), then settings_.steps equal steps; a resumed attempt
   // loads and runs the steps after its checkpoint's (checkpoint.hpp).
   const double warm_s =
     profile_.sampling(settings_.profile_key, size, model_state::warm, job.model).s;
   const double full_s =
     cold ? profile_.sampling(settings_.profile_key, size, model_state::cold, job.model).s : warm_s;
   const double load_s = std::max(0.0, full_s - warm_s);
-  const double step_s = warm_s / sim_steps;
+  const double step_s = warm_s / steps;
   uint32_t from = 0;
   if (env.resume_step > 0 && !env.resume_file.empty()) {
     std::string text;
@@ -108,10 +111,10 @@ stage_result sim_sampler::run(const msg::job_spec& job, const std::string& condi
       text = files::read_all(env.resume_file);
     } catch (const std::runtime_error&) {  // unreadable: the steps are run again
     }
-    if (auto st = checkpoint_step(key, sim_steps, text); st && *st == env.resume_step)
+    if (auto st = checkpoint_step(key, steps, text); st && *st == env.resume_step)
       from = *st;
   }
-  const double duration = load_s + step_s * (sim_steps - from);
+  const double duration = load_s + step_s * (steps - from);
   double crash_at = -1;
   switch (next_fault()) {
     case injected::hang:  // until the stage timeout (or a cancel) ends it
@@ -137,10 +140,10 @@ stage_result sim_sampler::run(const msg::job_spec& job, const std::string& condi
   double saved_at = load_s;  // stage-clock seconds of the last checkpoint (or the first step)
   auto save = [&](uint32_t step) {
     const std::string file = env.checkpoint_dir + "/step-" + std::to_string(step);
-    files::write_atomic(file, checkpoint_text(key, step, sim_steps));
-    return env.checkpoint(step, sim_steps, file);
+    files::write_atomic(file, checkpoint_text(key, step, steps));
+    return env.checkpoint(step, steps, file);
   };
-  for (uint32_t step = from + 1; step <= sim_steps; ++step) {
+  for (uint32_t step = from + 1; step <= steps; ++step) {
     const double end_s = load_s + step_s * (step - from);
     if (crash_at >= 0 && crash_at <= end_s) {
       if (auto why = clock.wait_until(crash_at); why != stage_clock::stop::reached) {
@@ -156,14 +159,14 @@ stage_result sim_sampler::run(const msg::job_spec& job, const std::string& condi
       return stopped(why, "sampling", clock, cold);
     }
     if (env.progress)
-      env.progress(step, sim_steps);
-    if (step == sim_steps || !saves)
+      env.progress(step, steps);
+    if (step == steps || !saves)
       continue;
     if (env.preempt != nullptr && env.preempt->load() && save(step)) {
       std::remove(tmp.c_str());
       auto r = failed(msg::outcome::preempted,
                       "sim sampler: made way at step " + std::to_string(step) + " of "
-                        + std::to_string(sim_steps),
+                        + std::to_string(steps),
                       clock.elapsed_or(end_s), cold);
       warm_ = true;
       return r;

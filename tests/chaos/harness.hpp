@@ -334,11 +334,20 @@ private:
                     {"lease_ms", 1000},
                     {"reconnect_max_ms", 500},      {"transfer_timeout_ms", 1500},
                     {"max_attempts", 5},            {"sample_timeout_s", 600},
-                    {"decode_timeout_s", 120}};
+                    {"decode_timeout_s", 120},
+                    // A hung sampler is given up after this without a step (the model's
+                    // cold load and one step take about 125 run-clock s here).
+                    {"stall_timeout_s", 180}};
     // CHAOS_CHECKPOINT_INTERVAL_S: the samplers' checkpoint interval (run-clock seconds;
     // unset: the knob's default), to measure the GPU time a fault costs with checkpoints.
     if (const char* ci = std::getenv("CHAOS_CHECKPOINT_INTERVAL_S"); ci != nullptr && *ci != '\0')
       cfg["knobs"]["checkpoint_interval_s"] = std::strtod(ci, nullptr);
+    // CHAOS_SIM_STEPS: the sim samplers' steps (6 models a turbo sampler; unset: 30).
+    if (const char* n = std::getenv("CHAOS_SIM_STEPS"); n != nullptr && *n != '\0')
+      cfg["backends"]["sim"]["options"] = {{"steps", std::atoi(n)}};
+    // CHAOS_STALL_TIMEOUT_S: the progress watchdog (0 = off: hangs last until the timeout).
+    if (const char* st = std::getenv("CHAOS_STALL_TIMEOUT_S"); st != nullptr && *st != '\0')
+      cfg["knobs"]["stall_timeout_s"] = std::atoi(st);
     for (auto& p : cfg["pools"])
       pool_gpus_[p["name"].get<std::string>()] = static_cast<int>(p["gpus"].size());
     static const char* modes[] = {"single_eight_plus_one", "four_four_plus_one",
@@ -397,8 +406,8 @@ private:
     } else {
       ::unsetenv("VIDLINE_CRASH");
     }
-    // A host chosen for backend faults has stages that hang (until the stage timeout) or
-    // crash half-way.
+    // A host chosen for backend faults has stages that hang (until the progress watchdog
+    // or the stage timeout gives them up) or crash half-way.
     if (backend_fault_hosts_.count(host)) {
       auto env_value = std::to_string(seed_ * 104729 + starts_[host]) + ":0.1:0.15";
       ::setenv("VIDLINE_SIM_FAULTS", env_value.c_str(), 1);
@@ -418,7 +427,8 @@ private:
     for (auto& l : lines_of(testing_support::read_file(dir_ + "/host_a/logs/node.log")))
       if (l.find("queued again") != std::string::npos
           && (l.find("(injected fault)") != std::string::npos
-              || l.find("exceeded the stage timeout") != std::string::npos))
+              || l.find("exceeded the stage timeout") != std::string::npos
+              || l.find("stalled: no step") != std::string::npos))
         ++v.backend_faults;
     std::map<std::string, int> decoded, sampled;
     for (auto& h : hosts_)

@@ -235,6 +235,12 @@ const std::vector<broken_case>& broken_cases() {
        "/knobs/chunk_bytes", "between 4096"},
       {"frame smaller than a chunk", [](json& j) { set(j, "/knobs/max_frame_bytes", 1 << 20); },
        "/knobs/max_frame_bytes", "chunk_bytes + 64 KiB"},
+      {"stall timeout negative", [](json& j) { set(j, "/knobs/stall_timeout_s", -1); },
+       "/knobs/stall_timeout_s", "between 0"},
+      {"sim option unknown", [](json& j) { set(j, "/backends/sim/options", {{"stepz", 6}}); },
+       "/backends/sim/options/stepz", "unknown option"},
+      {"sim steps 0", [](json& j) { set(j, "/backends/sim/options", {{"steps", 0}}); },
+       "/backends/sim/options/steps", "from 1 to 10000"},
       {"timeout 0", [](json& j) { set(j, "/knobs/sample_timeout_s", 0); },
        "/knobs/sample_timeout_s", "more than 0"},
       {"restart period 0", [](json& j) { set(j, "/knobs/pool_restarts/period_s", 0); },
@@ -529,7 +535,7 @@ TEST_CASE("knobs read, write and validate by name", "[config]") {
   const cfg::knobs defaults;
   REQUIRE_NOTHROW(cfg::validate(defaults));
   const json written = cfg::to_json(defaults);
-  CHECK(written.size() == 45);  // every knob: retentions, budget, lease, gpu_*, model_wait_s and the checkpoint and preemption knobs included
+  CHECK(written.size() == 46);  // every knob: retentions, budget, lease, gpu_*, model_wait_s, the checkpoint, preemption and stall knobs included
   CHECK(written["pool_restarts"] == json{{"max_restarts", 5}, {"period_s", 30.0}});
   CHECK(cfg::to_json(cfg::knobs_from_json(json::object())) == written);
 

@@ -359,7 +359,7 @@ TEST_CASE("factory: sim from a config entry, exec and comfyui check their own op
   CHECK_THROWS_WITH(make_sampler(p), Catch::Contains("/nonexistent/profile.json"));
   p.backend.profile.clear();
   p.backend.options = {{"speed", 2}};
-  CHECK_THROWS_WITH(make_sampler(p), Catch::Contains("no options"));
+  CHECK_THROWS_WITH(make_sampler(p), Catch::Contains("unknown option 'speed'"));
 
   for (const char* type : {"exec", "comfyui"}) {
     p.backend.type = type;
