@@ -121,5 +121,9 @@ TEST_CASE("chaos: campaign of CHAOS_SCENARIOS scenarios", "[.campaign]") {
               per.empty() ? 0.0 : per[per.size() / 2]);
   std::printf("RESULT chaos_paid_twice_per_lost_attempt_max %.1f s_per_gpu target -\n",
               per.empty() ? 0.0 : per.back());
+  std::printf("chaos: GPU-s paid twice per lost attempt and GPU, each job's, sorted:");
+  for (double x : per)
+    std::printf(" %.1f", x);
+  std::printf("\n");
   check(t);
 }
