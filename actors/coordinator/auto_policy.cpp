@@ -294,10 +294,108 @@ std::optional<assignment> auto_policy::next(const dispatch_view& v) const {
       classes.emplace_back();
     classes[it->second].push_back(i);
   }
-  for (const auto& members : classes)
-    if (auto a = next_of(v, members.front(), members.size() + others, &members))
-      return a;
+  // A pool that alone holds some queued size (in the layout as it runs) keeps to it once
+  // that size would otherwise end after the rest of the queue (reserved()).
+  for (std::size_t ci = 0; ci < classes.size(); ++ci)
+    if (auto a = next_of(v, classes[ci].front(), classes[ci].size() + others, &classes[ci]))
+      return reserved(v, *a, classes, ci).value_or(*a);
   return std::nullopt;
+}
+
+std::optional<assignment> auto_policy::reserved(const dispatch_view& v, const assignment& a,
+                                                const std::vector<std::vector<uint32_t>>& classes,
+                                                std::size_t taken) const {
+  const auto& idx = v.s.idx;
+  const auto& ids = idx.mode_ids.at(v.r.mode);
+  if (ids.size() > t_.exact_pools)
+    return std::nullopt;
+  const pool_view& p = v.pool(a.pool);
+  // The line as it runs now: pools busy, or free and holding a model, in service. A pool
+  // whose GPUs a busy neighbour holds is not part of it (it would need a layout switch).
+  auto busy = [&](const pool_view& q) { return q.assigned.has_value() || q.reported_busy != 0; };
+  std::vector<uint32_t> line;
+  for (uint32_t id : ids) {
+    const pool_view& q = v.pool(id);
+    if (id == a.pool || idx.unavailable_flag[id] || !(busy(q) || q.warm))
+      continue;
+    bool held = false;
+    for (uint32_t o : idx.related[id])
+      held = held || (o != id && busy(v.pool(o)));
+    if (!held || busy(q))
+      line.push_back(id);
+  }
+  if (line.empty())
+    return std::nullopt;
+  // A job on q: its prompt conditioned, then sampled (as q was observed to run).
+  auto job_s = [&](const pool_view& q, const msg::job_spec& sp,
+                   bool cold) -> std::optional<double> {
+    auto sm = est_->sampling(q.kind, sp, cold);
+    if (!sm)
+      return std::nullopt;
+    return est_->conditioning(q.host) + *sm * q.speed_factor;
+  };
+  // The sizes only p holds of that line, and p's work on them.
+  double own = 0;
+  std::optional<uint32_t> first_own;
+  std::vector<std::size_t> shared;
+  for (std::size_t ci = 0; ci < classes.size(); ++ci) {
+    const job& head = v.r.jobs[classes[ci].front()];
+    bool others = false;
+    for (uint32_t id : line)
+      others = others
+               || (pool_may_take(v.pool(id), head) && est_->sampling(v.pool(id).kind, head.spec, false));
+    if (others) {
+      shared.push_back(ci);
+      continue;
+    }
+    if (ci == taken)
+      return std::nullopt;  // p was given a job of a size only it holds: nothing to keep
+    auto t = job_s(p, head.spec, false);
+    if (!t || !pool_may_take(p, head))
+      continue;
+    own += *t * static_cast<double>(classes[ci].size());
+    if (!first_own || classes[ci].front() < *first_own)
+      first_own = classes[ci].front();
+  }
+  if (!first_own)
+    return std::nullopt;
+  // When the line, p included, is through the queue: a fluid of pool-seconds (the jobs it
+  // runs now, p's own sizes on p, each other size at the mean time of the pools that hold
+  // it) shared out over the pools. Taking `a` first must not end p's own sizes after that.
+  double work = own;
+  for (uint32_t id : line) {
+    const pool_view& q = v.pool(id);
+    if (!q.assigned)
+      continue;
+    const run* r = v.s.find_run(q.assigned->first);
+    if (r == nullptr || q.assigned->second >= r->jobs.size())
+      continue;
+    const auto& sp = r->jobs[q.assigned->second].spec;
+    if (auto t = job_s(q, sp, !warm_for(q, sp)))
+      work += std::max(0.0, q.ordered_at + *t - v.now);
+  }
+  for (std::size_t ci : shared) {
+    const job& head = v.r.jobs[classes[ci].front()];
+    double rate = 0, holders = 0;
+    auto add = [&](const pool_view& q) {
+      if (pool_may_take(q, head))
+        if (auto t = job_s(q, head.spec, false)) {
+          rate += 1 / std::max(*t, 1e-6);
+          holders += 1;
+        }
+    };
+    add(p);
+    for (uint32_t id : line)
+      add(v.pool(id));
+    if (rate > 0)
+      work += static_cast<double>(classes[ci].size()) * holders / rate;
+  }
+  const double rest = v.now + work / static_cast<double>(line.size() + 1);
+  const job& given = v.r.jobs[a.job];
+  auto t = job_s(p, given.spec, !warm_for(p, given.spec));
+  if (!t || v.now + *t + own <= rest)
+    return std::nullopt;
+  return assignment{*first_own, a.pool};
 }
 
 std::optional<assignment> auto_policy::next_of(const dispatch_view& v, uint32_t head_index,
@@ -374,7 +472,12 @@ std::optional<assignment> auto_policy::next_of(const dispatch_view& v, uint32_t 
           ar != nullptr && l.p->assigned->second < ar->jobs.size())
         was_cold = !warm_for(*l.p, ar->jobs[l.p->assigned->second].spec);
       if (l.p->assigned->first == v.r.id) {
-        end = cond_ready(k, l.p->ordered_at) + (was_cold ? l.cold_s : l.warm_s);
+        // Its own job's size, not the head's: a shot list runs several sizes at once.
+        double sm = was_cold ? l.cold_s : l.warm_s;
+        if (l.p->assigned->second < v.r.jobs.size())
+          if (auto s = est_->sampling(l.p->kind, v.r.jobs[l.p->assigned->second].spec, was_cold))
+            sm = *s * l.p->speed_factor;
+        end = cond_ready(k, l.p->ordered_at) + sm;
       } else if (const run* r = v.s.find_run(l.p->assigned->first);
                  r != nullptr && l.p->assigned->second < r->jobs.size()) {
         if (auto s = est_->sampling(l.p->kind, r->jobs[l.p->assigned->second].spec, was_cold))

@@ -15,6 +15,9 @@
 ///   estimates when the batch would end under each layout (a pool whose GPUs are still busy
 ///   starts when they are free, cold: switching costs a model load) and keeps the current
 ///   layout unless another ends the batch sooner by a margin.
+/// - **Sizes.** A run of several sizes is asked size by size. A free pool that is the only
+///   one of the line as it runs that holds some queued size keeps to that size once taking
+///   another job would end it after the rest of the queue (`reserved`).
 /// - **Decoders.** A slot includes handoff and decode on the mode's best decoder; a batch
 ///   cannot end before the decoders have worked through every remaining latent. A sampled
 ///   latent goes to the decoder that would finish it first, queue included, and waits for
@@ -84,6 +87,12 @@ private:
   /// order), or every queued job of the run when nullptr.
   std::optional<assignment> next_of(const dispatch_view& v, uint32_t head_index, std::size_t Q,
                                     const std::vector<uint32_t>* members) const;
+  /// Assignment `a` (a job of size classes[taken]) or, when the free pool is the only one
+  /// of the line as it runs that holds some queued size and taking `a` would end that size
+  /// after the line is through the rest, that size's lowest job instead (a reservation).
+  std::optional<assignment> reserved(const dispatch_view& v, const assignment& a,
+                                     const std::vector<std::vector<uint32_t>>& classes,
+                                     std::size_t taken) const;
   struct mode_consts;
   /// Per pool of a mode, what does not change while a run of one size is dispatched.
   const mode_consts& consts(const state& s, const std::string& mode,

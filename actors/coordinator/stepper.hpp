@@ -273,12 +273,24 @@ struct stepper {
   /// a run first in the queue takes the free pools it wants, the next one gets the rest.
   void dispatch_sampling();
 
+  /// Whether job j is better left to wait for another pool than loaded on pool p, which
+  /// holds another model and would take k (of p's model) instead. Loading j's model costs
+  /// p the load now and, k still queued, the load back: p is through j, then k, at
+  /// now + cold(j) + cold(k). Waiting, p is through k at once, warm, and j is through on
+  /// another pool of the run's mode, one that will hold j's model when its current job is
+  /// done (it runs a job of that model, or idles holding it), at its end + warm(j). Wait
+  /// when that is no later.
+  bool held_sooner_elsewhere(const run& r, const job& j, uint32_t p_id, const job& k,
+                             const dispatch_policy& policy);
+
   /// Model affinity: a pool holds one model, and loading another costs a cold stage. When
   /// the policy sends job j to pool p and p holds another model, a free pool of p's kind
-  /// that holds j's model takes j instead; otherwise p takes the lowest queued job of the
-  /// run of j's size whose model it holds, so a pool keeps to one model while its jobs last,
-  /// unless j has been passed over this way for params::model_wait_s: then j goes, and p
-  /// switches.
+  /// that holds j's model takes j instead. Otherwise p keeps to its model while jobs of it
+  /// are queued: it takes the lowest queued job of the run of j's size whose model it
+  /// holds, or of any size when j is better left to another pool that will hold its model
+  /// (held_sooner_elsewhere). A job passed over this way goes once it has been for
+  /// params::model_wait_s, and p switches to its model, unless it is still better left to
+  /// that other pool; after twice model_wait_s it goes regardless.
   void by_model(run& r, std::size_t rp, assignment& a, const std::vector<uint32_t>& free,
                 const dispatch_policy& policy);
 

@@ -99,6 +99,39 @@ void stepper::dispatch_sampling() {
   }
 }
 
+bool stepper::held_sooner_elsewhere(const run& r, const job& j, uint32_t p_id, const job& k,
+                                    const dispatch_policy& policy) {
+  const pool_view& p = *s.idx.pool_views[p_id];
+  auto cold_j = policy.expected_sampling(p.kind, j.spec, true);
+  auto cold_k = policy.expected_sampling(p.kind, k.spec, true);
+  auto ids = s.idx.mode_ids.find(r.mode);
+  if (!cold_j || !cold_k || ids == s.idx.mode_ids.end())
+    return false;
+  const double p_done = now + (*cold_j + *cold_k) * p.speed_factor;
+  for (uint32_t id : ids->second) {
+    const pool_view& q = *s.idx.pool_views[id];
+    if (id == p_id || s.idx.unavailable_flag[id] || !pool_may_take(q, j))
+      continue;
+    double free_at = now;
+    if (q.assigned) {
+      const run* ar = s.find_run(q.assigned->first);
+      if (ar == nullptr || q.assigned->second >= ar->jobs.size())
+        continue;
+      const msg::job_spec& current = ar->jobs[q.assigned->second].spec;
+      auto e = policy.expected_sampling(q.kind, current, !warm_for(q, current));
+      if (current.model != j.spec.model || !e)
+        continue;
+      free_at = std::max(now, q.ordered_at + *e * q.speed_factor);
+    } else if (!warm_for(q, j.spec) || q.reported_busy != 0) {
+      continue;
+    }
+    auto warm = policy.expected_sampling(q.kind, j.spec, false);
+    if (warm && free_at + *warm * q.speed_factor <= p_done)
+      return true;
+  }
+  return false;
+}
+
 void stepper::by_model(run& r, std::size_t rp, assignment& a, const std::vector<uint32_t>& free,
                        const dispatch_policy& policy) {
   job& j = r.jobs[a.job];
@@ -116,24 +149,39 @@ void stepper::by_model(run& r, std::size_t rp, assignment& a, const std::vector<
   double wait = s.p.model_wait_s;
   if (wait < 0)
     wait = policy.expected_sampling(p.kind, j.spec, true).value_or(default_model_wait_s);
-  if (j.passed_over_at >= 0 && now - j.passed_over_at >= wait)
-    return;  // it has waited its turn: p switches to its model
   auto m = s.idx.runs[rp].queued_by_model.find(p.model);
   if (m == s.idx.runs[rp].queued_by_model.end() || wait <= 0)
     return;
+  const double passed = j.passed_over_at >= 0 ? now - j.passed_over_at : -1;
+  if (passed >= 2 * wait)
+    return;  // it has waited long enough whatever else holds its model: p switches
+  // The job of p's model p would take instead: of j's size, else the lowest of any.
+  const job* same = nullptr;
+  const job* any = nullptr;
   std::size_t looked = 0;
   for (uint32_t i : m->second) {
     if (++looked > max_model_scan)
       break;
     const job& k = r.jobs[i];
-    if (k.retry_at < 0 && k.spec.width == j.spec.width && k.spec.height == j.spec.height
-        && k.spec.seconds == j.spec.seconds && pool_may_take(p, k)) {
-      if (j.passed_over_at < 0)
-        j.passed_over_at = now;
-      a.job = i;
-      return;
+    if (k.retry_at >= 0 || !pool_may_take(p, k))
+      continue;
+    if (any == nullptr)
+      any = &k;
+    if (k.spec.width == j.spec.width && k.spec.height == j.spec.height
+        && k.spec.seconds == j.spec.seconds) {
+      same = &k;
+      break;
     }
   }
+  const job* k = same != nullptr ? same : any;
+  if (k == nullptr)
+    return;
+  const bool waited = passed >= wait;
+  if ((waited || same == nullptr) && !held_sooner_elsewhere(r, j, a.pool, *k, policy))
+    return;  // p switches to j's model
+  if (j.passed_over_at < 0)
+    j.passed_over_at = now;
+  a.job = static_cast<uint32_t>(k - r.jobs.data());
 }
 
 void stepper::order_sample(run& r, std::size_t rp, job& j, pool_view& p) {

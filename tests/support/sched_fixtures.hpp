@@ -76,6 +76,20 @@ inline msg::pool_status pool_report(const std::string& pool, uint64_t epoch, uin
   return st;
 }
 
+/// Pool j.pool (on host "a") reports job j sampled: its latent, for the attempt it runs.
+inline msg::sample_result sample_ok(const sched::job& j) {
+  msg::sample_result r;
+  r.pool = j.pool;
+  r.host = "a";
+  r.attempt = j.attempt;
+  r.run_id = j.spec.run_id;
+  r.index = j.spec.index;
+  r.outcome = msg::outcome::ok;
+  r.latent_sha256 = std::string(64, 'a' + static_cast<char>(j.spec.index % 26));
+  r.latent_bytes = 1000;
+  return r;
+}
+
 /// Every pool samples in 15 s cold, 10 s warm; no conditioning; handoff 1 s; decode 4 s;
 /// latents of 13 MB.
 inline planner::timing simple_timing() {

@@ -78,6 +78,16 @@ void use_policy(sched::state& s, const std::string& name) {
   REQUIRE(s.mode_policy["m"] != nullptr);
 }
 
+/// first_free (the lowest job to the first free pool) expecting switch_estimates' times:
+/// model affinity can weigh which pool gets through a job sooner.
+class first_free_estimating : public sched::first_free_policy {
+public:
+  std::optional<double> expected_sampling(const std::string& kind, const msg::job_spec& j,
+                                          bool cold) const override {
+    return switch_estimates{}.sampling(kind, j, cold);
+  }
+};
+
 } // namespace
 
 TEST_CASE("line_sim: a job of another model than the pool holds is a cold stage") {
@@ -145,6 +155,63 @@ TEST_CASE("model affinity never starves a model: a passed-over job goes after mo
   auto dflt = planner::simulate(s, list, switch_timing());
   REQUIRE(dflt.finished);
   CHECK(dflt.run.jobs[1].sample_start == Approx(55));
+}
+
+TEST_CASE("model affinity: a pool takes a job of its own model of another size when a pool "
+          "that will hold the job's model gets through it sooner") {
+  // p0 holds A, p1 holds B; jobs B0, B1, and A2 of another size. B0 goes to p1 (it holds
+  // B); first_free then sends B1 to p0. p0 would be through B1 and then A2 at 1 + 25 + 25 =
+  // 51, p1 is through B0 and then B1 at 1 + 10 + 10 = 21: p0 takes A2, B1 waits for p1.
+  auto s = line_of(2);
+  s.mode_policy["m"] = std::make_shared<first_free_estimating>();
+  s.p.model_wait_s = 40;
+  for (auto& name : {"p0", "p1"})
+    sched::step(s, sched::ev_pool_status{sched_fixtures::pool_report(name, 7, 1)}, 0);
+  s.pools["p0"].warm = s.pools["p1"].warm = true;
+  s.pools["p0"].model = "A";
+  s.pools["p1"].model = "B";
+  auto list = run_of_models(3, {"B", "B", "A"});
+  list.jobs[2].spec.width = 480;
+  list.jobs[2].spec.height = 832;
+  sched::step(s, sched::ev_submit{list}, 1);
+  CHECK(s.find_job("r1", 0)->pool == "p1");
+  CHECK(s.find_job("r1", 2)->pool == "p0");
+  CHECK(s.find_job("r1", 1)->state == sched::job_state::queued);
+  CHECK(sched::check_index(s).empty());
+}
+
+TEST_CASE("model affinity: a job passed over for a pool that will hold its model goes after "
+          "twice model_wait_s") {
+  // p0 holds A, p1 holds B and runs B0 (it never reports back: it stays the sooner pool for
+  // B1). model_wait_s 40: B1, passed over at 1, is still passed over at 50 (49 s: past
+  // model_wait_s, and p1 still gets through it sooner) and goes to p0 at 85 (84 s >= 80).
+  auto s = line_of(2);
+  s.mode_policy["m"] = std::make_shared<first_free_estimating>();
+  s.p.model_wait_s = 40;
+  for (auto& name : {"p0", "p1"})
+    sched::step(s, sched::ev_pool_status{sched_fixtures::pool_report(name, 7, 1)}, 0);
+  s.pools["p0"].warm = s.pools["p1"].warm = true;
+  s.pools["p0"].model = "A";
+  s.pools["p1"].model = "B";
+  sched::step(s, sched::ev_submit{run_of_models(6, {"B", "B", "A", "A", "A", "A"})}, 1);
+  REQUIRE(s.find_job("r1", 0)->pool == "p1");
+  REQUIRE(s.find_job("r1", 2)->pool == "p0");
+  const sched::job& b1 = *s.find_job("r1", 1);
+  auto p0_done = [&](uint32_t a_job, double now) {
+    sched::step(s, sched::ev_sample_result{sched_fixtures::sample_ok(*s.find_job("r1", a_job))},
+                now);
+  };
+  p0_done(2, 30);
+  CHECK(s.find_job("r1", 3)->pool == "p0");
+  CHECK(b1.state == sched::job_state::queued);
+  p0_done(3, 50);  // waited 49 s of 40
+  CHECK(s.find_job("r1", 4)->pool == "p0");
+  CHECK(b1.state == sched::job_state::queued);
+  p0_done(4, 85);  // waited 84 s: twice model_wait_s is past
+  CHECK(b1.state == sched::job_state::sampling);
+  CHECK(b1.pool == "p0");
+  CHECK(s.find_job("r1", 5)->state == sched::job_state::queued);
+  CHECK(sched::check_index(s).empty());
 }
 
 TEST_CASE("model affinity: a free pool holding the job's model takes it instead") {

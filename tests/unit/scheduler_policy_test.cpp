@@ -148,6 +148,82 @@ TEST_CASE("auto picks the layout of GPU-sharing pools by batch size, model loads
   }
 }
 
+namespace {
+
+/// A run of `small` jobs of the fixtures' size (416 x 736 x 5), then `large` of 832 x 1472 x 5.
+sched::run shot_list(uint32_t small, uint32_t large) {
+  auto r = make_run(small + large);
+  for (uint32_t i = small; i < small + large; ++i) {
+    r.jobs[i].spec.width = 832;
+    r.jobs[i].spec.height = 1472;
+  }
+  return r;
+}
+
+/// The pools report in (idle, nothing loaded) at 0 and the run comes in.
+void start(sched::state& s, const sched::run& r) {
+  for (auto& [name, p] : s.pools)
+    sched::step(s, sched::ev_pool_status{sched_fixtures::pool_report(name, 1, 1)}, 0);
+  sched::step(s, sched::ev_submit{r}, 0);
+}
+
+} // namespace
+
+TEST_CASE("auto: a pool alone in holding a size keeps to it once helping with another size "
+          "would end its own after the rest of the line") {
+  // 10 s a job on either pool; a2 cannot hold the large size. a1 takes small job 0, a2
+  // small job 1. At 10 a1 is free and asked for the next small job.
+  std::map<std::string, kind_times> kinds{{"k", {10, 10}}};
+  auto s = line_of({{"a1", "a", "k"}, {"a2", "a", "k"}});
+  s.pools["a2"].max_load = 416 * 736 * 5;
+  use(s, "auto", kinds);
+  SECTION("2 small left, 2 large: helping would end the large at 40, the line is through at "
+          "30: a1 takes a large job (it does not idle)") {
+    start(s, shot_list(4, 2));
+    REQUIRE(s.find_job("r1", 0)->pool == "a1");
+    REQUIRE(s.find_job("r1", 1)->pool == "a2");
+    sched::step(s, sched::ev_sample_result{sched_fixtures::sample_ok(*s.find_job("r1", 0))}, 10);
+    CHECK(s.find_job("r1", 4)->pool == "a1");
+    CHECK(s.find_job("r1", 2)->state == sched::job_state::queued);
+  }
+  SECTION("8 small left, 2 large: the large still end by 40 of 60: a1 helps with the small") {
+    start(s, shot_list(10, 2));
+    REQUIRE(s.find_job("r1", 0)->pool == "a1");
+    REQUIRE(s.find_job("r1", 1)->pool == "a2");
+    sched::step(s, sched::ev_sample_result{sched_fixtures::sample_ok(*s.find_job("r1", 0))}, 10);
+    CHECK(s.find_job("r1", 2)->pool == "a1");
+    CHECK(s.find_job("r1", 10)->state == sched::job_state::queued);
+  }
+  CHECK(sched::check_index(s).empty());
+}
+
+TEST_CASE("auto, several sizes queued: a pool busy with a job of the run is free when its own "
+          "job is sampled, not the asked size's") {
+  // x: 10 s a small job, 100 s a large one; t: 30 s a small job, and it cannot hold a large.
+  // x takes the large job 0 at 0, t is asked for the small job 1: x is busy until 100, so t
+  // takes it (done at 30). Were x free at 10 (the small size's time), it could do job 1 by
+  // 20, and t would idle.
+  struct large_tenfold : fixed_estimates {
+    using fixed_estimates::fixed_estimates;
+    std::optional<double> sampling(const std::string& kind, const msg::job_spec& j,
+                                   bool cold) const override {
+      auto t = fixed_estimates::sampling(kind, j, cold);
+      return j.width > 416 ? *t * 10 : *t;
+    }
+  };
+  std::map<std::string, kind_times> kinds{{"x", {10, 10}}, {"t", {30, 30}}};
+  auto s = line_of({{"X", "a", "x"}, {"T", "a", "t"}});
+  s.pools["T"].max_load = 416 * 736 * 5;
+  s.mode_policy["m"] = std::make_shared<sched::auto_policy>(std::make_shared<large_tenfold>(kinds));
+  auto r = make_run(2);
+  r.jobs[0].spec.width = 832;  // job 0 large, job 1 small
+  r.jobs[0].spec.height = 1472;
+  start(s, r);
+  CHECK(s.find_job("r1", 0)->pool == "X");
+  CHECK(s.find_job("r1", 1)->pool == "T");
+  CHECK(sched::check_index(s).empty());
+}
+
 TEST_CASE("a pool's max_load keeps jobs it cannot hold away, none able: refused at once") {
   std::map<std::string, kind_times> kinds{{"fast", {15, 10}}, {"slow", {35, 30}}};
   auto s = line_of({{"a1", "a", "fast"}, {"a2", "a", "slow"}});
