@@ -1,7 +1,9 @@
-// The auto policy (policy.hpp, auto_policy): per job, the pool and decoder that bring the
-// batch's end soonest by the stage estimates, comparing layouts near the end of a batch
-// (docs/planner.md, "auto"). The simple policies and the list of names are in policy.cpp.
-#include "actors/coordinator/policy.hpp"
+// The auto policy (policy.hpp, auto_policy): per job, the pool that brings the batch's end
+// soonest by the stage estimates, comparing layouts near the end of a batch (next, next_of)
+// and keeping a pool for a size only it holds (reserved) (docs/planner.md, "auto"). Its
+// per-size constants are in auto_policy_consts.cpp, its decoder choice in
+// auto_policy_decoder.cpp; the simple policies and the list of names are in policy.cpp.
+#include "actors/coordinator/auto_policy_detail.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -10,10 +12,11 @@
 #include <tuple>
 
 namespace vidline::sched {
-namespace {
 
-constexpr double never = std::numeric_limits<double>::infinity();
-constexpr double tie_s = 1e-9;  ///< two finishes closer than this are a tie (broken by mode order)
+using auto_detail::never;
+using auto_detail::tie_s;
+
+namespace {
 
 /// A pool's slots in one scenario: it finishes jobs at first, first + period, ...
 struct slots {
@@ -123,153 +126,6 @@ struct line {
 
 auto_policy::auto_policy(std::shared_ptr<const stage_estimates> est, auto_tuning t)
     : est_(std::move(est)), t_(t) {}
-
-/// Per pool of a mode (by position in the mode), for one size.
-struct auto_policy::mode_consts {
-  std::vector<uint32_t> ids;           ///< the mode's pool ids these were computed for
-  std::vector<char> fits;
-  std::vector<double> cold_s, warm_s, tail_s, cond_s;
-  double decode_rate = 0;              ///< jobs per second all the mode's decoders manage
-  double warm_rate = 0;                ///< sum of 1 / warm_s over the pools that fit
-  std::size_t fitting = 0;             ///< pools that fit
-  /// Groups of pools sharing GPUs (positions), with their layouts: bit a = members[a] runs.
-  struct group {
-    std::vector<std::size_t> members;
-    std::vector<uint32_t> layouts;
-  };
-  std::vector<group> groups;
-  std::vector<int> group_of;           ///< position -> index in groups, or -1
-  /// The mode's decoders (in order): decode seconds, handoff from its own host / another.
-  std::vector<const decoder_view*> decoders;
-  std::vector<double> decode_s, handoff_local_s, handoff_remote_s;
-  /// Decoders on a pool's GPU: used only once nothing of the run is left to sample, so
-  /// left out of slots and batch ends.
-  std::vector<char> decoder_shared;
-};
-
-const auto_policy::mode_consts& auto_policy::consts(const state& st, const std::string& mode,
-                                                     const msg::job_spec& spec) const {
-  const auto& ids = st.idx.mode_ids.at(mode);
-  auto key = std::make_tuple(mode, spec.width, spec.height, spec.seconds, spec.model);
-  auto it = cache_.find(key);
-  if (it != cache_.end() && it->second->ids == ids) {
-    // Decoder views move when the state is copied: re-point them (same mode, same order).
-    auto& views = st.idx.mode_decoder_views.at(mode);
-    if (it->second->decoders.size() == views.size()
-        && std::equal(views.begin(), views.end(), it->second->decoders.begin()))
-      return *it->second;
-    auto c = std::make_shared<mode_consts>(*it->second);
-    c->decoders.assign(views.begin(), views.end());
-    it->second = c;
-    return *c;
-  }
-  struct view_of {
-    const state& s;
-    const pool_view& pool(uint32_t id) const { return *s.idx.pool_views[id]; }
-  } v{st};
-  struct { const msg::job_spec& spec; } head{spec};
-  const std::string& run_mode = mode;
-  auto c = std::make_shared<mode_consts>();
-  c->ids = ids;
-  const std::size_t n = ids.size();
-  c->fits.assign(n, 0);
-  c->cold_s.assign(n, 0);
-  c->warm_s.assign(n, 0);
-  c->tail_s.assign(n, 0);
-  c->cond_s.assign(n, 0);
-  c->group_of.assign(n, -1);
-  std::vector<const decoder_view*> decs;
-  if (auto md = st.idx.mode_decoder_views.find(run_mode); md != st.idx.mode_decoder_views.end())
-    decs.assign(md->second.begin(), md->second.end());
-  c->decoders = decs;
-  for (auto* d : decs) {
-    c->decode_s.push_back(est_->decode(*d, head.spec));
-    c->handoff_local_s.push_back(est_->handoff(d->host, *d, head.spec));
-    c->handoff_remote_s.push_back(est_->handoff("", *d, head.spec));
-    c->decoder_shared.push_back(!d->shares_gpu_with.empty());
-    if (d->shares_gpu_with.empty())
-      c->decode_rate += 1 / std::max(1e-9, c->decode_s.back());
-  }
-  std::map<std::string, double> tail_of_host;
-  for (std::size_t k = 0; k < n; ++k) {
-    const auto& p = v.pool(ids[k]);
-    auto cold = est_->sampling(p.kind, head.spec, true);
-    auto warm = est_->sampling(p.kind, head.spec, false);
-    if (!cold || !warm)
-      continue;
-    c->fits[k] = 1;
-    c->cold_s[k] = *cold;
-    c->warm_s[k] = std::max(*warm, 1e-6);
-    c->warm_rate += 1 / c->warm_s[k];
-    ++c->fitting;
-    c->cond_s[k] = est_->conditioning(p.host);
-    auto [t, fresh] = tail_of_host.emplace(p.host, 0.0);
-    if (fresh) {
-      double best = never;
-      for (auto* d : decs)
-        if (d->shares_gpu_with.empty())
-          best = std::min(best, est_->handoff(p.host, *d, head.spec) + est_->decode(*d, head.spec));
-      if (best == never)
-        best = 0;
-      t->second = best;
-    }
-    c->tail_s[k] = t->second;
-  }
-  // Conflict groups among the pools that hold the size, and their layouts: the largest sets
-  // of members that run together.
-  const auto& pos = st.idx.mode_pos.at(run_mode);
-  std::vector<int> parent(n);
-  for (std::size_t k = 0; k < n; ++k)
-    parent[k] = static_cast<int>(k);
-  auto find = [&](int k) {
-    while (parent[k] != k)
-      k = parent[k] = parent[parent[k]];
-    return k;
-  };
-  for (std::size_t k = 0; k < n; ++k)
-    if (c->fits[k])
-      for (uint32_t other : st.idx.related[ids[k]])
-        if (pos[other] >= 0 && c->fits[pos[other]])
-          parent[find(static_cast<int>(k))] = find(pos[other]);
-  std::map<int, std::vector<std::size_t>> roots;
-  for (std::size_t k = 0; k < n; ++k)
-    if (c->fits[k])
-      roots[find(static_cast<int>(k))].push_back(k);
-  auto conflict = [&](std::size_t a, std::size_t b) {
-    const auto& r = st.idx.related[ids[a]];
-    return std::binary_search(r.begin(), r.end(), ids[b]);
-  };
-  for (auto& [root, members] : roots) {
-    if (members.size() < 2 || members.size() > t_.max_group)
-      continue;
-    mode_consts::group g;
-    g.members = members;
-    const std::size_t k = members.size();
-    for (uint32_t mask = 1; mask < (1u << k); ++mask) {
-      bool ok = true;
-      for (std::size_t a = 0; a < k && ok; ++a)
-        for (std::size_t b = a + 1; b < k && ok; ++b)
-          if ((mask >> a & 1) && (mask >> b & 1) && conflict(members[a], members[b]))
-            ok = false;
-      for (std::size_t a = 0; a < k && ok; ++a) {
-        if (mask >> a & 1)
-          continue;
-        bool addable = true;
-        for (std::size_t b = 0; b < k && addable; ++b)
-          if ((mask >> b & 1) && conflict(members[a], members[b]))
-            addable = false;
-        ok = !addable;  // a layout leaves out only pools that cannot join it
-      }
-      if (ok)
-        g.layouts.push_back(mask);
-    }
-    for (auto m : members)
-      c->group_of[m] = static_cast<int>(c->groups.size());
-    c->groups.push_back(std::move(g));
-  }
-  cache_[key] = c;
-  return *c;
-}
 
 std::optional<assignment> auto_policy::next(const dispatch_view& v) const {
   const auto& q = v.queue;
@@ -693,136 +549,6 @@ std::optional<assignment> auto_policy::next_of(const dispatch_view& v, uint32_t 
     }
   }
   return std::nullopt;
-}
-
-decoder_view* auto_policy::pick_decoder(const state& s, const run& r, const job& j,
-                                        const std::vector<decoder_view*>& decoders,
-                                        double now) const {
-  if (!s.idx.mode_ids.count(r.mode))
-    return dispatch_policy::pick_decoder(s, r, j, decoders, now);
-  const mode_consts& c = consts(s, r.mode, j.spec);
-  auto rp = s.idx.run_pos.find(r.id);
-  const run_index* q = rp != s.idx.run_pos.end() ? &s.idx.runs[rp->second] : nullptr;
-  const bool nothing_queued = q != nullptr && q->queued.empty();
-  const std::size_t D = std::min(decoders.size(), c.decode_s.size());
-  auto handoff = [&](std::size_t k, const std::string& from) {
-    return from == decoders[k]->host ? c.handoff_local_s[k] : c.handoff_remote_s[k];
-  };
-  // When each decoder is through the latents it decodes or has on the way, oldest order
-  // first, each after the one before. A decoder on a pool's GPU only once the run has
-  // nothing left to sample, and not while that pool samples.
-  std::vector<double> free_at(D, never);
-  for (std::size_t k = 0; k < D; ++k) {
-    auto* d = decoders[k];
-    if (!d->alive || d->drained
-        || (c.decoder_shared[k] && (!nothing_queued || decoder_blocked(s, *d))))
-      continue;
-    // (The one it decodes began when it arrived or when the one before was done, not now.)
-    double t = -never;
-    if (!d->sent.empty()) {
-      double times[4];
-      std::size_t m = 0;
-      for (auto& [attempt, at] : d->sent)
-        if (m < 4)
-          times[m++] = at;
-      std::sort(times, times + m);
-      for (std::size_t i = 0; i < m; ++i)
-        t = std::max(t, times[i] + handoff(k, j.latent_host)) + c.decode_s[k];
-    }
-    free_at[k] = std::max(t, now);
-  }
-  // Without a credit it takes a new latent only when its oldest one is done.
-  auto end_on = [&](const std::vector<double>& f, std::size_t k, double ready,
-                    const std::string& from) {
-    return f[k] == never ? never : std::max(ready + handoff(k, from), f[k]) + c.decode_s[k];
-  };
-
-  // At the end of a batch (nothing queued, a few latents still to come) the choice is
-  // judged by when the last of them is written: the latents the run's pools sample now
-  // and those sampled after this one go, in order, each to the decoder that writes it
-  // first. (Latent by latent, the faster decoder can be the earlier finish for this one and
-  // still end the batch later, when a latent it is needed for is on its way.)
-  std::vector<std::pair<double, const std::string*>> coming;
-  bool look = nothing_queued && D > 1 && D <= 8;
-  // When a pool sampling a job of this run should be done (nullopt: it is not).
-  auto sampled_at = [&](const pool_view& p) -> std::optional<double> {
-    if (!p.assigned || p.assigned->first != r.id || p.assigned->second >= r.jobs.size())
-      return std::nullopt;
-    const auto& spec = r.jobs[p.assigned->second].spec;
-    auto sm = est_->sampling(p.kind, spec, !warm_for(p, spec));
-    double start = p.ordered_at;
-    if (auto f = q->first_order_on_host.find(p.host); f != q->first_order_on_host.end())
-      start = std::max(start, f->second + est_->conditioning(p.host));
-    return std::max(now, start + (sm ? *sm * p.speed_factor : 0));
-  };
-  if (look) {
-    for (uint32_t id : s.idx.mode_ids.at(r.mode)) {
-      const pool_view& p = *s.idx.pool_views[id];
-      if (auto t = sampled_at(p))
-        coming.emplace_back(*t, &p.host);
-      if (coming.size() > 64)
-        break;
-    }
-    for (auto& [t, run_pos, ji] : s.idx.sampled) {
-      if (coming.size() > 64)
-        break;
-      if (q != nullptr && run_pos == rp->second && ji != j.spec.index)
-        coming.emplace_back(now, &r.jobs[ji].latent_host);
-    }
-    look = !coming.empty() && coming.size() <= 64;
-    std::sort(coming.begin(), coming.end());
-  }
-  // A decoder on a pool's GPU is free for later latents once its pools are done sampling.
-  std::vector<double> later_free = free_at;
-  if (look)
-    for (std::size_t k = 0; k < D; ++k)
-      if (c.decoder_shared[k] && decoders[k]->alive && !decoders[k]->drained && nothing_queued
-          && later_free[k] == never) {
-        double t = now;
-        for (auto& name : decoders[k]->shares_gpu_with)
-          if (auto it = s.idx.pool_ids.find(name); it != s.idx.pool_ids.end()) {
-            const pool_view& p = *s.idx.pool_views[it->second];
-            if (auto done = sampled_at(p))
-              t = std::max(t, *done);
-            else if (p.assigned || p.reported_busy != 0)
-              t = never;  // another run's job: not before it is done, unknown when
-          }
-        later_free[k] = t;
-      }
-
-  decoder_view* best = nullptr;
-  double best_T = never, best_end = never;
-  for (std::size_t k = 0; k < D; ++k) {
-    double end = end_on(free_at, k, now, j.latent_host);
-    if (end == never)
-      continue;
-    double T = end;
-    if (look) {
-      std::vector<double> f = later_free;
-      f[k] = end;
-      for (auto& [ready, from] : coming) {
-        double e = never;
-        std::size_t bk = 0;
-        for (std::size_t x = 0; x < D; ++x) {
-          double ex = end_on(f, x, ready, *from);
-          if (ex < e - tie_s) {
-            e = ex;
-            bk = x;
-          }
-        }
-        if (e == never)
-          continue;
-        f[bk] = e;
-        T = std::max(T, e);
-      }
-    }
-    if (T < best_T - tie_s || (T <= best_T + tie_s && end < best_end - tie_s)) {
-      best_T = T;
-      best_end = end;
-      best = decoders[k];
-    }
-  }
-  return best != nullptr && best->credits() > 0 ? best : nullptr;
 }
 
 } // namespace vidline::sched

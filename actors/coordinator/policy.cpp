@@ -1,6 +1,6 @@
 // The simple dispatch policies (policy.hpp): the default decoder choice, first_free and
 // in_turn, and make_policy, which knows every policy name (policy_names). The auto policy
-// is in auto_policy.cpp.
+// is in auto_policy*.cpp.
 #include "actors/coordinator/policy.hpp"
 
 #include <algorithm>
