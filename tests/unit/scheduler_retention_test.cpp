@@ -12,6 +12,7 @@
 using namespace vidline;
 using sched_fixtures::line_of;
 using sched_fixtures::run_of;
+using sched_fixtures::sample_ok;
 
 namespace {
 
@@ -29,19 +30,6 @@ std::vector<sched::effect> decoder_report(sched::state& s, double now) {
   st.seq = ++seq;
   st.capacity = 2;
   return sched::step(s, sched::ev_decoder_status{st}, now);
-}
-
-msg::sample_result sample_ok(const sched::job& j) {
-  msg::sample_result r;
-  r.pool = j.pool;
-  r.host = "a";
-  r.attempt = j.attempt;
-  r.run_id = j.spec.run_id;
-  r.index = j.spec.index;
-  r.outcome = msg::outcome::ok;
-  r.latent_sha256 = std::string(64, 'a' + static_cast<char>(j.spec.index % 20));
-  r.latent_bytes = 1000;
-  return r;
 }
 
 msg::decode_result decode_ok(const sched::job& j) {
