@@ -10,7 +10,6 @@
 #include <memory>
 #include <string>
 
-#include <caf/event_based_actor.hpp>
 #include <spdlog/spdlog.h>
 
 #include "actors/worker.hpp"
@@ -54,8 +53,8 @@ inline bool decoder_warms_at_start(const config::cluster& c, const config::decod
 /// Has `backend` (an encoder_backend or decoder_backend) load `req.model` now on a thread
 /// of its own; `who` ("encoder enc") names it in the log. `stopping` set (the actor ended)
 /// keeps a failed load's warning out of the log.
-template <class Backend>
-void warm_in_background(caf::event_based_actor* self, std::shared_ptr<Backend> backend,
+template <class Self, class Backend>
+void warm_in_background(Self* self, std::shared_ptr<Backend> backend,
                         backends::warm_request req, std::string who,
                         std::shared_ptr<std::atomic<bool>> stopping) {
   spdlog::info("{}: warm start: loading its model{}", who,

@@ -138,23 +138,23 @@ std::vector<actors::child_spec> children_of(const actors::context& ctx,
   for (auto& e : c.encoders)
     if (e.host == ctx.host)
       out.push_back({"encoder", c.knobs.encoder_restarts, [ctx, e](caf::event_based_actor* self) {
-                       return self->spawn(actors::encoder_actor, ctx, e);
+                       return caf::actor_cast<caf::actor>(self->spawn(actors::encoder_actor, ctx, e));
                      }});
   for (auto& p : c.pools)
     if (p.host == ctx.host)
       out.push_back({"pool:" + p.name, c.knobs.pool_restarts,
                      [ctx, p](caf::event_based_actor* self) {
-                       return self->spawn(actors::pool_actor, ctx, p);
+                       return caf::actor_cast<caf::actor>(self->spawn(actors::pool_actor, ctx, p));
                      }});
   // Every host holds latents (sampled, received or both); restarted like a decoder.
   out.push_back({"latents", c.knobs.decoder_restarts, [ctx](caf::event_based_actor* self) {
-                   return self->spawn(actors::latents_actor, ctx);
+                   return caf::actor_cast<caf::actor>(self->spawn(actors::latents_actor, ctx));
                  }});
   for (auto& d : c.decoders)
     if (d.host == ctx.host)
       out.push_back({"decoder:" + d.name, c.knobs.decoder_restarts,
                      [ctx, d](caf::event_based_actor* self) {
-                       return self->spawn(actors::decoder_actor, ctx, d);
+                       return caf::actor_cast<caf::actor>(self->spawn(actors::decoder_actor, ctx, d));
                      }});
   return out;
 }

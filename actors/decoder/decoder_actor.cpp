@@ -60,7 +60,7 @@ std::string staged_path(const shell& sh, const msg::job_spec& j, uint64_t attemp
          + std::to_string(j.index) + "-" + std::to_string(j.seed) + "." + sh.extension;
 }
 
-void execute(caf::event_based_actor* self, const std::shared_ptr<shell>& sh,
+void execute(decoder_role::pointer self, const std::shared_ptr<shell>& sh,
            std::vector<decoding::effect> fx);
 
 /// Where a published video's result is kept until the coordinator acknowledges it:
@@ -149,14 +149,14 @@ void stage_ended(const shell& sh, uint64_t attempt, const char* stage, const std
     reg.add("vidline_decode_errors_total", {{"decoder", sh.dec.name}, {"outcome", outcome}});
 }
 
-void fetched(caf::event_based_actor* self, const std::shared_ptr<shell>& sh, uint64_t attempt,
+void fetched(decoder_role::pointer self, const std::shared_ptr<shell>& sh, uint64_t attempt,
              const std::string& outcome, const std::string& error) {
   stage_ended(*sh, attempt, "handoff", outcome, sh->ctx.run_now());
   execute(self, sh, decoding::step(sh->st, decoding::ev_fetched{attempt, outcome, error},
                                  sh->ctx.run_now()));
 }
 
-void fetch(caf::event_based_actor* self, const std::shared_ptr<shell>& sh,
+void fetch(decoder_role::pointer self, const std::shared_ptr<shell>& sh,
            const msg::decode_order& o) {
   // Its names become the latent's, the video's and the receipt's paths and a command's
   // argv: a hostile order ends here, reported fatal, before anything touches the disk.
@@ -193,7 +193,7 @@ void fetch(caf::event_based_actor* self, const std::shared_ptr<shell>& sh,
                             });
 }
 
-void decode(caf::event_based_actor* self, const std::shared_ptr<shell>& sh,
+void decode(decoder_role::pointer self, const std::shared_ptr<shell>& sh,
             const msg::decode_order& o) {
   backends::stage_env env;
   env.work_dir = work_dir(sh->ctx) + "/" + std::to_string(o.attempt);
@@ -379,7 +379,7 @@ void forget_unacked(shell& sh, uint64_t attempt) {
   std::filesystem::remove(unacked_path(sh, attempt), ec);
 }
 
-void execute(caf::event_based_actor* self, const std::shared_ptr<shell>& sh,
+void execute(decoder_role::pointer self, const std::shared_ptr<shell>& sh,
            std::vector<decoding::effect> fx) {
   for (auto& e : fx) {
     if (auto* f = std::get_if<decoding::fx_fetch>(&e))
@@ -403,7 +403,8 @@ void execute(caf::event_based_actor* self, const std::shared_ptr<shell>& sh,
 
 } // namespace
 
-caf::behavior decoder_actor(caf::event_based_actor* self, context ctx, config::decoder dec) {
+decoder_role::behavior_type decoder_actor(decoder_role::pointer self, context ctx,
+                                          config::decoder dec) {
   auto sh = std::make_shared<shell>();
   sh->ctx = std::move(ctx);
   sh->dec = std::move(dec);

@@ -38,7 +38,7 @@ std::string cache_path(const shell& sh, const std::string& prompt_sha) {
   return conditioning_dir(sh.ctx) + "/" + prompt_sha + ".cond";
 }
 
-void start_next(caf::event_based_actor* self, const std::shared_ptr<shell>& sh) {
+void start_next(encoder_role::pointer self, const std::shared_ptr<shell>& sh) {
   if (sh->busy || sh->queue.empty())
     return;
   sh->busy = true;
@@ -73,7 +73,8 @@ void start_next(caf::event_based_actor* self, const std::shared_ptr<shell>& sh) 
 
 } // namespace
 
-caf::behavior encoder_actor(caf::event_based_actor* self, context ctx, config::encoder enc) {
+encoder_role::behavior_type encoder_actor(encoder_role::pointer self, context ctx,
+                                          config::encoder enc) {
   auto sh = std::make_shared<shell>();
   sh->ctx = std::move(ctx);
   sh->enc = std::move(enc);

@@ -12,6 +12,7 @@
 #include "actors/coordinator/input_maker.hpp"
 #include "actors/latents/store_machine.hpp"
 #include "actors/latents/sweep.hpp"
+#include "actors/pool/pool_actor.hpp"
 #include "common/files.hpp"
 #include "common/metrics.hpp"
 #include "common/sha256.hpp"
@@ -206,7 +207,7 @@ void execute(shell& sh, const std::vector<storing::effect>& fx) {
 
 } // namespace
 
-caf::behavior latents_actor(caf::event_based_actor* self, context ctx) {
+latents_role::behavior_type latents_actor(latents_role::pointer self, context ctx) {
   auto sh = std::make_shared<shell>();
   sh->ctx = std::move(ctx);
   const auto& k = sh->ctx.cluster->knobs;
@@ -254,7 +255,7 @@ caf::behavior latents_actor(caf::event_based_actor* self, context ctx) {
       for (auto& p : sh->ctx.cluster->pools)
         if (p.host == sh->ctx.host)
           if (auto pool = sh->ctx.out->local("pool:" + p.name))
-            self->send(pool, msg::latent_budget{sh->st.accepting()});
+            self->send(caf::actor_cast<pool_role>(pool), msg::latent_budget{sh->st.accepting()});
       self->delayed_send(self, interval, msg::status_atom::value);
     },
     [](msg::crash_atom) -> caf::result<void> { throw std::runtime_error("crash requested"); },

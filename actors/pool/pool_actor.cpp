@@ -9,6 +9,7 @@
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
+#include "actors/encoder/encoder_actor.hpp"
 #include "actors/inbound.hpp"
 #include "actors/inputs.hpp"
 #include "actors/pool/checkpoint_store.hpp"
@@ -126,7 +127,7 @@ bool warms_at_start(const shell& sh, const config::backend& b) {
 
 /// Loads the model of the backend's default workflow now, on a thread of its own; a first
 /// order meanwhile waits for the load in its backend call and finds the model loaded.
-void warm_start(caf::event_based_actor* self, const std::shared_ptr<shell>& sh,
+void warm_start(pool_role::pointer self, const std::shared_ptr<shell>& sh,
                 const config::backend& b) {
   auto flows = config::workflows_of(b);
   if (flows.empty())
@@ -171,12 +172,13 @@ void warm_start(caf::event_based_actor* self, const std::shared_ptr<shell>& sh,
     });
 }
 
-void execute(caf::event_based_actor* self, const std::shared_ptr<shell>& sh,
+void execute(pool_role::pointer self, const std::shared_ptr<shell>& sh,
            std::vector<pooling::effect> fx);
 
-void condition(caf::event_based_actor* self, const std::shared_ptr<shell>& sh,
+void condition(pool_role::pointer self, const std::shared_ptr<shell>& sh,
                const msg::sample_order& o) {
-  auto enc = sh->ctx.out->local("encoder");
+  // Typed: the compiler checks the request and its answer against the encoder's contract.
+  auto enc = caf::actor_cast<encoder_role>(sh->ctx.out->local("encoder"));
   uint64_t attempt = o.attempt;
   if (!enc) {
     execute(self, sh, pooling::step(sh->st, pooling::ev_conditioned{attempt, false, "", 0,
@@ -203,7 +205,7 @@ void condition(caf::event_based_actor* self, const std::shared_ptr<shell>& sh,
       });
 }
 
-void sample(caf::event_based_actor* self, const std::shared_ptr<shell>& sh,
+void sample(pool_role::pointer self, const std::shared_ptr<shell>& sh,
             const msg::sample_order& o, const std::string& conditioning_path) {
   backends::stage_env env;
   env.work_dir = work_dir(sh->ctx) + "/" + std::to_string(o.attempt);
@@ -361,7 +363,7 @@ void discard_latent(shell& sh, const pooling::fx_discard& d) {
                    d.order.attempt, work, false);
 }
 
-void execute(caf::event_based_actor* self, const std::shared_ptr<shell>& sh,
+void execute(pool_role::pointer self, const std::shared_ptr<shell>& sh,
            std::vector<pooling::effect> fx) {
   for (auto& e : fx) {
     if (auto* c = std::get_if<pooling::fx_commit>(&e)) {
@@ -397,7 +399,7 @@ void execute(caf::event_based_actor* self, const std::shared_ptr<shell>& sh,
 
 } // namespace
 
-caf::behavior pool_actor(caf::event_based_actor* self, context ctx, config::pool pool) {
+pool_role::behavior_type pool_actor(pool_role::pointer self, context ctx, config::pool pool) {
   auto sh = std::make_shared<shell>();
   sh->ctx = std::move(ctx);
   sh->pool = std::move(pool);
