@@ -115,9 +115,12 @@ std::vector<actors::child_spec> children_of(const actors::context& ctx,
                                             const std::shared_ptr<actors::journal>& jnl) {
   const auto& c = *ctx.cluster;
   std::vector<actors::child_spec> out;
+  using sup = actors::supervisor_role::pointer;
+  // The registry holds dynamically typed handles; each child's contract is checked at it.
+  auto untyped = [](const auto& typed) { return caf::actor_cast<caf::actor>(typed); };
   if (c.coordinator == ctx.host)
     out.push_back({"coordinator", c.knobs.coordinator_restarts,
-                   [ctx, jnl](caf::event_based_actor* self) {
+                   [ctx, jnl, untyped](sup self) {
                      // Frames of videos made on other hosts: pulled as --collect pulls them;
                      // latents handed over: pulled as a decoder pulls them.
                      actors::input_fetchers fetch;
@@ -133,28 +136,29 @@ std::vector<actors::child_spec> children_of(const actors::context& ctx,
                        uint64_t bytes = 0;
                        return fetch_latent(*c, host, sha, dest, bytes);
                      };
-                     return self->spawn(actors::coordinator_actor, ctx, jnl, std::move(fetch));
+                     return untyped(
+                       self->spawn(actors::coordinator_actor, ctx, jnl, std::move(fetch)));
                    }});
   for (auto& e : c.encoders)
     if (e.host == ctx.host)
-      out.push_back({"encoder", c.knobs.encoder_restarts, [ctx, e](caf::event_based_actor* self) {
-                       return caf::actor_cast<caf::actor>(self->spawn(actors::encoder_actor, ctx, e));
+      out.push_back({"encoder", c.knobs.encoder_restarts, [ctx, e, untyped](sup self) {
+                       return untyped(self->spawn(actors::encoder_actor, ctx, e));
                      }});
   for (auto& p : c.pools)
     if (p.host == ctx.host)
       out.push_back({"pool:" + p.name, c.knobs.pool_restarts,
-                     [ctx, p](caf::event_based_actor* self) {
-                       return caf::actor_cast<caf::actor>(self->spawn(actors::pool_actor, ctx, p));
+                     [ctx, p, untyped](sup self) {
+                       return untyped(self->spawn(actors::pool_actor, ctx, p));
                      }});
   // Every host holds latents (sampled, received or both); restarted like a decoder.
-  out.push_back({"latents", c.knobs.decoder_restarts, [ctx](caf::event_based_actor* self) {
-                   return caf::actor_cast<caf::actor>(self->spawn(actors::latents_actor, ctx));
+  out.push_back({"latents", c.knobs.decoder_restarts, [ctx, untyped](sup self) {
+                   return untyped(self->spawn(actors::latents_actor, ctx));
                  }});
   for (auto& d : c.decoders)
     if (d.host == ctx.host)
       out.push_back({"decoder:" + d.name, c.knobs.decoder_restarts,
-                     [ctx, d](caf::event_based_actor* self) {
-                       return caf::actor_cast<caf::actor>(self->spawn(actors::decoder_actor, ctx, d));
+                     [ctx, d, untyped](sup self) {
+                       return untyped(self->spawn(actors::decoder_actor, ctx, d));
                      }});
   return out;
 }

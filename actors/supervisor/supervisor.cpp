@@ -24,7 +24,7 @@ struct sup_state {
   bool gave_up = false;
 };
 
-void start_child(caf::event_based_actor* self, child& c, registry* reg) {
+void start_child(supervisor_role::pointer self, child& c, registry* reg) {
   c.handle = c.spec.spawn(self);
   self->monitor(c.handle);
   self->link_to(c.handle);  // children die with the supervisor
@@ -34,7 +34,8 @@ void start_child(caf::event_based_actor* self, child& c, registry* reg) {
 
 } // namespace
 
-caf::behavior supervisor(caf::event_based_actor* self, supervisor_options opts) {
+supervisor_role::behavior_type supervisor(supervisor_role::pointer self,
+                                          supervisor_options opts) {
   auto st = std::make_shared<sup_state>();
   st->opts = std::move(opts);
   for (auto& spec : st->opts.children)

@@ -8,7 +8,9 @@
 #include <vector>
 
 #include <caf/actor.hpp>
-#include <caf/event_based_actor.hpp>
+#include <caf/exit_reason.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
 
 #include "actors/outbox.hpp"
 #include "common/restart_budget.hpp"
@@ -16,12 +18,19 @@
 
 namespace vidline::actors {
 
+/// The supervisor's contract: the one message its behavior handles. Its children's exits
+/// and downs come to its exit and down handlers (system messages, outside any contract).
+using supervisor_role = caf::typed_actor<
+  // The node, or anyone: stop the supervisor and, through their links, its children.
+  caf::reacts_to<caf::exit_reason>>;
+
 /// One supervised child: how to (re)spawn it and how often it may fail.
 struct child_spec {
   std::string name;  ///< registry name, e.g. "pool:four_a"
   config::restart_policy policy;
-  /// Spawns the child (not yet monitored) from the supervisor's context.
-  std::function<caf::actor(caf::event_based_actor*)> spawn;
+  /// Spawns the child (not yet monitored) from the supervisor's context; a typed child's
+  /// handle is cast to caf::actor for the registry (its contract is checked at the child).
+  std::function<caf::actor(supervisor_role::pointer)> spawn;
 };
 
 struct supervisor_options {
@@ -35,6 +44,7 @@ struct supervisor_options {
 
 /// Spawns and supervises `opts.children`. Send it `caf::exit_reason::user_shutdown` (via
 /// send_exit) to stop it and all children.
-caf::behavior supervisor(caf::event_based_actor* self, supervisor_options opts);
+supervisor_role::behavior_type supervisor(supervisor_role::pointer self,
+                                          supervisor_options opts);
 
 } // namespace vidline::actors

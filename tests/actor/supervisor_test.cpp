@@ -55,7 +55,9 @@ TEST_CASE("a crashed child is restarted, past its budget the supervisor gives up
   std::promise<std::string> gave_up;
   actors::supervisor_options so;
   so.children.push_back({"child", config::restart_policy{2, 30},
-                         [](caf::event_based_actor* self) { return self->spawn(crashing_child); }});
+                         [](actors::supervisor_role::pointer self) {
+                           return self->spawn(crashing_child);
+                         }});
   so.reg = &reg;
   so.now = [] { return 0.0; };  // every crash within one period
   so.give_up = [&](const std::string& child, const std::string&) { gave_up.set_value(child); };
@@ -80,7 +82,9 @@ TEST_CASE("crashes spread beyond the period never spend the budget") {
   std::atomic<bool> gave_up{false};
   actors::supervisor_options so;
   so.children.push_back({"child", config::restart_policy{1, 30},
-                         [](caf::event_based_actor* self) { return self->spawn(crashing_child); }});
+                         [](actors::supervisor_role::pointer self) {
+                           return self->spawn(crashing_child);
+                         }});
   so.reg = &reg;
   so.now = [&] { return clock.load(); };
   so.give_up = [&](const std::string&, const std::string&) { gave_up = true; };
