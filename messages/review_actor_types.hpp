@@ -8,5 +8,7 @@
 #include "messages/review.hpp"
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(vidline::msg::client_call<vidline::msg::review_take>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(vidline::msg::review_take)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(vidline::msg::review_reply)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(vidline::msg::verdict_index)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(vidline::msg::verdict_indexed)

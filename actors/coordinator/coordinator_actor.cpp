@@ -13,10 +13,6 @@
 #include "actors/coordinator/coordinator_actor_shell.hpp"
 #include "actors/coordinator/dispatch_setup.hpp"
 #include "actors/inbound.hpp"
-#include "messages/actor_types.hpp"
-#include "messages/gpu_actor_types.hpp"
-#include "messages/input_actor_types.hpp"
-#include "messages/review_actor_types.hpp"
 
 namespace vidline::actors {
 
@@ -42,8 +38,9 @@ void adopt_in_flight(sched::state& s, double now, double mono) {
     }
 }
 
-caf::behavior coordinator_actor(caf::event_based_actor* self, context ctx,
-                                std::shared_ptr<journal> jnl, input_fetchers fetch) {
+coordinator_role::behavior_type coordinator_actor(coordinator_role::pointer self, context ctx,
+                                                  std::shared_ptr<journal> jnl,
+                                                  input_fetchers fetch) {
   auto sh = std::make_shared<shell>();
   sh->ctx = std::move(ctx);
   sh->jnl = std::move(jnl);
@@ -108,18 +105,7 @@ caf::behavior coordinator_actor(caf::event_based_actor* self, context ctx,
         handle(*sh, std::move(power));
     },
     [sh](msg::client_call<msg::drain_request>& c) {
-      auto fx = sched::step(sh->st, sched::ev_drain{c.body.kind, c.body.name, c.body.drain,
-                                                    c.body.reason},
-                            sh->ctx.run_now(), sh->ctx.mono_now());
-      msg::drain_reply reply;
-      for (auto& x : fx)
-        if (auto* a = std::get_if<sched::fx_drain_answer>(&x)) {
-          reply.targets = a->targets;
-          reply.error = a->error;
-          reply.code = a->error.empty() ? "" : "not_found";
-        }
-      execute(*sh, fx);
-      sh->ctx.out->reply(c.reply_to, c.correlation, reply);
+      sh->ctx.out->reply(c.reply_to, c.correlation, drain(*sh, c.body));
     },
     [sh](msg::client_call<msg::review_take>& c) {
       sh->ctx.out->reply(c.reply_to, c.correlation, review(*sh, c.body));
@@ -143,6 +129,17 @@ caf::behavior coordinator_actor(caf::event_based_actor* self, context ctx,
     [sh](msg::client_call<msg::status_query>& c) {
       sh->ctx.out->reply(c.reply_to, c.correlation,
                          status(*sh, c.body.run_id, status_page{c.body.offset, c.body.limit}));
+    },
+    // The same requests in-process (a CAF request): the same functions answer.
+    [sh](msg::drain_request& r) { return drain(*sh, r); },
+    [sh](msg::review_take& r) { return review(*sh, r); },
+    [sh](msg::submit_run& r) { return submit(*sh, r); },
+    [sh](msg::resume_run& r) { return resume(*sh, r.run_id); },
+    [sh](msg::cancel_run& r) { return cancel(*sh, r); },
+    [sh](msg::submit_jobs& r) { return add_jobs(*sh, r); },
+    [sh](msg::runs_query& q) { return runs(*sh, q.all); },
+    [sh](msg::status_query& q) {
+      return status(*sh, q.run_id, status_page{q.offset, q.limit});
     },
     [self, sh, interval](msg::tick_atom) {
       handle(*sh, sched::ev_tick{});

@@ -5,12 +5,17 @@
 
 #include <memory>
 
-#include <caf/event_based_actor.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
 
 #include "actors/context.hpp"
 #include "actors/coordinator/input_maker.hpp"
 #include "actors/coordinator/journal.hpp"
 #include "actors/coordinator/scheduler.hpp"
+#include "messages/actor_types.hpp"
+#include "messages/gpu_actor_types.hpp"
+#include "messages/input_actor_types.hpp"
+#include "messages/review_actor_types.hpp"
 
 namespace vidline::actors {
 
@@ -41,7 +46,51 @@ struct input_fetchers {
   video_fetch latent;
 };
 
-caf::behavior coordinator_actor(caf::event_based_actor* self, context ctx,
-                                std::shared_ptr<journal> jnl, input_fetchers fetch);
+/// The coordinator's contract: every message it handles, each with who sends it, and what
+/// it answers. The compiler checks coordinator_actor's handlers against it. A client request
+/// comes either from the bus as a client_call (answered on the client's socket) or
+/// in-process as a CAF request (answered as the reply); both get the same answer.
+using coordinator_role = caf::typed_actor<
+  // Pools, decoders and latents stores of every host (through the bus): status reports,
+  // results and what each host holds.
+  caf::reacts_to<msg::pool_status>,
+  caf::reacts_to<msg::decoder_status>,
+  caf::reacts_to<msg::sample_result>,
+  caf::reacts_to<msg::decode_result>,
+  caf::reacts_to<msg::latent_holdings>,
+  // A decoder (through the bus): a reviewer's verdict is in its run index.
+  caf::reacts_to<msg::verdict_indexed>,
+  // The bus: a peer host came up or went down.
+  caf::reacts_to<msg::peer_event>,
+  // Its input maker, from its own thread: an input of a waiting job is made.
+  caf::reacts_to<msg::input_made>,
+  // Each host's GPU sampler (through the bus): GPU health and power.
+  caf::reacts_to<msg::gpu_report>,
+  // Command-line clients, through the bus (answered on the client's socket).
+  caf::reacts_to<msg::client_call<msg::drain_request>>,
+  caf::reacts_to<msg::client_call<msg::review_take>>,
+  caf::reacts_to<msg::client_call<msg::submit_run>>,
+  caf::reacts_to<msg::client_call<msg::resume_run>>,
+  caf::reacts_to<msg::client_call<msg::cancel_run>>,
+  caf::reacts_to<msg::client_call<msg::submit_jobs>>,
+  caf::reacts_to<msg::client_call<msg::runs_query>>,
+  caf::reacts_to<msg::client_call<msg::status_query>>,
+  // The same requests from inside the node (its HTTP API), as CAF requests.
+  caf::replies_to<msg::drain_request>::with<msg::drain_reply>,
+  caf::replies_to<msg::review_take>::with<msg::review_reply>,
+  caf::replies_to<msg::submit_run>::with<msg::submit_reply>,
+  caf::replies_to<msg::resume_run>::with<msg::resume_reply>,
+  caf::replies_to<msg::cancel_run>::with<msg::cancel_reply>,
+  caf::replies_to<msg::submit_jobs>::with<msg::submit_jobs_reply>,
+  caf::replies_to<msg::runs_query>::with<msg::runs_reply>,
+  caf::replies_to<msg::status_query>::with<msg::status_reply>,
+  // Itself, every status interval: the scheduler's tick, metrics.
+  caf::reacts_to<msg::tick_atom>,
+  // Chaos tests: fail now, as a crash would (the supervisor restarts it).
+  caf::reacts_to<msg::crash_atom>>;
+
+coordinator_role::behavior_type coordinator_actor(coordinator_role::pointer self, context ctx,
+                                                  std::shared_ptr<journal> jnl,
+                                                  input_fetchers fetch);
 
 } // namespace vidline::actors

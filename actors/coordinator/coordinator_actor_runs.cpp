@@ -1,5 +1,5 @@
 // The coordinator shell's requests about runs it holds or its journal does: cancel,
-// status, runs, resume and review.
+// status, runs, resume and review; and drain.
 
 #include "actors/coordinator/coordinator_actor_shell.hpp"
 
@@ -216,6 +216,20 @@ msg::review_reply review(shell& sh, const msg::review_take& req) {
   if (auto* now = sh.st.find_run(req.run_id))
     out.state = run_state(*now);
   return out;
+}
+
+msg::drain_reply drain(shell& sh, const msg::drain_request& req) {
+  auto fx = sched::step(sh.st, sched::ev_drain{req.kind, req.name, req.drain, req.reason},
+                        sh.ctx.run_now(), sh.ctx.mono_now());
+  msg::drain_reply reply;
+  for (auto& x : fx)
+    if (auto* a = std::get_if<sched::fx_drain_answer>(&x)) {
+      reply.targets = a->targets;
+      reply.error = a->error;
+      reply.code = a->error.empty() ? "" : "not_found";
+    }
+  execute(sh, fx);
+  return reply;
 }
 
 } // namespace vidline::actors::coordinator_shell

@@ -1,8 +1,8 @@
 #pragma once
 /// The coordinator shell's parts (coordinator_actor.cpp holds the behavior): its state, the
 /// step that journals before it sends (coordinator_actor_shell.cpp), and the client
-/// requests: submits (coordinator_actor_submit.cpp), and cancel, status, runs, resume and
-/// review (coordinator_actor_runs.cpp). Internal to the coordinator.
+/// requests: submits (coordinator_actor_submit.cpp), and cancel, status, runs, resume,
+/// review and drain (coordinator_actor_runs.cpp). Internal to the coordinator.
 
 #include <cstdint>
 #include <memory>
@@ -16,6 +16,7 @@
 #include "actors/coordinator/journal.hpp"
 #include "actors/coordinator/records.hpp"
 #include "actors/coordinator/scheduler.hpp"
+#include "messages/gpu.hpp"
 
 namespace vidline::actors::coordinator_shell {
 
@@ -83,5 +84,9 @@ msg::resume_reply resume(shell& sh, const std::string& run_id);
 /// reject asks for and sends the verdict to the run index on the video's host (verdicts.hpp);
 /// a run the state forgot comes back from the journal.
 msg::review_reply review(shell& sh, const msg::review_take& req);
+
+/// `vidline drain` / `undrain`: the machine takes the pool, decoder or host out of dispatch
+/// (or puts it back); the effects are executed before the answer is returned.
+msg::drain_reply drain(shell& sh, const msg::drain_request& req);
 
 } // namespace vidline::actors::coordinator_shell
