@@ -21,7 +21,6 @@ set(VIDLINE_SHELL_HELPERS
     actors/inputs                     # fetches and verifies a job's input files
     actors/pool/checkpoint_store      # hashes, fsyncs and pulls a pool's checkpoint files
     actors/coordinator/dispatch_setup # reads the timing profile; logs what it cannot use
-    actors/coordinator/admission      # checks a submit with dispatch_setup's helpers
     actors/coordinator/input_maker    # cuts frames out of videos with ffmpeg
     actors/decoder/output_index)      # writes a run's index.jsonl
 

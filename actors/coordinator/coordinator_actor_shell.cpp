@@ -133,14 +133,18 @@ std::optional<sched::run> from_journal(shell& sh, const std::string& run_id, std
 }
 
 /// Steps the scheduler and executes its effects; the machine's answer to a submit or an
-/// add of jobs (fx_accepted), when it gave one.
-std::optional<sched::fx_accepted> handle(shell& sh, const sched::event& e) {
+/// add of jobs (fx_accepted), when it gave one; `answers` gets its answers to a client.
+std::optional<sched::fx_accepted> handle(shell& sh, const sched::event& e,
+                                         std::vector<sched::effect>* answers) {
   auto fx = sched::step(sh.st, e, sh.ctx.run_now(), sh.ctx.mono_now());
   std::optional<sched::fx_accepted> accepted;
   std::vector<sched::fx_make_input> inputs;
   for (auto& x : fx)
     if (auto* a = std::get_if<sched::fx_accepted>(&x))
       accepted = *a;
+    else if (answers != nullptr && (std::holds_alternative<sched::fx_submit_answer>(x)
+                                    || std::holds_alternative<sched::fx_add_jobs_answer>(x)))
+      answers->push_back(x);
     else if (auto* m = std::get_if<sched::fx_make_input>(&x))
       inputs.push_back(*m);
   execute(sh, std::move(fx));

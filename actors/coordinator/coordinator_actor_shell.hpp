@@ -54,8 +54,10 @@ void count(shell& sh);
 std::optional<sched::run> from_journal(shell& sh, const std::string& run_id, std::string& error);
 
 /// Steps the scheduler and executes its effects; the machine's answer to a submit or an
-/// add of jobs (fx_accepted), when it gave one.
-std::optional<sched::fx_accepted> handle(shell& sh, const sched::event& e);
+/// add of jobs (fx_accepted), when it gave one. `answers` (if given) gets the effects that
+/// answer a client's request (fx_submit_answer, fx_add_jobs_answer).
+std::optional<sched::fx_accepted> handle(shell& sh, const sched::event& e,
+                                         std::vector<sched::effect>* answers = nullptr);
 
 std::string new_run_id(const context& ctx);
 
@@ -63,7 +65,8 @@ std::string new_run_id(const context& ctx);
 
 msg::submit_reply submit(shell& sh, const msg::submit_run& req);
 
-/// `vidline submit RUN ...`: jobs added to an open run, checked as a run's submit is.
+/// `vidline submit RUN ...`: jobs added to an open run, checked as a run's submit is (both
+/// admitted by the machine: ev_submit_request, ev_add_jobs_request).
 msg::submit_jobs_reply add_jobs(shell& sh, const msg::submit_jobs& req);
 
 // -- client requests: coordinator_actor_runs.cpp ---------------------------------------------

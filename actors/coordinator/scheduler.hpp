@@ -45,6 +45,10 @@
 #include "messages/messages.hpp"
 #include "messages/review.hpp"
 
+namespace vidline::config {
+struct cluster;
+} // namespace vidline::config
+
 namespace vidline::sched {
 
 /// The coordinator's view of one pool, rebuilt from its status reports.
@@ -386,6 +390,10 @@ struct state {
   /// (job::sampling_energy_j, decode_energy_j). Not journaled: a stage that ends after a
   /// restart counts the readings since.
   gpu::power_log power;
+  /// The config a client's submit is checked against (ev_submit_request,
+  /// ev_add_jobs_request): modes, workflows, knobs; set by dispatching::initial_state.
+  /// Unset, such a submit is refused.
+  std::shared_ptr<const config::cluster> config;
   state_index idx;
 
   run* find_run(const std::string& id);

@@ -3,6 +3,7 @@
 /// returns.
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <variant>
@@ -17,6 +18,19 @@ namespace vidline::sched {
 // -- events --------------------------------------------------------------------------------
 
 struct ev_submit { run r; };                       ///< a new run (ids and jobs filled in); a request id seen before adds nothing (fx_accepted names that run)
+/// A client's submit (`vidline run`, POST /v1/runs) as it came: admitted here (checked
+/// against the config, the pools' capacity and the queue's limits, its shots expanded into
+/// jobs: stepper_admission.cpp), then submitted as ev_submit; answered by fx_submit_answer.
+/// Beside the request, what only the shell learns by I/O, gathered before the step:
+/// `run_id`, the id a new run gets; `input_sizes`, the inputs this host holds among those
+/// the request names (digest -> bytes; one named and missing is refused); `journal_run`,
+/// the run the journal says request id `req.request_id` made (a run the state forgot).
+struct ev_submit_request {
+  msg::submit_run req;
+  std::string run_id;
+  std::map<std::string, uint64_t> input_sizes;
+  std::optional<std::string> journal_run;
+};
 struct ev_pool_status { msg::pool_status s; };
 struct ev_decoder_status { msg::decoder_status s; };
 struct ev_sample_result { msg::sample_result r; };
@@ -42,6 +56,17 @@ struct ev_cancel { std::string run_id; std::optional<uint32_t> job; };
 /// Jobs added to an open run (`vidline submit RUN`); a request id seen before for this run
 /// adds nothing again (a retried submit).
 struct ev_add_jobs { std::string run_id; std::vector<job> jobs; std::string request_id; };
+/// A client's jobs for an open run (`vidline submit RUN`) as they came: admitted as a run's
+/// submit is (stepper_admission.cpp), then added as ev_add_jobs; answered by
+/// fx_add_jobs_answer. `input_sizes` as ev_submit_request's; for a run the state does not
+/// hold, `recalled` is the journal's record of it (from_journal) or `recall_error` why it
+/// could not be read.
+struct ev_add_jobs_request {
+  msg::submit_jobs req;
+  std::map<std::string, uint64_t> input_sizes;
+  std::optional<run> recalled;
+  std::string recall_error;
+};
 /// A reviewer's verdict on job `index`'s video ("accept" | "reject"), answered by
 /// fx_review_answer. A reject with `another_take` adds a take of the job's shot with the
 /// shot's next seed, as ev_add_jobs adds jobs; a finished run opens again for it (one no
@@ -86,7 +111,8 @@ struct ev_gpu_power {
 using event = std::variant<ev_submit, ev_pool_status, ev_decoder_status, ev_sample_result,
                            ev_decode_result, ev_peer, ev_tick, ev_resume, ev_latent_holdings,
                            ev_cancel, ev_add_jobs, ev_drain, ev_gpu_health, ev_input_made,
-                           ev_review, ev_gpu_power, ev_verdict_indexed>;
+                           ev_review, ev_gpu_power, ev_verdict_indexed, ev_submit_request,
+                           ev_add_jobs_request>;
 
 // -- effects -------------------------------------------------------------------------------
 
@@ -111,6 +137,12 @@ struct fx_drop_runs { std::vector<std::string> run_ids; };
 /// request id names: `duplicate`) and where the jobs added start.
 struct fx_accepted { std::string run_id; uint32_t first_index = 0; uint32_t count = 0;
                      bool duplicate = false; };
+/// The answer to ev_submit_request: the run made (or the one a retried request id names),
+/// or why the submit was refused (the state unchanged then).
+struct fx_submit_answer { msg::submit_reply reply; };
+/// The answer to ev_add_jobs_request: where the jobs added start and how many, or why none
+/// were (the state unchanged then).
+struct fx_add_jobs_answer { msg::submit_jobs_reply reply; };
 /// Make input `name` of job (run_id, index) from frame `frame` (of `frames`) of the video
 /// of its source job: its file `output` (SHA-256 `output_sha256`) made by `decoder`. The
 /// shell stores it as an input and answers ev_input_made (asked again while unanswered).
@@ -136,6 +168,6 @@ using effect = std::variant<fx_persist_job, fx_persist_run, fx_send_sample, fx_s
                             fx_ack, fx_job_final, fx_run_done, fx_log, fx_release, fx_grant,
                             fx_drop_runs, fx_accepted, fx_persist_drains, fx_drain_changed,
                             fx_drain_answer, fx_make_input, fx_review_answer,
-                            fx_send_verdict>;
+                            fx_send_verdict, fx_submit_answer, fx_add_jobs_answer>;
 
 } // namespace vidline::sched

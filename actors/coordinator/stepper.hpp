@@ -107,6 +107,16 @@ struct stepper {
 
   // -- events ------------------------------------------------------------------------------
 
+  // stepper_admission.cpp: a client's submit checked and expanded into jobs, then
+  // submitted (ev_submit) or added (ev_add_jobs); answered by an effect
+  void on(const ev_submit_request& e);
+  void on(const ev_add_jobs_request& e);
+  /// The answer to a submit: the run made, or why it was refused (the state unchanged).
+  msg::submit_reply admit(const ev_submit_request& e);
+  msg::submit_jobs_reply admit(const ev_add_jobs_request& e);
+  /// The first fx_accepted among the effects from index `from` on, if any.
+  const fx_accepted* accepted_since(std::size_t from) const;
+
   // stepper_submit.cpp: runs submitted, jobs added to a run
   void on(const ev_submit& e);
 

@@ -1,14 +1,13 @@
-// The coordinator's checks of a submit: its fields (check_submit) and its room beside the
-// runs held (check_queue).
+// The coordinator's checks of a submit (submit_checks.hpp): its fields (check_submit) and its
+// room beside the runs held (check_queue).
 
-#include "actors/coordinator/coordinator_actor.hpp"
+#include "actors/coordinator/submit_checks.hpp"
 
 #include <cstdint>
 
 #include "actors/coordinator/admission.hpp"
-#include "actors/coordinator/dispatch_setup.hpp"
 #include "actors/inbound.hpp"
-#include "common/sha256.hpp"
+#include "common/digest.hpp"
 #include "common/text.hpp"
 
 namespace vidline::actors {
