@@ -9,3 +9,5 @@
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(vidline::msg::gpu_report)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(vidline::msg::client_call<vidline::msg::drain_request>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(vidline::msg::drain_request)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(vidline::msg::drain_reply)

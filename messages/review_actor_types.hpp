@@ -10,3 +10,5 @@
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(vidline::msg::client_call<vidline::msg::review_take>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(vidline::msg::verdict_index)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(vidline::msg::verdict_indexed)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(vidline::msg::review_take)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(vidline::msg::review_reply)

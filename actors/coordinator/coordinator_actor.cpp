@@ -42,6 +42,25 @@ void adopt_in_flight(sched::state& s, double now, double mono) {
     }
 }
 
+namespace {
+
+/// `vidline drain` / `undrain`: the machine's answer to the drain.
+msg::drain_reply drain(shell& sh, const msg::drain_request& d) {
+  auto fx = sched::step(sh.st, sched::ev_drain{d.kind, d.name, d.drain, d.reason},
+                        sh.ctx.run_now(), sh.ctx.mono_now());
+  msg::drain_reply reply;
+  for (auto& x : fx)
+    if (auto* a = std::get_if<sched::fx_drain_answer>(&x)) {
+      reply.targets = a->targets;
+      reply.error = a->error;
+      reply.code = a->error.empty() ? "" : "not_found";
+    }
+  execute(sh, fx);
+  return reply;
+}
+
+} // namespace
+
 caf::behavior coordinator_actor(caf::event_based_actor* self, context ctx,
                                 std::shared_ptr<journal> jnl, input_fetchers fetch) {
   auto sh = std::make_shared<shell>();
@@ -107,26 +126,15 @@ caf::behavior coordinator_actor(caf::event_based_actor* self, context ctx,
       if (auto power = power_readings(r); !power.readings.empty())
         handle(*sh, std::move(power));
     },
+    // Requests from command-line clients, answered over the bus...
     [sh](msg::client_call<msg::drain_request>& c) {
-      auto fx = sched::step(sh->st, sched::ev_drain{c.body.kind, c.body.name, c.body.drain,
-                                                    c.body.reason},
-                            sh->ctx.run_now(), sh->ctx.mono_now());
-      msg::drain_reply reply;
-      for (auto& x : fx)
-        if (auto* a = std::get_if<sched::fx_drain_answer>(&x)) {
-          reply.targets = a->targets;
-          reply.error = a->error;
-          reply.code = a->error.empty() ? "" : "not_found";
-        }
-      execute(*sh, fx);
-      sh->ctx.out->reply(c.reply_to, c.correlation, reply);
+      sh->ctx.out->reply(c.reply_to, c.correlation, drain(*sh, c.body));
     },
     [sh](msg::client_call<msg::review_take>& c) {
       sh->ctx.out->reply(c.reply_to, c.correlation, review(*sh, c.body));
     },
     [sh](msg::client_call<msg::submit_run>& c) {
-      auto reply = submit(*sh, c.body);
-      sh->ctx.out->reply(c.reply_to, c.correlation, reply);
+      sh->ctx.out->reply(c.reply_to, c.correlation, submit(*sh, c.body));
     },
     [sh](msg::client_call<msg::resume_run>& c) {
       sh->ctx.out->reply(c.reply_to, c.correlation, resume(*sh, c.body.run_id));
@@ -144,6 +152,15 @@ caf::behavior coordinator_actor(caf::event_based_actor* self, context ctx,
       sh->ctx.out->reply(c.reply_to, c.correlation,
                          status(*sh, c.body.run_id, status_page{c.body.offset, c.body.limit}));
     },
+    // ... and the same requests made in this process (the HTTP API: CAF requests).
+    [sh](msg::drain_request& r) { return drain(*sh, r); },
+    [sh](msg::review_take& r) { return review(*sh, r); },
+    [sh](msg::submit_run& r) { return submit(*sh, r); },
+    [sh](msg::resume_run& r) { return resume(*sh, r.run_id); },
+    [sh](msg::cancel_run& r) { return cancel(*sh, r); },
+    [sh](msg::submit_jobs& r) { return add_jobs(*sh, r); },
+    [sh](msg::runs_query& r) { return runs(*sh, r.all); },
+    [sh](msg::status_query& r) { return status(*sh, r.run_id, status_page{r.offset, r.limit}); },
     [self, sh, interval](msg::tick_atom) {
       handle(*sh, sched::ev_tick{});
       observe(*sh);
