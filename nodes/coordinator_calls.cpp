@@ -18,6 +18,8 @@ namespace vidline::nodes {
 
 in_process_calls::in_process_calls(std::shared_ptr<const router> rt) : rt_(std::move(rt)) {}
 
+in_process_calls::~in_process_calls() = default;
+
 void in_process_calls::attach(caf::actor_system* sys) {
   std::unique_lock<std::shared_mutex> lock(m_);
   stopped_ = stopped_ || (sys_ != nullptr && sys == nullptr);
@@ -51,31 +53,6 @@ std::optional<Reply> in_process_calls::get(const Request& req, int timeout_ms) {
       return std::nullopt;
     std::this_thread::sleep_for(std::min<clock::duration>(std::chrono::milliseconds(50), deadline - now));
   }
-}
-
-std::optional<msg::submit_reply> in_process_calls::ask(const msg::submit_run& r, int t) {
-  return get<msg::submit_reply>(r, t);
-}
-std::optional<msg::status_reply> in_process_calls::ask(const msg::status_query& r, int t) {
-  return get<msg::status_reply>(r, t);
-}
-std::optional<msg::runs_reply> in_process_calls::ask(const msg::runs_query& r, int t) {
-  return get<msg::runs_reply>(r, t);
-}
-std::optional<msg::resume_reply> in_process_calls::ask(const msg::resume_run& r, int t) {
-  return get<msg::resume_reply>(r, t);
-}
-std::optional<msg::cancel_reply> in_process_calls::ask(const msg::cancel_run& r, int t) {
-  return get<msg::cancel_reply>(r, t);
-}
-std::optional<msg::submit_jobs_reply> in_process_calls::ask(const msg::submit_jobs& r, int t) {
-  return get<msg::submit_jobs_reply>(r, t);
-}
-std::optional<msg::drain_reply> in_process_calls::ask(const msg::drain_request& r, int t) {
-  return get<msg::drain_reply>(r, t);
-}
-std::optional<msg::review_reply> in_process_calls::ask(const msg::review_take& r, int t) {
-  return get<msg::review_reply>(r, t);
 }
 
 } // namespace vidline::nodes

@@ -29,40 +29,15 @@ std::string endpoint_of_coordinator(const config::cluster& c) {
 
 /// Requests over the coordinator node's bus: one client (one DEALER socket), made at the
 /// first request and kept, so a run's status read in pages uses one connection.
-class bus_way final : public coordinator_calls {
+class bus_way final : public calls_through<bus_way> {
 public:
   explicit bus_way(const config::cluster& c)
       : endpoint_(endpoint_of_coordinator(c)),
         knobs_(c.knobs),
         security_(client_security_for(c, c.coordinator)) {}
 
-  std::optional<msg::submit_reply> ask(const msg::submit_run& r, int t) override {
-    return get<msg::submit_reply>(r, t);
-  }
-  std::optional<msg::status_reply> ask(const msg::status_query& r, int t) override {
-    return get<msg::status_reply>(r, t);
-  }
-  std::optional<msg::runs_reply> ask(const msg::runs_query& r, int t) override {
-    return get<msg::runs_reply>(r, t);
-  }
-  std::optional<msg::resume_reply> ask(const msg::resume_run& r, int t) override {
-    return get<msg::resume_reply>(r, t);
-  }
-  std::optional<msg::cancel_reply> ask(const msg::cancel_run& r, int t) override {
-    return get<msg::cancel_reply>(r, t);
-  }
-  std::optional<msg::submit_jobs_reply> ask(const msg::submit_jobs& r, int t) override {
-    return get<msg::submit_jobs_reply>(r, t);
-  }
-  std::optional<msg::drain_reply> ask(const msg::drain_request& r, int t) override {
-    return get<msg::drain_reply>(r, t);
-  }
-  std::optional<msg::review_reply> ask(const msg::review_take& r, int t) override {
-    return get<msg::review_reply>(r, t);
-  }
   std::string where() const override { return "at " + endpoint_; }
 
-private:
   template <class Reply, class Request>
   std::optional<Reply> get(const Request& req, int timeout_ms) {
     if (!cl_)
@@ -79,6 +54,7 @@ private:
     return r;
   }
 
+private:
   std::string endpoint_;
   config::knobs knobs_;
   client_security security_;

@@ -55,6 +55,41 @@ public:
   virtual std::string where() const = 0;
 };
 
+/// The calls of coordinator_calls, each answered by `Way::get<Reply>(request, timeout_ms)`:
+/// a way to reach the coordinator writes that one template (and where()), and which reply
+/// answers which request is said here only.
+template <class Way>
+class calls_through : public coordinator_calls {
+public:
+  std::optional<msg::submit_reply> ask(const msg::submit_run& r, int t) override {
+    return way().template get<msg::submit_reply>(r, t);
+  }
+  std::optional<msg::status_reply> ask(const msg::status_query& r, int t) override {
+    return way().template get<msg::status_reply>(r, t);
+  }
+  std::optional<msg::runs_reply> ask(const msg::runs_query& r, int t) override {
+    return way().template get<msg::runs_reply>(r, t);
+  }
+  std::optional<msg::resume_reply> ask(const msg::resume_run& r, int t) override {
+    return way().template get<msg::resume_reply>(r, t);
+  }
+  std::optional<msg::cancel_reply> ask(const msg::cancel_run& r, int t) override {
+    return way().template get<msg::cancel_reply>(r, t);
+  }
+  std::optional<msg::submit_jobs_reply> ask(const msg::submit_jobs& r, int t) override {
+    return way().template get<msg::submit_jobs_reply>(r, t);
+  }
+  std::optional<msg::drain_reply> ask(const msg::drain_request& r, int t) override {
+    return way().template get<msg::drain_reply>(r, t);
+  }
+  std::optional<msg::review_reply> ask(const msg::review_take& r, int t) override {
+    return way().template get<msg::review_reply>(r, t);
+  }
+
+private:
+  Way& way() { return static_cast<Way&>(*this); }
+};
+
 /// The bus way: requests to the coordinator's node from a client of its bus (one DEALER,
 /// nodes/client.hpp), authenticated as the config says (docs/security.md).
 std::shared_ptr<coordinator_calls> bus_calls(const config::cluster& c);
