@@ -124,7 +124,7 @@ void http_server::impl::review(const httplib::Request& req, httplib::Response& r
     send_error(res, err.status, err.message);
     return;
   }
-  auto a = request_review(*cluster, *r);
+  auto a = client().review(*r);
   if (const int status = review_status(a); status != 200)
     send_error(res, status, a.error);
   else

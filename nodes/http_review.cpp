@@ -1,11 +1,6 @@
 #include "nodes/http_review.hpp"
 
 #include "common/text.hpp"
-#include "nodes/bus.hpp"
-#include "nodes/client.hpp"
-#include "nodes/exit_codes.hpp"
-#include "nodes/keys.hpp"
-#include "nodes/verbs/commands.hpp"
 
 namespace vidline::nodes {
 
@@ -51,27 +46,6 @@ std::optional<msg::review_take> parse_review(const std::string& run_id, uint32_t
     err = {400, "field 'another_take' goes with the verdict \"reject\""};
     return std::nullopt;
   }
-  return r;
-}
-
-msg::review_reply request_review(const config::cluster& c, const msg::review_take& req,
-                                 int timeout_ms) {
-  const auto* h = c.find_host(c.coordinator);
-  if (h == nullptr)
-    throw config::config_error("/coordinator", "names no host of the config");
-  const std::string endpoint = "tcp://" + h->address + ":" + std::to_string(h->port);
-  client cl(endpoint, c.knobs, client_security_for(c, c.coordinator));
-  auto reply = cl.request("coordinator", req, timeout_ms);
-  if (!reply)
-    throw coordinator_error(exit_code::unreachable,
-                            "no answer from the coordinator at " + endpoint + " within " +
-                              std::to_string((timeout_ms + 999) / 1000) + " s");
-  msg::review_reply r;
-  if (reply->env.type != msg::review_reply::wire_name ||
-      !msg::unpack_body_as(reply->body, wire_limits(c.knobs), r))
-    throw coordinator_error(exit_code::refused,
-                            "the coordinator answered something else than a review_reply "
-                            "(a coordinator older than the review?)");
   return r;
 }
 

@@ -21,11 +21,6 @@ namespace vidline::nodes {
 std::optional<msg::review_take> parse_review(const std::string& run_id, uint32_t index,
                                              const std::string& body, api_error& err);
 
-/// Asks the coordinator of `c` to record the verdict; its answer (with `error` and `code`
-/// when refused). Throws coordinator_error (unreachable) when it does not answer in time.
-msg::review_reply request_review(const config::cluster& c, const msg::review_take& req,
-                                 int timeout_ms = 10000);
-
 /// The HTTP status of an answer: 200, or 404 (no such run or job), 409 (not reviewable
 /// now: a video not made, a cancelled run, the run's job limit), 400 (invalid).
 int review_status(const msg::review_reply& r);

@@ -228,7 +228,7 @@ std::optional<json> http_server::impl::status_of_run(const std::string& run_id,
   auto cl = client();
   auto st = cl.status(run_id == "latest" ? "" : run_id, 5000);
   if (!st) {
-    send_error(res, 503, "no answer from the coordinator at " + cl.endpoint() + " within 5 s");
+    send_error(res, 503, "no answer from the coordinator " + calls->where() + " within 5 s");
     return std::nullopt;
   }
   return st;
@@ -251,9 +251,11 @@ void http_server::impl::dashboard(const httplib::Request& req, httplib::Response
 
 // -- lifetime --------------------------------------------------------------------------------
 
-http_server::http_server(std::shared_ptr<const config::cluster> cluster, const std::string& host)
+http_server::http_server(std::shared_ptr<const config::cluster> cluster, const std::string& host,
+                         std::shared_ptr<coordinator_calls> calls)
     : p_(std::make_unique<impl>()) {
   p_->cluster = std::move(cluster);
+  p_->calls = calls ? std::move(calls) : bus_calls(*p_->cluster);
   p_->self = p_->cluster->find_host(host);
   if (p_->self == nullptr || p_->self->http.port == 0)
     throw std::runtime_error("host " + host + " has no http endpoint");

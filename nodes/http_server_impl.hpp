@@ -54,7 +54,8 @@ struct http_server::impl {
     handler fn;
   };
 
-  coordinator_client client() const { return coordinator_client(*cluster); }
+  std::shared_ptr<coordinator_calls> calls;  ///< how the API reaches the coordinator
+  coordinator_client client() const { return coordinator_client(*cluster, calls); }
 
   /// Waits up to `d` or until the server stops; whether it is stopping.
   bool pause(std::chrono::milliseconds d) {

@@ -31,6 +31,7 @@
 #include "common/metrics.hpp"
 #include "nodes/bus.hpp"
 #include "nodes/gpu/sampler.hpp"
+#include "nodes/coordinator_calls.hpp"
 #include "nodes/http_server.hpp"
 #include "nodes/run_collection.hpp"
 #include "nodes/exit_codes.hpp"
@@ -353,9 +354,13 @@ int run_node(const config::cluster& c, const std::string& host_name) {
 
   auto collectors = add_node_collectors(*b, *h);
   std::unique_ptr<http_server> web;
+  // The coordinator's node answers its HTTP API in its own process (CAF requests).
+  std::shared_ptr<in_process_calls> calls;
+  if (c.coordinator == h->name)
+    calls = std::make_shared<in_process_calls>(rt);
   if (h->http.port != 0) {
     try {
-      web = std::make_unique<http_server>(cluster, h->name);
+      web = std::make_unique<http_server>(cluster, h->name, calls);
     } catch (const std::exception& e) {
       spdlog::critical("cannot start the HTTP endpoint: {}", e.what());
       for (int id : collectors)
@@ -420,6 +425,8 @@ int run_node(const config::cluster& c, const std::string& host_name) {
     cfg.set("scheduler.max-threads",
             static_cast<size_t>(std::max(2u, std::thread::hardware_concurrency())));
     caf::actor_system system{cfg};
+    if (calls)
+      calls->attach(&system);
     actors::supervisor_options so;
     so.children = children_of(ctx, jnl);
     so.reg = rt.get();
@@ -442,6 +449,8 @@ int run_node(const config::cluster& c, const std::string& host_name) {
     gpus.reset();
     caf::anon_send_exit(sup, caf::exit_reason::user_shutdown);
     end_web();
+    if (calls)
+      calls->attach(nullptr);
     b->stop();
   }  // the actor system waits for every actor (workers are cancelled) here
   spdlog::info("node {} stopped", h->name);

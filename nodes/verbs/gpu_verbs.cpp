@@ -132,23 +132,6 @@ int do_drain(const gpu_options& o, bool drain) {
 
 } // namespace
 
-msg::drain_reply coordinator_client::drain(const msg::drain_request& req, int timeout_ms) {
-  client cl(endpoint_, knobs_, security_);
-  auto reply = cl.request("coordinator", req, timeout_ms);
-  if (!reply)
-    throw coordinator_error(exit_code::unreachable,
-                            "no answer from the coordinator at " + endpoint_ + " within "
-                              + std::to_string((timeout_ms + 999) / 1000) + " s");
-  msg::drain_reply r;
-  if (reply->env.type != msg::drain_reply::wire_name
-      || !msg::unpack_body_as(reply->body, wire_limits(knobs_), r))
-    throw coordinator_error(exit_code::refused,
-                            "the coordinator answered something else than a drain_reply");
-  if (!r.error.empty())
-    throw coordinator_error(exit_code::refused, r.error);
-  return r;
-}
-
 void add_gpu_verbs(CLI::App& app, verb_list& out) {
   auto o = std::make_shared<gpu_options>();
   using cli_checks::seconds;

@@ -25,26 +25,6 @@ using nlohmann::json;
 namespace {
 
 
-/// One request, one typed reply; throws coordinator_error (unreachable, refused, ...).
-template <class Reply, class Request>
-Reply call(client& cl, const Request& req, int timeout_ms, const std::string& endpoint,
-           const config::knobs& knobs) {
-  auto reply = cl.request("coordinator", req, timeout_ms);
-  if (!reply)
-    throw coordinator_error(exit_code::unreachable,
-                            "no answer from the coordinator at " + endpoint + " within "
-                              + std::to_string((timeout_ms + 999) / 1000) + " s");
-  Reply r;
-  if (reply->env.type != Reply::wire_name
-      || !msg::unpack_body_as(reply->body, wire_limits(knobs), r))
-    throw coordinator_error(exit_code::refused, std::string("the coordinator answered "
-                                                            "something else than a ")
-                                                  + Reply::wire_name);
-  if (!r.error.empty())
-    throw coordinator_error(exit_code_of_reply(r.code), r.error);
-  return r;
-}
-
 std::string request_id() {
   std::random_device rd;
   char buf[40];
@@ -238,39 +218,6 @@ int do_submit(const queue_options& o) {
 }
 
 } // namespace
-
-// -- coordinator_client: the queue's requests --------------------------------------------------
-
-json coordinator_client::runs(bool all, int timeout_ms) {
-  client cl(endpoint_, knobs_, security_);
-  auto r = call<msg::runs_reply>(cl, msg::runs_query{all}, timeout_ms, endpoint_, knobs_);
-  return json::parse(r.json);
-}
-
-msg::cancel_reply coordinator_client::cancel(const msg::cancel_run& req, int timeout_ms) {
-  client cl(endpoint_, knobs_, security_);
-  return call<msg::cancel_reply>(cl, req, timeout_ms, endpoint_, knobs_);
-}
-
-msg::submit_jobs_reply coordinator_client::submit_jobs(const msg::submit_jobs& req,
-                                                       int timeout_ms) {
-  if (req.prompt.size() > knobs_.max_prompt_bytes)
-    throw coordinator_error(exit_code::usage,
-                            "the prompt is " + std::to_string(req.prompt.size())
-                              + " bytes, over knobs.max_prompt_bytes ("
-                              + std::to_string(knobs_.max_prompt_bytes) + ")");
-  client cl(endpoint_, knobs_, security_);
-  // The request id makes a retry add nothing twice: retried while there is no answer.
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  for (;;) {
-    try {
-      return call<msg::submit_jobs_reply>(cl, req, 2000, endpoint_, knobs_);
-    } catch (const coordinator_error& e) {
-      if (e.exit_code() != exit_code::unreachable || std::chrono::steady_clock::now() >= deadline)
-        throw;
-    }
-  }
-}
 
 void add_queue_verbs(CLI::App& app, verb_list& out) {
   auto o = std::make_shared<queue_options>();

@@ -14,6 +14,7 @@
 #include <fstream>
 
 #include "nodes/http_review.hpp"
+#include "nodes/verbs/coordinator_client.hpp"
 #include "tests/support/cluster.hpp"
 
 using namespace testing_support;
@@ -28,7 +29,7 @@ vidline::msg::review_reply give(const vidline::config::cluster& c, const std::st
   t.run_id = run_id;
   t.index = index;
   t.verdict = verdict;
-  return vidline::nodes::request_review(c, t, 10000);
+  return vidline::nodes::coordinator_client(c).review(t, 10000);
 }
 
 /// The last line of each name in an index (none: the file is not there yet).
