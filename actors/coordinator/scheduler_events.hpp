@@ -138,10 +138,10 @@ struct fx_drop_runs { std::vector<std::string> run_ids; };
 struct fx_accepted { std::string run_id; uint32_t first_index = 0; uint32_t count = 0;
                      bool duplicate = false; };
 /// The answer to ev_submit_request: the run made (or the one a retried request id names),
-/// or why the submit was refused (the state unchanged then).
+/// or why the submit was refused (nothing recorded then).
 struct fx_submit_answer { msg::submit_reply reply; };
 /// The answer to ev_add_jobs_request: where the jobs added start and how many, or why none
-/// were (the state unchanged then).
+/// were (nothing recorded then).
 struct fx_add_jobs_answer { msg::submit_jobs_reply reply; };
 /// Make input `name` of job (run_id, index) from frame `frame` (of `frames`) of the video
 /// of its source job: its file `output` (SHA-256 `output_sha256`) made by `decoder`. The

@@ -111,7 +111,7 @@ struct stepper {
   // submitted (ev_submit) or added (ev_add_jobs); answered by an effect
   void on(const ev_submit_request& e);
   void on(const ev_add_jobs_request& e);
-  /// The answer to a submit: the run made, or why it was refused (the state unchanged).
+  /// The answer to a submit: the run made, or why it was refused (nothing recorded).
   msg::submit_reply admit(const ev_submit_request& e);
   msg::submit_jobs_reply admit(const ev_add_jobs_request& e);
   /// The first fx_accepted among the effects from index `from` on, if any.

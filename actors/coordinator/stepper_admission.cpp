@@ -5,8 +5,9 @@
 // inputs they name (held by this host: the shell said which, ev_*_request::input_sizes),
 // the collection folder's videos offered; then their shots become jobs (prompt SHA-256s,
 // workflows, input sizes) and the run is submitted (ev_submit) or the jobs added
-// (ev_add_jobs). A refusal changes nothing; every answer is an effect
-// (fx_submit_answer, fx_add_jobs_answer).
+// (ev_add_jobs). A refusal records nothing (no run, job or request id; the step goes on to
+// dispatch as after any event); every answer is an effect (fx_submit_answer,
+// fx_add_jobs_answer).
 
 #include <map>
 

@@ -1,6 +1,6 @@
 // Admission inside the machine: a client's submit (ev_submit_request) and jobs added to an
 // open run (ev_add_jobs_request) are checked and expanded by the step itself and answered by
-// an effect; a refusal changes nothing; a retried request id names the first run.
+// an effect; a refusal records nothing; a retried request id names the first run.
 #include <catch2/catch.hpp>
 
 #include "actors/coordinator/dispatch_setup.hpp"
@@ -119,7 +119,7 @@ TEST_CASE("the uniform form becomes count jobs of one prompt, seeds counting up"
   }
 }
 
-TEST_CASE("a refused submit answers why and changes nothing") {
+TEST_CASE("a refused submit answers why and records nothing") {
   const auto c = small_config();
   auto s = state_for(c);
   const std::string sha(64, 'a');
