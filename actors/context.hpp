@@ -41,7 +41,7 @@ std::string output_dir(const context& c);      ///< <data>/outputs/<run>/...
 /// SHA-256 (<sha256>, no extension), which its bus serves to `vidline run --collect`.
 inline constexpr const char* output_blobs_subdir = "outputs/.by-sha256";
 /// Under a host's data directory: its inputs (reference images) by SHA-256 (<sha256>): on
-/// the coordinator's host those uploaded (nodes/inputs.hpp), elsewhere those pulled from it.
+/// the coordinator's host those uploaded (nodes/data/inputs.hpp), elsewhere those pulled from it.
 inline constexpr const char* inputs_subdir = "inputs";
 std::string input_dir(const context& c);       ///< <data>/inputs/<sha256>
 std::string work_dir(const context& c);        ///< <data>/work/<attempt>/...

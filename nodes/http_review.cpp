@@ -1,10 +1,10 @@
 #include "nodes/http_review.hpp"
 
 #include "common/text.hpp"
-#include "nodes/bus.hpp"
-#include "nodes/client.hpp"
-#include "nodes/exit_codes.hpp"
-#include "nodes/keys.hpp"
+#include "nodes/bus/bus.hpp"
+#include "nodes/verbs/client.hpp"
+#include "nodes/verbs/exit_codes.hpp"
+#include "nodes/bus/keys.hpp"
 #include "nodes/verbs/commands.hpp"
 
 namespace vidline::nodes {

@@ -18,7 +18,7 @@ namespace vidline::msg {
 struct drain_request;
 struct drain_reply;
 } // namespace vidline::msg
-#include "nodes/client.hpp"
+#include "nodes/verbs/client.hpp"
 
 namespace vidline::nodes {
 

@@ -1,6 +1,6 @@
 /// The data plane's fetcher and server (transfer.hpp).
 
-#include "nodes/transfer.hpp"
+#include "nodes/data/transfer.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -19,9 +19,15 @@
 
 #include "common/files.hpp"
 #include "messages/envelope.hpp"
-#include "nodes/bus.hpp"
 
 namespace vidline::nodes {
+
+uint64_t first_envelope_id() {
+  using namespace std::chrono;
+  const auto us = duration_cast<microseconds>(system_clock::now().time_since_epoch()).count();
+  return us > 0 ? static_cast<uint64_t>(us) : 1;
+}
+
 namespace {
 
 using steady = std::chrono::steady_clock;
