@@ -16,7 +16,7 @@
 #include <string>
 #include <string_view>
 
-#include "actors/context.hpp"
+#include "common/data_paths.hpp"
 #include "common/sha256.hpp"
 #include "config/knobs.hpp"
 #include "messages/messages.hpp"
@@ -27,7 +27,7 @@ namespace vidline::nodes {
 inline constexpr uint64_t max_input_bytes = 64ull << 20;
 
 /// The folder of a host's inputs under its data_dir.
-using actors::inputs_subdir;
+using data_paths::inputs_subdir;
 
 /// A host's stored inputs, <dir>/<sha256>. Not thread-safe: one owner thread (the bus's I/O
 /// thread, or the HTTP server's). Two stores on one folder are safe: each upload writes its
