@@ -10,6 +10,7 @@
 #include <string>
 
 #include "actors/outbox.hpp"
+#include "common/data_paths.hpp"
 #include "config/config.hpp"
 
 namespace vidline::actors {
@@ -34,17 +35,18 @@ struct context {
   double run_s(int64_t real_ms) const { return real_ms / 1000.0 / time_scale; }
 };
 
-/// Sub-directories of a host's data directory.
+/// Sub-directories of a host's data directory (common/data_paths.hpp spells them).
 std::string latent_dir(const context& c);      ///< <data>/latents: <sha256>.latent (+ .job)
 std::string output_dir(const context& c);      ///< <data>/outputs/<run>/...
 /// Under a host's data directory: every video its decoder published, hard-linked by its
 /// SHA-256 (<sha256>, no extension), which its bus serves to `vidline run --collect`.
-inline constexpr const char* output_blobs_subdir = "outputs/.by-sha256";
+using data_paths::output_blobs_subdir;
 /// Under a host's data directory: its inputs (reference images) by SHA-256 (<sha256>): on
-/// the coordinator's host those uploaded (nodes/inputs.hpp), elsewhere those pulled from it.
-inline constexpr const char* inputs_subdir = "inputs";
+/// the coordinator's host those uploaded (nodes/data/inputs.hpp), elsewhere those pulled from it.
+using data_paths::inputs_subdir;
 std::string input_dir(const context& c);       ///< <data>/inputs/<sha256>
 std::string work_dir(const context& c);        ///< <data>/work/<attempt>/...
 std::string conditioning_dir(const context& c);///< <data>/conditioning/<prompt sha>.cond
+std::string output_blob_dir(const context& c); ///< <data>/outputs/.by-sha256/<sha256>
 
 } // namespace vidline::actors

@@ -55,7 +55,7 @@ input_ready ensure_input(const context& ctx, const std::string& source_host,
     return r;
   }
   const std::string dir = input_dir(ctx);
-  const std::string path = dir + "/" + sha;
+  const std::string path = data_paths::by_digest(dir, sha);
   auto lock = lock_of(sha);
   std::lock_guard<std::mutex> hold(*lock);
   std::error_code ec;

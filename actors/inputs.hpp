@@ -1,6 +1,6 @@
 #pragma once
 /// A job's input (its reference image) made present and verified on the sampling host
-/// before its backend runs (nodes/inputs.hpp says where inputs come from).
+/// before its backend runs (nodes/data/inputs.hpp says where inputs come from).
 
 #include <atomic>
 #include <cstdint>

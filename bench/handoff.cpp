@@ -1,7 +1,7 @@
 // bench_handoff: the data plane's benchmarks (`launch/bench handoff`).
 //
 // The subject is the production path between two processes: each "endpoint" runs the
-// node's own bus (nodes/bus.hpp) with its latent_server and latent_fetcher. The receiver
+// node's own bus (nodes/bus/bus.hpp) with its latent_server and latent_fetcher. The receiver
 // pulls a latent from the source in chunks over ZeroMQ, hashes SHA-256 as chunks arrive,
 // writes, fsyncs, renames (and fsyncs the directory), then acknowledges to the source and
 // waits for the answer. A handoff's time runs from fetch_latent() to that answer.
@@ -31,7 +31,7 @@
 #include <unistd.h>
 
 #include "bench/handoff/setting.hpp"
-#include "nodes/keys.hpp"
+#include "nodes/bus/keys.hpp"
 
 namespace vidline::bench::handoff {
 

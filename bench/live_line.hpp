@@ -9,7 +9,7 @@
 #include <string>
 
 #include "actors/coordinator/dispatch_setup.hpp"
-#include "nodes/client.hpp"
+#include "nodes/verbs/client.hpp"
 #include "tests/support/cluster.hpp"
 
 namespace vidline::bench {

@@ -390,7 +390,7 @@ struct heartbeat {
   uint64_t boot_id = 0;    ///< random per process start: a new value means the peer restarted
   uint64_t seq = 0;
   double sent_unix_s = 0;  ///< for clock-skew checks
-  // The hello: who the sender is, checked by the receiver (nodes/hello.hpp). Empty from a
+  // The hello: who the sender is, checked by the receiver (nodes/bus/hello.hpp). Empty from a
   // build older than the check.
   std::string version;        ///< the sender's vidline version, e.g. "0.1.0"
   std::string config_digest;  ///< SHA-256 hex of its canonical cluster config (config::digest)

@@ -6,7 +6,7 @@
 #include <random>
 
 #include "actors/planner/gantt.hpp"
-#include "nodes/exit_codes.hpp"
+#include "nodes/verbs/exit_codes.hpp"
 #include "nodes/http_events.hpp"
 #include "nodes/verbs/line_text.hpp"
 

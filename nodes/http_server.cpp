@@ -8,7 +8,7 @@
 
 #include "common/metrics.hpp"
 #include "common/text.hpp"
-#include "nodes/exit_codes.hpp"
+#include "nodes/verbs/exit_codes.hpp"
 #include "vidline/dashboard_files.hpp"
 
 namespace vidline::nodes {

@@ -21,7 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "nodes/http_server.hpp"
-#include "nodes/inputs.hpp"
+#include "nodes/data/inputs.hpp"
 #include "nodes/verbs/commands.hpp"
 
 namespace vidline::nodes {

@@ -1,3 +1,6 @@
+#include "nodes/node.hpp"
 #include "nodes/verbs/cli.hpp"
 
-int main(int argc, char** argv) { return vidline::nodes::cli_main(argc, argv); }
+int main(int argc, char** argv) {
+  return vidline::nodes::cli_main(argc, argv, &vidline::nodes::run_node);
+}

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "actors/outbox.hpp"
-#include "nodes/bus.hpp"
+#include "nodes/bus/bus.hpp"
 
 namespace vidline::nodes {
 

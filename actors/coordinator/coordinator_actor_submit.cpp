@@ -22,7 +22,7 @@ std::optional<uint64_t> stored_input_size(const shell& sh, const std::string& sh
   if (!is_sha256_hex(sha))
     return std::nullopt;
   std::error_code ec;
-  const std::string path = input_dir(sh.ctx) + "/" + sha;
+  const std::string path = data_paths::by_digest(input_dir(sh.ctx), sha);
   if (!std::filesystem::is_regular_file(path, ec))
     return std::nullopt;
   const auto n = std::filesystem::file_size(path, ec);

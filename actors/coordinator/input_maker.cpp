@@ -14,7 +14,9 @@
 
 namespace vidline::actors {
 
-std::string input_video_dir(const context& ctx) { return input_dir(ctx) + "/videos"; }
+std::string input_video_dir(const context& ctx) {
+  return data_paths::input_video_dir(ctx.data_dir);
+}
 
 std::string decoder_backend_type(const config::cluster& c, const std::string& name) {
   for (auto& d : c.decoders)
@@ -79,7 +81,7 @@ std::string video_here(const context& ctx, const sched::fx_make_input& fx,
   if (is_sha256_hex(fx.output_sha256)) {
     // Uploaded as an input by its digest (a video of a collection folder, offered for
     // reuse): verified when it came.
-    const std::string uploaded = input_dir(ctx) + "/" + fx.output_sha256;
+    const std::string uploaded = data_paths::by_digest(input_dir(ctx), fx.output_sha256);
     if (std::filesystem::is_regular_file(uploaded, ec)) {
       std::filesystem::last_write_time(uploaded, std::filesystem::file_time_type::clock::now(), ec);
       return uploaded;
@@ -137,7 +139,7 @@ std::optional<uint64_t> latent_input(const context& ctx, const sched::fx_make_in
     error = label + " is not known (its job has no latent digest)";
     return std::nullopt;
   }
-  const std::string dest = input_dir(ctx) + "/" + fx.output_sha256;
+  const std::string dest = data_paths::by_digest(input_dir(ctx), fx.output_sha256);
   std::error_code ec;
   files::make_dirs(input_dir(ctx));
   if (std::filesystem::is_regular_file(dest, ec)) {  // renamed there only once verified
@@ -146,7 +148,7 @@ std::optional<uint64_t> latent_input(const context& ctx, const sched::fx_make_in
   }
   uint64_t bytes = 0;
   if (fx.latent_host == ctx.host) {
-    const std::string here = latent_dir(ctx) + "/" + fx.output_sha256 + ".latent";
+    const std::string here = data_paths::latent_file(latent_dir(ctx), fx.output_sha256);
     if (auto why = files::copy_verified(here, fx.output_sha256, dest, bytes); !why.empty()) {
       error = label + " on this host could not be taken: " + why;
       return std::nullopt;

@@ -2,7 +2,7 @@
 /// The coordinator's shell makes the inputs of shots that follow shots (fx_make_input,
 /// actors/coordinator/graph.hpp): frame k of the source's video, stored as an input by its
 /// SHA-256 in <data_dir>/inputs/ like an uploaded image, so the sampling host pulls it as
-/// it pulls a reference (nodes/inputs.hpp).
+/// it pulls a reference (nodes/data/inputs.hpp).
 ///
 /// - a sim video (its decoder's backend is `sim`): the sim contract's frame(V, k), from the
 ///   video's digest alone (docs/sim-contract.md, "Frames and sequences of sim videos"),

@@ -19,7 +19,7 @@ json spec_record(const msg::job_spec& s) {
           {"height", s.height}, {"seconds", s.seconds}, {"prompt", s.prompt},
           {"prompt_sha256", s.prompt_sha256}, {"reference", s.reference}, {"name", s.name},
           {"reference_sha256", s.reference_sha256}};
-  if (s.reference_bytes != 0)  // an input the sampling host pulls (nodes/inputs.hpp)
+  if (s.reference_bytes != 0)  // an input the sampling host pulls (nodes/data/inputs.hpp)
     j["reference_bytes"] = s.reference_bytes;
   // The shot model's fields, each only when set (a journal older than them reads as unset).
   for (auto [key, v] : {std::pair<const char*, const std::string*>{"negative_prompt", &s.negative_prompt},

@@ -40,7 +40,7 @@ struct shell {
 };
 
 std::string latent_path(const shell& sh, const std::string& sha) {
-  return latent_dir(sh.ctx) + "/" + sha + ".latent";
+  return data_paths::latent_file(latent_dir(sh.ctx), sha);
 }
 
 /// The video file's path: <outputs>/<run>/job-<index>-<seed>.<ext>, or <outputs>/<run>/
@@ -48,15 +48,18 @@ std::string latent_path(const shell& sh, const std::string& sha) {
 /// inbound::check_order), so nothing from a message can steer it out of the output directory.
 std::string output_path(const shell& sh, const msg::job_spec& j) {
   if (!j.name.empty())
-    return output_dir(sh.ctx) + "/" + j.run_id + "/" + j.name + "." + sh.extension;
-  return output_dir(sh.ctx) + "/" + j.run_id + "/job-" + std::to_string(j.index) + "-"
+    return data_paths::run_output_dir(output_dir(sh.ctx), j.run_id) + "/" + j.name + "."
+           + sh.extension;
+  return data_paths::run_output_dir(output_dir(sh.ctx), j.run_id) + "/job-"
+         + std::to_string(j.index) + "-"
          + std::to_string(j.seed) + "." + sh.extension;
 }
 
 /// Where a video lies until its lease lets it be published: beside its final path (one
 /// rename, same file system), hidden, with the same extension (tools read the format off it).
 std::string staged_path(const shell& sh, const msg::job_spec& j, uint64_t attempt) {
-  return output_dir(sh.ctx) + "/" + j.run_id + "/.staged-" + std::to_string(attempt) + "-job-"
+  return data_paths::run_output_dir(output_dir(sh.ctx), j.run_id) + "/.staged-"
+         + std::to_string(attempt) + "-job-"
          + std::to_string(j.index) + "-" + std::to_string(j.seed) + "." + sh.extension;
 }
 
@@ -274,8 +277,8 @@ void index_video(shell& sh, const decoding::fx_commit& c) {
   // Collectable by its digest (`vidline run --collect`): a hard link, no copy. Already
   // there = the same bytes (content-addressed); a failure only means it cannot be collected.
   if (is_sha256_hex(c.sha256)) {
-    const std::string blobs = sh.ctx.data_dir + "/" + output_blobs_subdir;
-    const std::string link = blobs + "/" + c.sha256;
+    const std::string blobs = output_blob_dir(sh.ctx);
+    const std::string link = data_paths::by_digest(blobs, c.sha256);
     std::error_code lec;
     if (!std::filesystem::exists(link, lec)) {
       std::filesystem::create_directories(blobs, lec);
@@ -321,7 +324,7 @@ void discard_video(shell& sh, const decoding::fx_discard& d) {
                     sh.dec.name, d.run_id, d.index, d.path, x.what());
     }
     if (is_sha256_hex(d.sha256)) {
-      const std::string link = sh.ctx.data_dir + "/" + output_blobs_subdir + "/" + d.sha256;
+      const std::string link = data_paths::by_digest(output_blob_dir(sh.ctx), d.sha256);
       std::error_code ec;
       if (std::filesystem::equivalent(link, d.path, ec) && !ec
           && std::filesystem::hard_link_count(link, ec) == 2)
@@ -349,7 +352,7 @@ void index_verdict(shell& sh, const msg::verdict_index& v) {
     a.outcome = msg::verdict_outcome::refused;
     a.error = why;
   } else {
-    const std::string dir = output_dir(sh.ctx) + "/" + v.run_id;
+    const std::string dir = data_paths::run_output_dir(output_dir(sh.ctx), v.run_id);
     const nlohmann::json review = {
       {"verdict", v.verdict}, {"at_unix", v.at_unix},
       {"take_index", v.take_index >= 0 ? nlohmann::json(v.take_index) : nlohmann::json(nullptr)},

@@ -42,7 +42,7 @@ std::map<std::string, storing::file> scan(shell& sh) {
   std::error_code ec;
   for (fs::directory_iterator it(latent_dir(sh.ctx), ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
-    if (name.size() != 64 + 7 || name.compare(64, 7, ".latent") != 0)
+    if (!data_paths::is_latent_file_name(name))
       continue;
     const std::string sha = name.substr(0, 64);
     std::error_code size_ec;
@@ -52,7 +52,7 @@ std::map<std::string, storing::file> scan(shell& sh) {
     auto note = sh.notes.find(sha);
     if (note == sh.notes.end()) {
       storing::file f;
-      std::ifstream in(latent_dir(sh.ctx) + "/" + sha + ".job");
+      std::ifstream in(data_paths::latent_job_file(latent_dir(sh.ctx), sha));
       if (!(in >> f.run_id >> f.index) || !files::is_safe_name(f.run_id))
         f = storing::file{};
       // A checkpoint's note goes on: "checkpoint <step> <attempt>" (checkpoint_note).
@@ -107,8 +107,8 @@ std::vector<storing::listed> list_leftovers(const shell& sh) {
   // latent never came (a kill between the note and the rename).
   const std::string ldir = latent_dir(sh.ctx);
   add_files(ldir, leftover::part, [&](const std::string& n) {
-    if (ends_with(n, ".job") && n.size() == 64 + 4)
-      return !fs::exists(ldir + "/" + n.substr(0, 64) + ".latent");
+    if (ends_with(n, data_paths::latent_job_ext) && n.size() == 64 + 4)
+      return !fs::exists(data_paths::latent_file(ldir, n.substr(0, 64)));
     return ends_with(n, ".part") || ends_with(n, ".part.state") || ends_with(n, ".quarantined");
   });
   // A part's state file is as old as its part (it is rewritten only every part_sync_bytes).
@@ -121,7 +121,7 @@ std::vector<storing::listed> list_leftovers(const shell& sh) {
     }
   add_files(conditioning_dir(sh.ctx), leftover::conditioning,
             [&](const std::string& n) { return ends_with(n, ".cond"); });
-  add_files(sh.ctx.data_dir + "/" + output_blobs_subdir, leftover::output_blob,
+  add_files(output_blob_dir(sh.ctx), leftover::output_blob,
             [](const std::string& n) { return is_sha256_hex(n); });
   // Inputs, and the videos of other hosts the coordinator took frames from: both unused
   // for input_retention_s go.
@@ -193,10 +193,10 @@ void execute(shell& sh, const std::vector<storing::effect>& fx) {
     if (auto* r = std::get_if<storing::fx_report>(&e)) {
       sh.ctx.out->send(sh.ctx.cluster->coordinator, "coordinator", r->h);
     } else if (auto* rm = std::get_if<storing::fx_remove>(&e)) {
-      const std::string base = latent_dir(sh.ctx) + "/" + rm->sha256;
+      const std::string ldir = latent_dir(sh.ctx);
       std::error_code ec;
-      fs::remove(base + ".latent", ec);
-      fs::remove(base + ".job", ec);
+      fs::remove(data_paths::latent_file(ldir, rm->sha256), ec);
+      fs::remove(data_paths::latent_job_file(ldir, rm->sha256), ec);
       sh.notes.erase(rm->sha256);
       spdlog::info("latents: removed {} (released)", rm->sha256);
     } else if (auto* l = std::get_if<storing::fx_log>(&e)) {

@@ -48,8 +48,9 @@ std::optional<msg::checkpoint_ref> store_checkpoint(const context& ctx,
     const std::string dir = latent_dir(ctx);
     files::make_dirs(dir);
     // The note first: the latents actor never sees a checkpoint it could take for a latent.
-    files::write_atomic(dir + "/" + sha + ".job", checkpoint_note(run_id, index, step, attempt));
-    files::rename_durable(file, dir + "/" + sha + ".latent");
+    files::write_atomic(data_paths::latent_job_file(dir, sha),
+                        checkpoint_note(run_id, index, step, attempt));
+    files::rename_durable(file, data_paths::latent_file(dir, sha));
     msg::checkpoint_ref c;
     c.step = step;
     c.steps = steps;
@@ -75,7 +76,7 @@ resume_file make_resume_file(const context& ctx, const msg::job_spec& job,
     return r;
   }
   const std::string dir = latent_dir(ctx);
-  const std::string path = dir + "/" + c.sha256 + ".latent";
+  const std::string path = data_paths::latent_file(dir, c.sha256);
   std::error_code ec;
   if (fs::exists(path, ec)) {
     uint64_t bytes = 0;
@@ -97,7 +98,7 @@ resume_file make_resume_file(const context& ctx, const msg::job_spec& job,
   try {
     files::make_dirs(dir);
     // Its note, so this copy is reported and released as the original is.
-    files::write_atomic(dir + "/" + c.sha256 + ".job",
+    files::write_atomic(data_paths::latent_job_file(dir, c.sha256),
                         checkpoint_note(job.run_id, job.index, c.step, c.attempt));
   } catch (const std::exception& e) {
     r.note = e.what();
@@ -122,7 +123,7 @@ resume_file make_resume_file(const context& ctx, const msg::job_spec& job,
       if (!fs::exists(path, ec))
         fs::remove(note, ec);
     }
-  } cleanup{path, dir + "/" + c.sha256 + ".job"};
+  } cleanup{path, data_paths::latent_job_file(dir, c.sha256)};
   if (f.outcome == msg::outcome::ok) {
     if (sha256_file_hex(path) == c.sha256) {
       spdlog::info("checkpoint {} of {}/{} (step {}) pulled from {} ({} bytes, {:.0f} ms)",

@@ -346,10 +346,10 @@ void commit_latent(shell& sh, const pooling::fx_commit& c) {
   // The job it belongs to, for the latents actor's reports: after a restart that lost this
   // result, the coordinator can still adopt the latent (re-offer). Written first, so no
   // latent is ever seen without it.
-  files::write_atomic(latents + "/" + c.sha256 + ".job",
+  files::write_atomic(data_paths::latent_job_file(latents, c.sha256),
                       job.run_id + " " + std::to_string(job.index) + "\n");
   records::publish({sh.ctx.data_dir, "sampled", job.run_id, job.index, c.order.attempt,
-                    c.staged, latents + "/" + c.sha256 + ".latent", c.sha256, ""});
+                    c.staged, data_paths::latent_file(latents, c.sha256), c.sha256, ""});
   std::error_code ec;
   std::filesystem::remove_all(work, ec);
 }

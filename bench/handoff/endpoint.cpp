@@ -16,8 +16,8 @@
 
 #include "bench/handoff/common.hpp"
 #include "bench/handoff/setting.hpp"
-#include "nodes/bus.hpp"
-#include "nodes/keys.hpp"
+#include "nodes/bus/bus.hpp"
+#include "nodes/bus/keys.hpp"
 
 namespace vidline::bench::handoff {
 

@@ -26,8 +26,7 @@
 #include "actors/coordinator/graph.hpp"
 #include "nodes/verbs/commands.hpp"
 #include "nodes/verbs/line_text.hpp"
-#include "nodes/exit_codes.hpp"
-#include "nodes/node.hpp"
+#include "nodes/verbs/exit_codes.hpp"
 #include "nodes/verbs/shot_file.hpp"
 #include "nodes/verbs/verbs.hpp"
 #include "vidline/version.hpp"
@@ -398,13 +397,13 @@ struct line_options {
 
 } // namespace
 
-void add_line_verbs(CLI::App& app, verb_list& out) {
+void add_line_verbs(CLI::App& app, verb_list& out, node_runner run_node) {
   auto o = std::make_shared<line_options>();
   // CLI11 keeps pointers into `o`: tie its lifetime to the app through the callbacks.
   auto* node = app.add_subcommand("node", "Run this host's node in the foreground");
   node->add_option("--config", o->config_path, "Cluster config (JSON)")->required();
   node->add_option("--host", o->host, "This host's name in the config")->required();
-  out.push_back({node, [o] { return run_node(config::load(o->config_path), o->host); }});
+  out.push_back({node, [o, run_node] { return run_node(config::load(o->config_path), o->host); }});
 
   auto& ra = o->ra;
   using cli_checks::seconds;
@@ -506,13 +505,13 @@ void add_line_verbs(CLI::App& app, verb_list& out) {
   out.push_back({demo, [o] { return run_demo(o->json, self_exe("vidline")); }});
 }
 
-int cli_main(int argc, char** argv) {
+int cli_main(int argc, char** argv, node_runner run_node) {
   CLI::App app{"vidline: a video diffusion production line over mismatched GPUs on a LAN"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Help for every verb");
   app.set_version_flag("--version", std::string("vidline ") + version_string);
   verb_list verbs;
-  add_line_verbs(app, verbs);
+  add_line_verbs(app, verbs, run_node);
   add_queue_verbs(app, verbs);
   add_backend_verbs(app, verbs);
   add_plan_verbs(app, verbs);

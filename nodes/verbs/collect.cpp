@@ -22,8 +22,8 @@
 #include "common/files.hpp"
 #include "common/sha256.hpp"
 #include "messages/messages.hpp"
-#include "nodes/client.hpp"
-#include "nodes/keys.hpp"
+#include "nodes/verbs/client.hpp"
+#include "nodes/bus/keys.hpp"
 
 namespace vidline::nodes {
 namespace {

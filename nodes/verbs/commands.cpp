@@ -16,11 +16,11 @@
 #include "actors/coordinator/coordinator_actor.hpp"
 #include "actors/planner/plan.hpp"
 #include "common/files.hpp"
-#include "nodes/bus.hpp"
-#include "nodes/client.hpp"
-#include "nodes/inputs.hpp"
-#include "nodes/exit_codes.hpp"
-#include "nodes/keys.hpp"
+#include "nodes/bus/bus.hpp"
+#include "nodes/verbs/client.hpp"
+#include "nodes/data/inputs.hpp"
+#include "nodes/verbs/exit_codes.hpp"
+#include "nodes/bus/keys.hpp"
 #include "nodes/verbs/line_text.hpp"
 
 namespace vidline::nodes {

@@ -14,7 +14,7 @@
 #include "config/config.hpp"
 #include "messages/messages.hpp"
 
-#include "nodes/client.hpp"
+#include "nodes/verbs/client.hpp"
 #include "nodes/verbs/coordinator_client.hpp"
 
 namespace vidline::nodes {

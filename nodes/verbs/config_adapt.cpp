@@ -10,7 +10,7 @@
 #include "config/config.hpp"
 #include "config/json_reader.hpp"
 #include "config/profile/kinds.hpp"
-#include "nodes/exit_codes.hpp"
+#include "nodes/verbs/exit_codes.hpp"
 
 namespace vidline::nodes {
 namespace {

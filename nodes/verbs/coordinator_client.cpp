@@ -6,10 +6,9 @@
 #include <algorithm>
 #include <chrono>
 
-#include "nodes/bus.hpp"
-#include "nodes/exit_codes.hpp"
-#include "nodes/inputs.hpp"
-#include "nodes/keys.hpp"
+#include "nodes/bus/bus.hpp"
+#include "nodes/verbs/exit_codes.hpp"
+#include "nodes/bus/keys.hpp"
 
 namespace vidline::nodes {
 

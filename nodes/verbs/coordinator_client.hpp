@@ -19,7 +19,7 @@
 #include "messages/gpu.hpp"
 #include "messages/messages.hpp"
 #include "messages/review.hpp"
-#include "nodes/client.hpp"
+#include "nodes/verbs/client.hpp"
 
 namespace vidline::nodes {
 

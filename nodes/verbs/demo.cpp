@@ -15,8 +15,8 @@
 #include "common/files.hpp"
 #include "common/sha256.hpp"
 #include "nodes/verbs/commands.hpp"
-#include "nodes/exit_codes.hpp"
-#include "nodes/keys.hpp"
+#include "nodes/verbs/exit_codes.hpp"
+#include "nodes/bus/keys.hpp"
 
 
 namespace vidline::nodes {

@@ -9,7 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include "messages/gpu.hpp"
-#include "nodes/exit_codes.hpp"
+#include "nodes/verbs/exit_codes.hpp"
 #include "nodes/verbs/cli.hpp"
 #include "nodes/verbs/cli_checks.hpp"
 #include "nodes/verbs/commands.hpp"

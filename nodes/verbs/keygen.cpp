@@ -1,5 +1,5 @@
 /// `vidline keygen`: writes this host's CURVE key pair with the key library
-/// (nodes/keys.hpp) the node and the command line read their keys with.
+/// (nodes/bus/keys.hpp) the node and the command line read their keys with.
 
 #include <climits>
 #include <cstdio>
@@ -9,8 +9,8 @@
 
 #include <unistd.h>
 
-#include "nodes/exit_codes.hpp"
-#include "nodes/keys.hpp"
+#include "nodes/verbs/exit_codes.hpp"
+#include "nodes/bus/keys.hpp"
 #include "nodes/verbs/verbs.hpp"
 
 namespace vidline::nodes {

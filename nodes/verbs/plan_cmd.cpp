@@ -15,7 +15,7 @@
 #include "actors/planner/reference_rows.hpp"
 #include "common/files.hpp"
 #include "nodes/verbs/cli_checks.hpp"
-#include "nodes/exit_codes.hpp"
+#include "nodes/verbs/exit_codes.hpp"
 #include "nodes/verbs/shot_file.hpp"
 #include "nodes/verbs/verbs.hpp"
 

@@ -35,10 +35,10 @@
 #include "backends/process/socket_paths.hpp"
 #include "config/config.hpp"
 #include "messages/envelope.hpp"
-#include "nodes/client.hpp"
-#include "nodes/exit_codes.hpp"
+#include "nodes/verbs/client.hpp"
+#include "nodes/verbs/exit_codes.hpp"
 #include "nodes/gpu/telemetry.hpp"
-#include "nodes/keys.hpp"
+#include "nodes/bus/keys.hpp"
 #include "nodes/verbs/service.hpp"
 
 namespace vidline::nodes {

@@ -10,8 +10,8 @@
 #include "config/profile/kinds.hpp"
 #include "config/profile/profile.hpp"
 #include "common/files.hpp"
-#include "nodes/exit_codes.hpp"
-#include "nodes/journal_sqlite.hpp"
+#include "nodes/verbs/exit_codes.hpp"
+#include "nodes/state/journal_sqlite.hpp"
 
 namespace vidline::nodes {
 

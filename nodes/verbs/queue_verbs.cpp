@@ -14,7 +14,7 @@
 #include "nodes/verbs/cli_checks.hpp"
 #include "nodes/verbs/commands.hpp"
 #include "nodes/verbs/line_text.hpp"
-#include "nodes/exit_codes.hpp"
+#include "nodes/verbs/exit_codes.hpp"
 #include "nodes/verbs/shot_file.hpp"
 #include "nodes/verbs/verbs.hpp"
 

@@ -1,7 +1,7 @@
 #include "nodes/verbs/service.hpp"
 
 #include "backends/exec/child.hpp"
-#include "nodes/keys.hpp"
+#include "nodes/bus/keys.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -28,10 +28,10 @@
 #include "backends/exec/stage_util.hpp"
 #include "common/files.hpp"
 #include "messages/envelope.hpp"
-#include "nodes/client.hpp"
+#include "nodes/verbs/client.hpp"
 #include "nodes/verbs/commands.hpp"
-#include "nodes/exit_codes.hpp"
-#include "nodes/node_lock.hpp"
+#include "nodes/verbs/exit_codes.hpp"
+#include "nodes/state/node_lock.hpp"
 
 
 namespace vidline::nodes {

@@ -1,7 +1,7 @@
 #pragma once
 /// `vidline start` and `vidline stop`: this machine's nodes in the background.
 ///
-/// A host's node is identified by its data directory's lock (nodes/node_lock.hpp:
+/// A host's node is identified by its data directory's lock (nodes/state/node_lock.hpp:
 /// `<data_dir>/run/node.lock`, held by the node for its life; the kernel names the
 /// holder), never by the config path it was given: a copy of the config at another path
 /// finds the same nodes. The pid file `<data_dir>/run/node.pid` records what start

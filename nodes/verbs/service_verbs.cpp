@@ -8,7 +8,7 @@
 #include "config/config.hpp"
 #include "nodes/verbs/cli_checks.hpp"
 #include "nodes/verbs/config_adapt.hpp"
-#include "nodes/exit_codes.hpp"
+#include "nodes/verbs/exit_codes.hpp"
 #include "nodes/verbs/preflight.hpp"
 #include "nodes/verbs/service.hpp"
 #include "nodes/verbs/verbs.hpp"

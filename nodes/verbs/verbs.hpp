@@ -7,6 +7,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "nodes/verbs/cli.hpp"
+
 namespace vidline::nodes {
 
 /// One verb: its CLI11 sub-command and what it runs (returns the exit code).
@@ -17,8 +19,8 @@ struct verb {
 
 using verb_list = std::vector<verb>;
 
-/// node, run, wait, status, demo (nodes/verbs/cli.cpp).
-void add_line_verbs(CLI::App& app, verb_list& out);
+/// node (running `run_node`), run, wait, status, demo (nodes/verbs/cli.cpp).
+void add_line_verbs(CLI::App& app, verb_list& out, node_runner run_node);
 void add_queue_verbs(CLI::App& app, verb_list& out);  ///< runs, cancel, submit (nodes/verbs/queue_verbs.cpp)
 void add_backend_verbs(CLI::App& app, verb_list& out);  ///< preflight, config-adapt, start, stop (nodes/verbs/service_verbs.cpp)
 void add_plan_verbs(CLI::App& app, verb_list& out);  ///< plan (nodes/verbs/plan_cmd.cpp)

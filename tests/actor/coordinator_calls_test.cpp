@@ -7,10 +7,10 @@
 #include <caf/all.hpp>
 
 #include "actors/coordinator/coordinator_actor.hpp"
-#include "nodes/bus.hpp"
+#include "nodes/bus/bus.hpp"
 #include "nodes/coordinator_calls.hpp"
-#include "nodes/exit_codes.hpp"
-#include "nodes/journal_sqlite.hpp"
+#include "nodes/verbs/exit_codes.hpp"
+#include "nodes/state/journal_sqlite.hpp"
 #include "nodes/router.hpp"
 #include "tests/support/cluster.hpp"
 

@@ -12,7 +12,7 @@
 
 #include "actors/coordinator/coordinator_actor.hpp"
 #include "config/config.hpp"
-#include "nodes/journal_sqlite.hpp"
+#include "nodes/state/journal_sqlite.hpp"
 #include "tests/support/processes.hpp"
 
 using namespace vidline;

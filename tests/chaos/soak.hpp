@@ -37,7 +37,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "nodes/exit_codes.hpp"
+#include "nodes/verbs/exit_codes.hpp"
 #include "tests/chaos/harness.hpp"
 
 namespace chaos {

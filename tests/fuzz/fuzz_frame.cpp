@@ -1,6 +1,6 @@
 // libFuzzer target: the frame decoder, as a node's I/O thread and router use it.
 //
-// Input: one ZeroMQ frame's bytes. decode_frame runs under the wire limits (nodes/bus_options.cpp
+// Input: one ZeroMQ frame's bytes. decode_frame runs under the wire limits (nodes/bus/bus_options.cpp
 // wire_limits: max_frame_bytes from the knobs, strings and bins bounded by the frame) and
 // under tight limits; the body (or, when the frame does not decode, the whole input, so
 // bodies are fuzzed directly too) is unpacked once and converted to every message type.
@@ -37,7 +37,7 @@ void check(bool ok, const char* what) {
     fail(what);
 }
 
-/// nodes/bus_options.cpp wire_limits() with the default knobs (max_frame_bytes 8 MiB): copied,
+/// nodes/bus/bus_options.cpp wire_limits() with the default knobs (max_frame_bytes 8 MiB): copied,
 /// not linked, so the target needs no ZeroMQ.
 msg::decode_limits wire_limits() {
   msg::decode_limits l;

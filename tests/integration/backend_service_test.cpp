@@ -11,7 +11,7 @@
 
 #include "config/config.hpp"
 #include "nodes/verbs/commands.hpp"
-#include "nodes/node_lock.hpp"
+#include "nodes/state/node_lock.hpp"
 #include "nodes/verbs/service.hpp"
 #include "tests/support/processes.hpp"
 

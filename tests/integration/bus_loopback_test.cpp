@@ -26,11 +26,11 @@
 #include "common/sha256.hpp"
 #include "messages/envelope.hpp"
 #include "messages/messages.hpp"
-#include "nodes/bus.hpp"
-#include "nodes/bus_frame.hpp"
-#include "nodes/client.hpp"
-#include "nodes/inputs.hpp"
-#include "nodes/keys.hpp"
+#include "nodes/bus/bus.hpp"
+#include "nodes/bus/bus_frame.hpp"
+#include "nodes/verbs/client.hpp"
+#include "nodes/data/inputs.hpp"
+#include "nodes/bus/keys.hpp"
 
 namespace fs = std::filesystem;
 using namespace vidline;

@@ -12,7 +12,7 @@
 #include <fstream>
 
 #include "config/config.hpp"
-#include "nodes/client.hpp"
+#include "nodes/verbs/client.hpp"
 #include "tests/support/cluster.hpp"
 #include "tests/support/processes.hpp"
 

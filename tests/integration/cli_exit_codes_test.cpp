@@ -1,5 +1,5 @@
 // The command line as an operator's script sees it: the real binary, its exit codes
-// (docs/exit-codes.md, nodes/exit_codes.hpp) for each class of failure, and the text of its
+// (docs/exit-codes.md, nodes/verbs/exit_codes.hpp) for each class of failure, and the text of its
 // errors: each names what is wrong, briefly. The first cases need no node; the last start
 // a two-node line on loopback.
 #include <catch2/catch.hpp>
@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "nodes/exit_codes.hpp"
+#include "nodes/verbs/exit_codes.hpp"
 #include "tests/support/cluster.hpp"
 
 using namespace testing_support;

@@ -1,5 +1,5 @@
 // The command-line client reads replies under the same limits as the node that sends
-// them (nodes/bus_options.cpp wire_limits): the status of a large run (~600 bytes of JSON per
+// them (nodes/bus/bus_options.cpp wire_limits): the status of a large run (~600 bytes of JSON per
 // job) fits a frame of max_frame_bytes, so it must unpack, not only up to msgpack's
 // default 1 MiB string. A fake coordinator (a ROUTER socket) answers with such a status.
 
@@ -14,7 +14,7 @@
 #include "messages/envelope.hpp"
 #include "messages/messages.hpp"
 #include "nodes/verbs/commands.hpp"
-#include "nodes/exit_codes.hpp"
+#include "nodes/verbs/exit_codes.hpp"
 #include "tests/support/cluster.hpp"
 
 using namespace vidline;

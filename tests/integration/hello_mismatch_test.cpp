@@ -1,5 +1,5 @@
 // Two real node processes started from different cluster configs refuse each other's
-// hello (nodes/hello.hpp): both log the refusal with a count and neither sees the other
+// hello (nodes/bus/hello.hpp): both log the refusal with a count and neither sees the other
 // up; restarted from an identical copy of the first config (another path, another
 // layout), the second node is accepted on both sides.
 #include <catch2/catch.hpp>

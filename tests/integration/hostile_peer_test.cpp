@@ -18,8 +18,8 @@
 #include <zmq.hpp>
 
 #include "messages/envelope.hpp"
-#include "nodes/bus_frame.hpp"
-#include "nodes/keys.hpp"
+#include "nodes/bus/bus_frame.hpp"
+#include "nodes/bus/keys.hpp"
 #include "tests/support/cluster.hpp"
 
 using namespace testing_support;

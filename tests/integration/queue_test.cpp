@@ -7,7 +7,7 @@
 #include <fstream>
 #include <set>
 
-#include "nodes/exit_codes.hpp"
+#include "nodes/verbs/exit_codes.hpp"
 #include "common/sha256.hpp"
 #include "tests/support/cluster.hpp"
 

@@ -13,7 +13,7 @@
 #include "common/sha256.hpp"
 #include "config/config.hpp"
 #include "config/shot_graph.hpp"
-#include "nodes/client.hpp"
+#include "nodes/verbs/client.hpp"
 #include "tests/support/cluster.hpp"
 #include "tests/support/processes.hpp"
 

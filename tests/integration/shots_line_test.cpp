@@ -10,7 +10,7 @@
 
 #include "common/sha256.hpp"
 #include "config/config.hpp"
-#include "nodes/client.hpp"
+#include "nodes/verbs/client.hpp"
 #include "tests/support/cluster.hpp"
 #include "tests/support/contract.hpp"
 #include "tests/support/processes.hpp"

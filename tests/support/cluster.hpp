@@ -17,7 +17,7 @@
 
 #include "config/config.hpp"
 #include "nodes/verbs/commands.hpp"
-#include "nodes/keys.hpp"
+#include "nodes/bus/keys.hpp"
 #include "tests/support/contract.hpp"
 #include "tests/support/processes.hpp"
 

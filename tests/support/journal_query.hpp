@@ -1,5 +1,5 @@
 #pragma once
-// What a test asks of a node's journal (nodes/journal_sqlite.cpp) from outside it: one
+// What a test asks of a node's journal (nodes/state/journal_sqlite.cpp) from outside it: one
 // value of a query or pragma, on the database opened read-only.
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-/// Unit tests of the hello check (nodes/hello.hpp) and of the config digest it carries.
+/// Unit tests of the hello check (nodes/bus/hello.hpp) and of the config digest it carries.
 
 #include <string>
 
@@ -10,7 +10,7 @@
 #include "config/config.hpp"
 #include "messages/envelope.hpp"
 #include "messages/messages.hpp"
-#include "nodes/hello.hpp"
+#include "nodes/bus/hello.hpp"
 #include "vidline/embedded_config.hpp"
 #include "vidline/version.hpp"
 

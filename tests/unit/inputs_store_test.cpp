@@ -1,4 +1,4 @@
-// A host's input store (nodes/inputs.hpp): chunks in order, verified before the rename, an
+// A host's input store (nodes/data/inputs.hpp): chunks in order, verified before the rename, an
 // input stored once; out-of-order chunks told where to go on; bad digests, sizes and names
 // refused with the reason; the whole-body form of PUT /v1/inputs.
 #include <catch2/catch.hpp>
@@ -9,7 +9,7 @@
 
 #include "common/files.hpp"
 #include "common/sha256.hpp"
-#include "nodes/inputs.hpp"
+#include "nodes/data/inputs.hpp"
 #include "tests/support/processes.hpp"
 
 using namespace vidline;

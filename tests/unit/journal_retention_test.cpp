@@ -11,7 +11,7 @@
 
 #include "actors/coordinator/records.hpp"
 #include "common/sha256.hpp"
-#include "nodes/journal_sqlite.hpp"
+#include "nodes/state/journal_sqlite.hpp"
 #include "tests/support/journal_query.hpp"
 #include "tests/support/processes.hpp"
 #include "tests/support/sched_fixtures.hpp"

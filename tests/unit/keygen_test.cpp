@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <zmq.h>
 
-#include "nodes/keys.hpp"
+#include "nodes/bus/keys.hpp"
 #include "nodes/verbs/verbs.hpp"
 #include "tests/support/processes.hpp"
 

@@ -2,7 +2,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "nodes/liveness.hpp"
+#include "nodes/bus/liveness.hpp"
 
 using vidline::nodes::liveness;
 using vidline::nodes::liveness_effect;

@@ -1,4 +1,4 @@
-// A node's data directory lock (nodes/node_lock.hpp): the kernel names the live holder,
+// A node's data directory lock (nodes/state/node_lock.hpp): the kernel names the live holder,
 // whatever config path it was started with; a second taker is refused naming that pid;
 // the lock goes with its process however it ends, leaving a file that names no holder.
 
@@ -10,7 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "nodes/node_lock.hpp"
+#include "nodes/state/node_lock.hpp"
 #include "tests/support/processes.hpp"
 
 using namespace vidline::nodes;

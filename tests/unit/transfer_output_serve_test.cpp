@@ -10,8 +10,8 @@
 
 #include "common/sha256.hpp"
 #include "messages/envelope.hpp"
-#include "nodes/bus.hpp"
-#include "nodes/transfer.hpp"
+#include "nodes/bus/bus.hpp"
+#include "nodes/data/transfer.hpp"
 #include "tests/support/processes.hpp"
 
 using namespace vidline;

@@ -14,7 +14,7 @@
 
 #include "common/files.hpp"
 #include "common/sha256.hpp"
-#include "nodes/transfer.hpp"
+#include "nodes/data/transfer.hpp"
 #include "tests/support/processes.hpp"
 
 using namespace vidline;

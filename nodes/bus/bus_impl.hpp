@@ -4,7 +4,7 @@
 /// bus_inbound.cpp (what arrives: checks, dispatch, fetches served), bus_options.cpp
 /// (options, validation, socket settings) and bus_security.cpp (CURVE keys, the ZAP
 /// handler, the bulk channel's secrets and addresses, who may send what). Not for use
-/// outside nodes/bus*.cpp.
+/// outside nodes/bus/bus*.cpp.
 
 #include <algorithm>
 #include <atomic>
@@ -26,12 +26,12 @@
 
 #include "common/sha256.hpp"
 #include "config/config.hpp"
-#include "nodes/bus_dedup.hpp"
-#include "nodes/bus_frame.hpp"
-#include "nodes/hello.hpp"
-#include "nodes/inputs.hpp"
-#include "nodes/liveness.hpp"
-#include "nodes/bus.hpp"
+#include "nodes/bus/bus_dedup.hpp"
+#include "nodes/bus/bus_frame.hpp"
+#include "nodes/bus/hello.hpp"
+#include "nodes/data/inputs.hpp"
+#include "nodes/bus/liveness.hpp"
+#include "nodes/bus/bus.hpp"
 
 namespace vidline::nodes {
 namespace bus_detail {

@@ -3,7 +3,7 @@
 /// bus_inbound.cpp, options and validation in bus_options.cpp, CURVE/ZAP and the bulk
 /// channel's admission in bus_security.cpp; the shared insides in bus_impl.hpp.
 
-#include "nodes/bus_impl.hpp"
+#include "nodes/bus/bus_impl.hpp"
 
 namespace vidline::nodes {
 namespace bus_detail {

@@ -39,6 +39,11 @@
 
 namespace vidline::nodes {
 
+/// The first envelope id (and transfer id) of a sender's boot: its start time in
+/// microseconds since the Unix epoch, so a restarted sender's ids continue above those of
+/// its previous boot.
+uint64_t first_envelope_id();
+
 /// How a latent fetch ended.
 enum class fetch_outcome {
   ok,         ///< the file is at dest_path, its SHA-256 verified, fsynced
@@ -181,7 +186,7 @@ public:
   void set_output_dir(std::string output_dir) { output_dir_ = std::move(output_dir); }
 
   /// Also serves requests of kind "input" (a reference image a sampling host pulls) from
-  /// `<input_dir>/<sha256>` (nodes/inputs.hpp). Empty = none.
+  /// `<input_dir>/<sha256>` (nodes/data/inputs.hpp). Empty = none.
   void set_input_dir(std::string input_dir) { input_dir_ = std::move(input_dir); }
 
   /// Answers one request with a latent_chunk body written through `alloc`: the data, or

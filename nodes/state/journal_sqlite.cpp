@@ -1,4 +1,4 @@
-#include "nodes/journal_sqlite.hpp"
+#include "nodes/state/journal_sqlite.hpp"
 
 #include <map>
 #include <stdexcept>

@@ -6,7 +6,7 @@
 ///   - a host started from a stale or edited copy of the config (another port, knob,
 ///     mode or key), whose view of the line silently disagrees with the rest;
 ///   - a build older than the check, which announces neither (refused as "no version").
-/// Pure: no sockets, no clocks; the bus logs, counts and drops (nodes/bus_inbound.cpp).
+/// Pure: no sockets, no clocks; the bus logs, counts and drops (nodes/bus/bus_inbound.cpp).
 
 #include <optional>
 #include <string>

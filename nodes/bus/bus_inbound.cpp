@@ -3,7 +3,7 @@
 /// served, and everything else delivered to the node's handler; dropped frames logged
 /// under a rate limit.
 
-#include "nodes/bus_impl.hpp"
+#include "nodes/bus/bus_impl.hpp"
 
 namespace vidline::nodes {
 

@@ -11,10 +11,19 @@
 #include <string>
 
 #include "config/config.hpp"
-#include "nodes/bus.hpp"
-#include "nodes/client.hpp"
+#include "nodes/bus/bus.hpp"
 
 namespace vidline::nodes {
+
+/// How a client authenticates to a node: plaintext (loopback only), or CURVE with the
+/// node's public key and a key pair the node lists (the CLI uses a host's pair:
+/// docs/security.md, "The command line").
+struct client_security {
+  bool plaintext = true;
+  std::string server_public_z85;  ///< the node's public key
+  std::string public_z85;         ///< this client's pair
+  std::string secret_z85;
+};
 
 /// A CURVE key pair, Z85-encoded (40 characters each).
 struct curve_keypair {

@@ -4,7 +4,7 @@
 #include <random>
 #include <stdexcept>
 
-#include "nodes/bus_impl.hpp"
+#include "nodes/bus/bus_impl.hpp"
 
 namespace vidline::nodes {
 namespace bus_detail {
@@ -162,12 +162,6 @@ bool is_loopback_endpoint(const std::string& endpoint) {
   if (addr.size() >= 2 && addr.front() == '[' && addr.back() == ']')
     addr = addr.substr(1, addr.size() - 2);
   return config::is_loopback_address(addr);
-}
-
-uint64_t first_envelope_id() {
-  using namespace std::chrono;
-  const auto us = duration_cast<microseconds>(system_clock::now().time_since_epoch()).count();
-  return us > 0 ? static_cast<uint64_t>(us) : 1;
 }
 
 uint64_t random_boot_id() {

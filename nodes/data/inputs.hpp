@@ -16,20 +16,18 @@
 #include <string>
 #include <string_view>
 
-#include "actors/context.hpp"
+#include "common/data_paths.hpp"
 #include "common/sha256.hpp"
 #include "config/knobs.hpp"
 #include "messages/messages.hpp"
 
 namespace vidline::nodes {
 
-class client;
-
 /// The largest input (reference image) a host stores or a client uploads, in bytes.
 inline constexpr uint64_t max_input_bytes = 64ull << 20;
 
 /// The folder of a host's inputs under its data_dir.
-using actors::inputs_subdir;
+using data_paths::inputs_subdir;
 
 /// A host's stored inputs, <dir>/<sha256>. Not thread-safe: one owner thread (the bus's I/O
 /// thread, or the HTTP server's). Two stores on one folder are safe: each upload writes its
@@ -85,12 +83,5 @@ private:
   uint64_t counter_ = 0;
   std::map<std::string, upload> uploads_;  ///< by who + " " + sha256
 };
-
-/// Uploads the file at `path`, whose contents hash to `sha256`, to the node `cl` talks to
-/// (input_put, chunks of knobs.chunk_bytes). "" when the node holds it verified (`already`
-/// set when it did before), else why not (the file changed, unreadable, too large, the node
-/// refused or did not answer).
-std::string upload_input(client& cl, const config::knobs& k, const std::string& path,
-                         const std::string& sha256, bool* already = nullptr);
 
 } // namespace vidline::nodes

@@ -1,7 +1,7 @@
-/// CURVE key pairs and key files (nodes/keys.hpp): made, written where only their owner
+/// CURVE key pairs and key files (nodes/bus/keys.hpp): made, written where only their owner
 /// can read the secret half, read back and checked.
 
-#include "nodes/keys.hpp"
+#include "nodes/bus/keys.hpp"
 
 #include <cerrno>
 #include <cstdint>

@@ -22,7 +22,7 @@
 #include "config/knobs.hpp"
 #include "messages/envelope.hpp"
 #include "messages/messages.hpp"
-#include "nodes/transfer.hpp"
+#include "nodes/data/transfer.hpp"
 
 namespace vidline::nodes {
 
@@ -70,7 +70,7 @@ struct bus_options {
   uint64_t boot_id = 0;                      ///< random per process start; 0 = pick one
   bus_security security;                     ///< CURVE keys, or plaintext on loopback
   /// Announced in every heartbeat (the hello); a peer announcing another version or
-  /// config digest is refused (nodes/hello.hpp). Empty in tests that build a bus alone.
+  /// config digest is refused (nodes/bus/hello.hpp). Empty in tests that build a bus alone.
   std::string version;
   std::string config_digest;
 
@@ -167,10 +167,6 @@ struct bus_stats {
 /// follow max_frame_bytes; the rest are msg::decode_limits' defaults).
 msg::decode_limits wire_limits(const config::knobs& knobs);
 
-/// The first envelope id of a sender's boot: its start time in microseconds since the
-/// Unix epoch, so a restarted sender's ids continue above those of its previous boot.
-uint64_t first_envelope_id();
-
 /// A random non-zero boot id.
 uint64_t random_boot_id();
 
@@ -230,7 +226,7 @@ public:
   /// `dest_path`, verified (transfer.hpp). `callback` is called exactly once, on the I/O
   /// thread; if the bus has already stopped, on this thread with outcome transient.
   /// Throws std::invalid_argument for a malformed digest, unknown host or empty path.
-  /// `kind` "input": an input (nodes/inputs.hpp) from the host's input_dir instead.
+  /// `kind` "input": an input (nodes/data/inputs.hpp) from the host's input_dir instead.
   void fetch_latent(const std::string& host, const std::string& sha256_hex, uint64_t bytes,
                     const std::string& dest_path, fetch_callback callback,
                     const std::string& kind = "");

@@ -2,7 +2,7 @@
 /// sends what actors queued, beats and redials peers, reads frames and hands them to
 /// bus_inbound.cpp, and closes everything when the bus stops.
 
-#include "nodes/bus_impl.hpp"
+#include "nodes/bus/bus_impl.hpp"
 
 namespace vidline::nodes {
 

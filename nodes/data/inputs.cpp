@@ -1,6 +1,6 @@
-/// A host's inputs, and uploading one (inputs.hpp).
+/// A host's inputs (inputs.hpp).
 
-#include "nodes/inputs.hpp"
+#include "nodes/data/inputs.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -15,8 +15,6 @@
 #include <fmt/format.h>
 
 #include "common/files.hpp"
-#include "nodes/bus.hpp"
-#include "nodes/client.hpp"
 
 namespace vidline::nodes {
 namespace {
@@ -193,87 +191,6 @@ input_store::whole_result input_store::put_whole(const std::string& sha, std::st
   if (!r.done)
     return {500, r.error.empty() ? "the input was not stored" : r.error};
   return {201, ""};
-}
-
-std::string upload_input(client& cl, const config::knobs& k, const std::string& path,
-                         const std::string& sha, bool* already) {
-  if (already)
-    *already = false;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return "cannot open " + path + ": " + errno_text();
-  struct closer {
-    int fd;
-    ~closer() { ::close(fd); }
-  } guard{fd};
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
-    return path + " is not a regular file";
-  const auto total = static_cast<uint64_t>(st.st_size);
-  if (total == 0)
-    return path + " is empty";
-  if (total > max_input_bytes)
-    return fmt::format("{} is {} bytes, over the limit of {} bytes for a reference image", path,
-                       total, max_input_bytes);
-  const int timeout_ms = std::max(2000, k.transfer_timeout_ms);
-  constexpr int max_silences = 6;  // consecutive unanswered requests before giving up
-  constexpr int max_restarts = 3;  // the node asked to start over this often: give up
-  const auto limits = wire_limits(k);
-  std::vector<char> buf(k.chunk_bytes);
-  uint64_t offset = 0;
-  bool probed = false;
-  int silences = 0, restarts = 0;
-  for (;;) {
-    msg::input_put p;
-    p.sha256 = sha;
-    p.total = total;
-    p.offset = offset;
-    std::size_t n = 0;
-    if (probed) {
-      n = static_cast<std::size_t>(std::min<uint64_t>(k.chunk_bytes, total - offset));
-      std::size_t got = 0;
-      while (got < n) {
-        ssize_t r = ::pread(fd, buf.data() + got, n - got, static_cast<off_t>(offset + got));
-        if (r < 0 && errno == EINTR)
-          continue;
-        if (r <= 0)
-          return r == 0 ? path + " changed while it was uploaded (shorter)"
-                        : "cannot read " + path + ": " + errno_text();
-        got += static_cast<std::size_t>(r);
-      }
-    }
-    p.data = msgpack::type::raw_ref(buf.data(), static_cast<uint32_t>(n));
-    auto rep = cl.request("bus", p, timeout_ms);
-    if (!rep) {
-      if (++silences >= max_silences)
-        return fmt::format("the coordinator's node did not answer for {} s",
-                           max_silences * timeout_ms / 1000);
-      continue;
-    }
-    silences = 0;
-    msg::input_put_reply r;
-    if (rep->env.type != msg::input_put_reply::wire_name ||
-        !msg::unpack_body_as(rep->body, limits, r))
-      return "the coordinator's node answered " + rep->env.type +
-             " (a node older than uploads?)";
-    if (!r.error.empty())
-      return "the coordinator's node refused it: " + r.error;
-    if (r.done) {
-      if (already && !probed)
-        *already = true;
-      return "";
-    }
-    if (!probed) {
-      probed = true;
-      offset = 0;
-      continue;
-    }
-    if (r.next == 0 && offset + n != 0 && ++restarts > max_restarts)
-      return "the coordinator's node restarted the upload too often";
-    if (r.next > total)
-      return "the coordinator's node asked for bytes past the end";
-    offset = r.next;
-  }
 }
 
 } // namespace vidline::nodes

@@ -1,4 +1,4 @@
-#include "nodes/hello.hpp"
+#include "nodes/bus/hello.hpp"
 
 namespace vidline::nodes {
 namespace {

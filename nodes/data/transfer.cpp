@@ -1,6 +1,6 @@
 /// The data plane's fetcher and server (transfer.hpp).
 
-#include "nodes/transfer.hpp"
+#include "nodes/data/transfer.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -17,11 +17,18 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/data_paths.hpp"
 #include "common/files.hpp"
 #include "messages/envelope.hpp"
-#include "nodes/bus.hpp"
 
 namespace vidline::nodes {
+
+uint64_t first_envelope_id() {
+  using namespace std::chrono;
+  const auto us = duration_cast<microseconds>(system_clock::now().time_since_epoch()).count();
+  return us > 0 ? static_cast<uint64_t>(us) : 1;
+}
+
 namespace {
 
 using steady = std::chrono::steady_clock;
@@ -642,7 +649,8 @@ bool latent_server::serve(const msg::latent_fetch& req, const body_allocator& al
   const std::string& dir = output ? output_dir_ : input ? input_dir_ : latent_dir_;
   if (dir.empty())
     return refuse(latent_not_found);
-  const std::string path = dir + "/" + req.sha256 + (output || input ? "" : ".latent");
+  const std::string path = output || input ? data_paths::by_digest(dir, req.sha256)
+                                            : data_paths::latent_file(dir, req.sha256);
   unique_fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.fd < 0)
     return refuse(errno == ENOENT ? std::string(latent_not_found)

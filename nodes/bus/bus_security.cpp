@@ -4,7 +4,7 @@
 
 #include <random>
 
-#include "nodes/bus_impl.hpp"
+#include "nodes/bus/bus_impl.hpp"
 
 namespace vidline::nodes {
 namespace bus_detail {

@@ -1,6 +1,6 @@
 /// The peer liveness machine (liveness.hpp).
 
-#include "nodes/liveness.hpp"
+#include "nodes/bus/liveness.hpp"
 
 #include <algorithm>
 #include <stdexcept>

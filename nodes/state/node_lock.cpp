@@ -1,4 +1,4 @@
-#include "nodes/node_lock.hpp"
+#include "nodes/state/node_lock.hpp"
 
 #include <cerrno>
 #include <chrono>

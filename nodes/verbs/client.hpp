@@ -15,19 +15,10 @@
 
 #include "config/knobs.hpp"
 #include "messages/envelope.hpp"
-#include "nodes/bus.hpp"
+#include "nodes/bus/bus.hpp"
+#include "nodes/bus/keys.hpp"
 
 namespace vidline::nodes {
-
-/// How a client authenticates to a node: plaintext (loopback only), or CURVE with the
-/// node's public key and a key pair the node lists (the CLI uses a host's pair:
-/// docs/security.md, "The command line").
-struct client_security {
-  bool plaintext = true;
-  std::string server_public_z85;  ///< the node's public key
-  std::string public_z85;         ///< this client's pair
-  std::string secret_z85;
-};
 
 /// A synchronous request/reply client of one node. Not thread-safe.
 class client {
@@ -71,5 +62,12 @@ private:
   uint64_t last_id_ = 0;
   std::unique_ptr<sockets> s_;
 };
+
+/// Uploads the file at `path`, whose contents hash to `sha256`, to the node `cl` talks to
+/// (input_put, chunks of knobs.chunk_bytes). "" when the node holds it verified (`already`
+/// set when it did before), else why not (the file changed, unreadable, too large, the node
+/// refused or did not answer).
+std::string upload_input(client& cl, const config::knobs& k, const std::string& path,
+                         const std::string& sha256, bool* already = nullptr);
 
 } // namespace vidline::nodes

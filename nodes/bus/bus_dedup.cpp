@@ -1,6 +1,6 @@
 /// The bus's duplicate filter (bus_dedup.hpp).
 
-#include "nodes/bus_dedup.hpp"
+#include "nodes/bus/bus_dedup.hpp"
 
 #include <algorithm>
 #include <stdexcept>
