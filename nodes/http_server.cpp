@@ -6,6 +6,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/data_paths.hpp"
 #include "common/metrics.hpp"
 #include "common/text.hpp"
 #include "nodes/verbs/exit_codes.hpp"
@@ -263,7 +264,7 @@ http_server::http_server(std::shared_ptr<const config::cluster> cluster, const s
   const auto& e = p_->self->http;
   if (!e.token_file.empty())
     p_->token = read_token_file(e.token_file);
-  p_->inputs = std::make_unique<input_store>(p_->self->data_dir + "/" + inputs_subdir);
+  p_->inputs = std::make_unique<input_store>(data_paths::input_dir(p_->self->data_dir));
   // PUT /v1/inputs takes up to max_input_bytes; the pre-routing handler holds every other
   // request to max_request_bytes by its Content-Length.
   p_->svr.set_payload_max_length(

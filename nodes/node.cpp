@@ -27,6 +27,7 @@
 #include "actors/supervisor/supervisor.hpp"
 #include "backends/exec/pid_records.hpp"
 #include "common/crash_points.hpp"
+#include "common/data_paths.hpp"
 #include "common/files.hpp"
 #include "common/metrics.hpp"
 #include "nodes/bus/bus.hpp"
@@ -273,8 +274,10 @@ int run_node(const config::cluster& c, const std::string& host_name) {
     return exit_code::fatal;
   }
   try {
-    for (auto sub : {"latents", "outputs", "work", "conditioning", "journal", "logs"})
-      files::make_dirs(h->data_dir + "/" + sub);
+    for (auto dir : {data_paths::latent_dir(h->data_dir), data_paths::output_dir(h->data_dir),
+                     data_paths::work_dir(h->data_dir), data_paths::conditioning_dir(h->data_dir),
+                     h->data_dir + "/journal", h->data_dir + "/logs"})
+      files::make_dirs(dir);
     setup_logging(c, *h);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "cannot prepare data directory %s: %s\n", h->data_dir.c_str(), e.what());
@@ -317,9 +320,9 @@ int run_node(const config::cluster& c, const std::string& host_name) {
     if (peer.name != h->name)
       bo.peers[peer.name] = endpoint_of(peer);
   bo.knobs = c.knobs;
-  bo.latent_dir = h->data_dir + "/latents";
-  bo.output_dir = h->data_dir + "/" + actors::output_blobs_subdir;
-  bo.input_dir = h->data_dir + "/" + inputs_subdir;
+  bo.latent_dir = data_paths::latent_dir(h->data_dir);
+  bo.output_dir = data_paths::output_blob_dir(h->data_dir);
+  bo.input_dir = data_paths::input_dir(h->data_dir);
   bo.version = version_string;
   bo.config_digest = digest;
   // Fault injection for tests, off unless set: flip a byte of every nth latent chunk served.
