@@ -22,6 +22,8 @@ void bus::impl::handle(std::shared_ptr<zmq::message_t> m, const ingress& in) {
     count(&bus_stats::refused_peer_frames);
     return;
   }
+  if (!in.local && !in.bulk)  // a peer that speaks but never beats is judged all the same
+    apply(live.frame_received(env.sender, now_ms()));
   if (!in.local && !dedup.accept(in.path, env.sender, env.id)) {
     count(&bus_stats::duplicates);
     return;

@@ -37,11 +37,33 @@ std::vector<liveness_effect> liveness::beat_received(const std::string& host,
   }
   p.boot_id = boot_id;
   p.last_beat_ms = now_ms;
+  p.unbeaten_since_ms = -1;
+  p.declared_down = false;
   if (!p.up) {
     p.up = true;
     out.push_back({liveness_effect::kind::peer_up, host, boot_id});
   }
   return out;
+}
+
+std::vector<liveness_effect> liveness::frame_received(const std::string& host,
+                                                      int64_t now_ms) {
+  std::vector<liveness_effect> out;
+  observe(now_ms, out);
+  auto it = peers_.find(host);
+  if (it != peers_.end() && !it->second.up && !it->second.declared_down
+      && it->second.unbeaten_since_ms < 0)
+    it->second.unbeaten_since_ms = now_ms;
+  return out;
+}
+
+/// When `p` is declared down if nothing changes; -1 when it is not being judged.
+static int64_t judged_until(const peer_liveness& p, int64_t limit) {
+  if (p.up)
+    return p.last_beat_ms + limit;
+  if (p.unbeaten_since_ms >= 0)
+    return p.unbeaten_since_ms + limit;
+  return -1;
 }
 
 void liveness::observe(int64_t now_ms, std::vector<liveness_effect>& out) {
@@ -50,9 +72,12 @@ void liveness::observe(int64_t now_ms, std::vector<liveness_effect>& out) {
     // The peers' beats of the stall were not read (or never sent: peers drop a connection
     // whose other end stops answering): judging them on it would blame them for our pause.
     ++stalls_;
-    for (auto& [host, p] : peers_)
+    for (auto& [host, p] : peers_) {
       if (p.up)
         p.last_beat_ms = std::max(p.last_beat_ms, now_ms);
+      else if (p.unbeaten_since_ms >= 0)
+        p.unbeaten_since_ms = std::max(p.unbeaten_since_ms, now_ms);
+    }
     liveness_effect e;
     e.what = liveness_effect::kind::stalled;
     e.gap_ms = now_ms - last_fed_ms_;
@@ -67,8 +92,11 @@ std::vector<liveness_effect> liveness::tick(int64_t now_ms) {
   std::vector<liveness_effect> out;
   observe(now_ms, out);
   for (auto& [host, p] : peers_) {
-    if (p.up && now_ms - p.last_beat_ms >= silence_limit_ms_) {
+    const int64_t until = judged_until(p, silence_limit_ms_);
+    if (until >= 0 && now_ms >= until) {
       p.up = false;
+      p.unbeaten_since_ms = -1;
+      p.declared_down = true;
       out.push_back({liveness_effect::kind::peer_down, host, p.boot_id});
     }
   }
@@ -77,9 +105,11 @@ std::vector<liveness_effect> liveness::tick(int64_t now_ms) {
 
 std::optional<int64_t> liveness::next_deadline() const {
   std::optional<int64_t> next;
-  for (const auto& [host, p] : peers_)
-    if (p.up && (!next || p.last_beat_ms + silence_limit_ms_ < *next))
-      next = p.last_beat_ms + silence_limit_ms_;
+  for (const auto& [host, p] : peers_) {
+    const int64_t until = judged_until(p, silence_limit_ms_);
+    if (until >= 0 && (!next || until < *next))
+      next = until;
+  }
   return next;
 }
 

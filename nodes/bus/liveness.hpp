@@ -10,6 +10,11 @@
 ///   down + beat: peer_up (preceded by peer_restarted when the boot_id changed)
 ///   up + silence of heartbeat_misses x heartbeat_interval: peer_down
 ///   a beat carrying the boot_id the peer had before its last restart: ignored (stale)
+///   down (never declared so) + another frame: silence counted from that frame; no beat
+///   within the limit: peer_down. A peer that spoke (its pools reported, say) but died
+///   before its first beat was read is declared down like one that was up, so what it was
+///   given is taken back; one that was declared down is not declared so again until a
+///   beat brings it up.
 ///
 /// A local stall is not a peer's death. The owner feeds the machine at least once per
 /// heartbeat interval (the bus's loop never sleeps longer). A gap of more than
@@ -46,6 +51,8 @@ struct peer_liveness {
   int64_t last_beat_ms = 0;       ///< when the last accepted beat arrived
   uint64_t boot_id = 0;           ///< 0 until the first beat
   uint64_t previous_boot_id = 0;  ///< the boot before the last restart; its beats are stale
+  int64_t unbeaten_since_ms = -1; ///< down: when a frame came without a beat since; -1: none
+  bool declared_down = false;     ///< peer_down was said and no beat came since
 };
 
 /// The liveness machine of one node over its configured peers.
@@ -61,11 +68,18 @@ public:
   std::vector<liveness_effect> beat_received(const std::string& host, uint64_t boot_id,
                                              int64_t now_ms);
 
-  /// Time passed: declares down every up peer silent for the limit (after a stall: none,
-  /// every up peer's silence starts again from now).
+  /// A frame other than a heartbeat came from `host` over its authenticated link at
+  /// `now`: a peer that is down and was never declared so is judged from then on, and
+  /// declared down if no beat follows within the limit.
+  std::vector<liveness_effect> frame_received(const std::string& host, int64_t now_ms);
+
+  /// Time passed: declares down every up peer silent for the limit, and every peer heard
+  /// only by other frames for that long (after a stall: none, their silence starts again
+  /// from now).
   std::vector<liveness_effect> tick(int64_t now_ms);
 
-  /// The earliest time at which tick() may declare a peer down; none when no peer is up.
+  /// The earliest time at which tick() may declare a peer down; none when no peer is up
+  /// or being judged.
   std::optional<int64_t> next_deadline() const;
 
   /// The peer's state; nullptr for a host that is not a configured peer.

@@ -188,3 +188,45 @@ TEST_CASE("gaps up to the stall limit are ordinary: silence counts through them"
   REQUIRE(is(m.tick(interval * misses + 10000), {kind::stalled}));
   CHECK_FALSE(m.peer("b")->up);
 }
+
+TEST_CASE("a peer heard only by other frames is declared down once if no beat follows",
+          "[liveness]") {
+  liveness m({"b", "c"}, interval, misses);
+  // Its pools' reports arrive, its first beat never does (it died first, or the beat was
+  // lost while its link came up): judged from the first frame, once.
+  CHECK(m.frame_received("b", 100).empty());
+  CHECK(m.next_deadline() == 100 + interval * misses);
+  CHECK(m.frame_received("b", 900).empty());  // later frames do not push the limit back
+  CHECK(m.next_deadline() == 100 + interval * misses);
+  CHECK(advance(m, 100, 100 + interval * misses - 1).empty());
+  auto fx = m.tick(100 + interval * misses);
+  REQUIRE(is(fx, {kind::peer_down}));
+  CHECK(fx[0].host == "b");
+  CHECK(fx[0].boot_id == 0);
+  CHECK_FALSE(m.next_deadline());
+  // Said once: more frames without beats change nothing.
+  CHECK(advance(m, 100 + interval * misses, 5000).empty());
+  CHECK(m.frame_received("b", 5000).empty());
+  CHECK(advance(m, 5000, 20000).empty());
+  CHECK_FALSE(m.next_deadline());
+  // A beat brings it up; silence after that is judged as ever.
+  REQUIRE(is(m.beat_received("b", 7, 20000), {kind::peer_up}));
+  REQUIRE(is(advance(m, 20000, 20000 + interval * misses), {kind::peer_down}));
+  // Unknown hosts and a peer whose beat comes in time are never judged this way.
+  CHECK(m.frame_received("stranger", 23200).empty());
+  CHECK(m.peer("stranger") == nullptr);
+  CHECK(m.frame_received("c", 23300).empty());
+  REQUIRE(is(m.beat_received("c", 3, 23500), {kind::peer_up}));
+  CHECK(m.next_deadline() == 23500 + interval * misses);
+}
+
+TEST_CASE("a peer heard only by other frames gets a fresh grace after a local stall",
+          "[liveness][stall]") {
+  liveness m({"b"}, interval, misses);
+  CHECK(m.frame_received("b", 0).empty());
+  CHECK(m.tick(500).empty());
+  REQUIRE(is(m.tick(500 + 10 * interval), {kind::stalled}));
+  CHECK(m.next_deadline() == 500 + 10 * interval + interval * misses);
+  REQUIRE(is(advance(m, 500 + 10 * interval, 500 + 10 * interval + interval * misses),
+             {kind::peer_down}));
+}
