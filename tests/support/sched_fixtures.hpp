@@ -109,4 +109,14 @@ inline sched::state two_pools_one_decoder() {
   return line_of({{"a1", "a", "k1"}, {"a2", "a", "k2"}});
 }
 
+/// The effects of kind T among `fx`, in order.
+template <class T>
+std::vector<T> all_of(const std::vector<sched::effect>& fx) {
+  std::vector<T> out;
+  for (auto& e : fx)
+    if (auto* x = std::get_if<T>(&e))
+      out.push_back(*x);
+  return out;
+}
+
 } // namespace sched_fixtures

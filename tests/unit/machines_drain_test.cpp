@@ -10,6 +10,8 @@ using namespace vidline;
 using sched_fixtures::line_of;
 using sched_fixtures::run_of;
 
+using sched_fixtures::all_of;
+
 namespace {
 
 msg::pool_status report(const std::string& pool, uint64_t seq, uint64_t busy = 0) {
@@ -21,15 +23,6 @@ std::vector<std::string> pools_ordered(const std::vector<sched::effect>& fx) {
   for (auto& e : fx)
     if (auto* o = std::get_if<sched::fx_send_sample>(&e))
       out.push_back(o->order.pool);
-  return out;
-}
-
-template <class T>
-std::vector<T> all_of(const std::vector<sched::effect>& fx) {
-  std::vector<T> out;
-  for (auto& e : fx)
-    if (auto* x = std::get_if<T>(&e))
-      out.push_back(*x);
   return out;
 }
 

@@ -6,9 +6,12 @@
 #include "actors/coordinator/dispatch_setup.hpp"
 #include "actors/coordinator/scheduler.hpp"
 #include "common/digest.hpp"
+#include "tests/support/sched_fixtures.hpp"
 #include "config/config.hpp"
 
 using namespace vidline;
+
+using sched_fixtures::all_of;
 
 namespace {
 
@@ -42,15 +45,6 @@ msg::submit_run shots_request(const std::string& request_id = "") {
   r.request_id = request_id;
   r.shots = {shot_of("hero", "a hero walks", 2), shot_of("villain", "a villain waits", 1)};
   return r;
-}
-
-template <class T>
-std::vector<T> all_of(const std::vector<sched::effect>& fx) {
-  std::vector<T> out;
-  for (auto& e : fx)
-    if (auto* x = std::get_if<T>(&e))
-      out.push_back(*x);
-  return out;
 }
 
 /// Steps a submit; its answer (exactly one).
