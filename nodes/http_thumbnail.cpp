@@ -5,7 +5,7 @@
 #include <mutex>
 #include <sstream>
 
-#include "backends/exec/child.hpp"
+#include "common/spawn/child.hpp"
 #include "common/files.hpp"
 #include "nodes/http_video.hpp"
 
@@ -47,17 +47,17 @@ std::string thumbnail_of(const std::string& video, const std::string& sha256,
   }
   const std::string part = dest + ".part";
   const std::string log = dest + ".log";
-  backends::exec::child_spec spec;
+  spawn::child_spec spec;
   spec.argv = {"ffmpeg", "-nostdin", "-v", "error", "-y", "-i", video, "-vf",
                "thumbnail=24,scale='min(" + std::to_string(thumbnail_max_width) + ",iw)':-2",
                "-frames:v", "1", "-f", "image2", "-c:v", "mjpeg", part};
-  spec.env = backends::exec::current_environment();
+  spec.env = spawn::current_environment();
   spec.stderr_path = log;
-  backends::exec::child_limits limits;
+  spawn::child_limits limits;
   limits.timeout = std::chrono::seconds(thumbnail_timeout_s);
   limits.grace = std::chrono::seconds(1);
-  const auto end = backends::exec::run_child(spec, limits);
-  using kind = backends::exec::child_end::kind;
+  const auto end = spawn::run_child(spec, limits);
+  using kind = spawn::child_end::kind;
   if (end.how == kind::spawn_failed) {
     why = "ffmpeg cannot be started on this host (" + end.error +
           "): install it (Debian: apt install ffmpeg) for the review's thumbnails";

@@ -25,7 +25,7 @@
 #include "actors/latents/latents_actor.hpp"
 #include "actors/pool/pool_actor.hpp"
 #include "actors/supervisor/supervisor.hpp"
-#include "backends/exec/pid_records.hpp"
+#include "common/spawn/pid_records.hpp"
 #include "common/crash_points.hpp"
 #include "common/data_paths.hpp"
 #include "common/files.hpp"
@@ -295,13 +295,13 @@ int run_node(const config::cluster& c, const std::string& host_name) {
   // then record every child of this life.
   try {
     std::string pids = h->data_dir + "/pids";
-    auto rep = backends::exec::reap_previous_life(pids, ::getpid());
+    auto rep = spawn::reap_previous_life(pids, ::getpid());
     for (auto& n : rep.notes)
       spdlog::warn("{}", n);
     if (rep.killed > 0 || rep.left_to_live_node > 0)
       spdlog::warn("stage processes of a previous life: {} killed, {} record(s) of a node "
                    "still alive left alone ({})", rep.killed, rep.left_to_live_node, pids);
-    backends::exec::set_pid_record_dir(pids);
+    spawn::set_pid_record_dir(pids);
   } catch (const std::exception& e) {
     spdlog::critical("cannot keep pid records under {}/pids: {}", h->data_dir, e.what());
     return exit_code::fatal;

@@ -6,7 +6,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "backends/exec/child.hpp"
+#include "common/spawn/child.hpp"
 #include "common/crash_points.hpp"
 #include "common/files.hpp"
 #include "common/sha256.hpp"
@@ -44,15 +44,15 @@ std::string store(const context& ctx, const std::string& bytes) {
 /// Runs a tool to its end with a deadline; "" when it exited 0, else why not.
 std::string run_tool(const std::vector<std::string>& argv, const std::string& out,
                      const std::string& err) {
-  backends::exec::child_spec spec;
+  spawn::child_spec spec;
   spec.argv = argv;
-  spec.env = backends::exec::current_environment();
+  spec.env = spawn::current_environment();
   spec.stdout_path = out;
   spec.stderr_path = err;
-  backends::exec::child_limits lim;
+  spawn::child_limits lim;
   lim.timeout = std::chrono::seconds(60);
-  auto end = backends::exec::run_child(spec, lim);
-  if (end.how == backends::exec::child_end::kind::exited && end.exit_code == 0)
+  auto end = spawn::run_child(spec, lim);
+  if (end.how == spawn::child_end::kind::exited && end.exit_code == 0)
     return "";
   std::string tail;
   try {
@@ -61,7 +61,7 @@ std::string run_tool(const std::vector<std::string>& argv, const std::string& ou
       tail = tail.substr(tail.size() - 300);
   } catch (const std::exception&) {
   }
-  if (end.how == backends::exec::child_end::kind::spawn_failed)
+  if (end.how == spawn::child_end::kind::spawn_failed)
     return argv[0] + " could not be started: " + end.error;
   return argv[0] + " failed (exit " + std::to_string(end.exit_code) + "): " + tail;
 }

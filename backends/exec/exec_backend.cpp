@@ -110,7 +110,7 @@ public:
                           "/" + owner_;
     std::string out_log = log_dir + "/" + call.label + ".stdout.log";
     std::string err_log = log_dir + "/" + call.label + ".stderr.log";
-    child_spec spec;
+    spawn::child_spec spec;
     try {
       files::make_dirs(env.work_dir);
       files::make_dirs(log_dir);
@@ -127,7 +127,7 @@ public:
     spec.stdout_path = out_log;
     spec.stderr_path = err_log;
 
-    child_limits lim;
+    spawn::child_limits lim;
     double timeout = env.timeout_s;
     if (call.command->timeout_s > 0)
       timeout = timeout > 0 ? std::min(timeout, call.command->timeout_s) : call.command->timeout_s;
@@ -138,7 +138,7 @@ public:
     lim.cancel = env.cancel;
 
     spdlog::debug("{}: running {} (logs {}.*)", who, spec.argv[0], log_dir + "/" + call.label);
-    child_end end = run_child(spec, lim);
+    spawn::child_end end = spawn::run_child(spec, lim);
     if (end.leftovers_killed)
       spdlog::warn("{}: {} left processes behind in its process group; killed them", who,
                    spec.argv[0]);
@@ -152,11 +152,11 @@ public:
     };
 
     switch (end.how) {
-    case child_end::kind::spawn_failed:
+    case spawn::child_end::kind::spawn_failed:
       return failed(msg::outcome::fatal, who + ": " + printable(end.error), end.elapsed_s);
-    case child_end::kind::cancelled:
+    case spawn::child_end::kind::cancelled:
       return failed(msg::outcome::transient, "cancelled", end.elapsed_s);
-    case child_end::kind::timed_out: {
+    case spawn::child_end::kind::timed_out: {
       // One rank out of memory often leaves the others waiting forever: that is capacity.
       if (auto p = find_pattern(output_tail(), patterns_))
         return failed(msg::outcome::capacity,
@@ -168,11 +168,11 @@ public:
         << " s; its process group was stopped" << where;
       return failed(msg::outcome::transient, e.str(), end.elapsed_s);
     }
-    case child_end::kind::signaled:
-    case child_end::kind::exited:
+    case spawn::child_end::kind::signaled:
+    case spawn::child_end::kind::exited:
       break;
     }
-    if (end.how == child_end::kind::signaled || end.exit_code != 0) {
+    if (end.how == spawn::child_end::kind::signaled || end.exit_code != 0) {
       exit_verdict v = classify_exit(end, output_tail(), o_);
       return failed(v.outcome, who + ": " + v.reason + quoted() + where, end.elapsed_s);
     }
@@ -232,7 +232,7 @@ private:
       chosen[k] = v;
       drop.push_back(k);
     }
-    auto out = current_environment(drop);
+    auto out = spawn::current_environment(drop);
     for (auto& k : order)
       out.push_back(k + "=" + chosen[k]);
     return out;
@@ -354,12 +354,12 @@ std::shared_ptr<runner> make_runner(const backend_params& p, const char* needed,
 
 } // namespace
 
-exit_verdict classify_exit(const child_end& end, std::string_view output_tail,
+exit_verdict classify_exit(const spawn::child_end& end, std::string_view output_tail,
                            const exec_options& o) {
   exit_verdict v;
   std::vector<std::string> patterns = default_capacity_patterns();
   patterns.insert(patterns.end(), o.capacity_patterns.begin(), o.capacity_patterns.end());
-  std::string how = end.how == child_end::kind::signaled ? "killed by " + signal_name(end.signal)
+  std::string how = end.how == spawn::child_end::kind::signaled ? "killed by " + signal_name(end.signal)
                                                          : "exit " + std::to_string(end.exit_code);
   if (auto p = find_pattern(output_tail, patterns)) {
     v.outcome = msg::outcome::capacity;
@@ -369,16 +369,16 @@ exit_verdict classify_exit(const child_end& end, std::string_view output_tail,
   auto in = [](const std::vector<int>& codes, int c) {
     return std::find(codes.begin(), codes.end(), c) != codes.end();
   };
-  if (end.how == child_end::kind::exited && in(o.fatal_exit_codes, end.exit_code)) {
+  if (end.how == spawn::child_end::kind::exited && in(o.fatal_exit_codes, end.exit_code)) {
     v.outcome = msg::outcome::fatal;
     v.reason = how + " (a fatal exit code)";
-  } else if (end.how == child_end::kind::exited && in(o.transient_exit_codes, end.exit_code)) {
+  } else if (end.how == spawn::child_end::kind::exited && in(o.transient_exit_codes, end.exit_code)) {
     v.outcome = msg::outcome::transient;
     v.reason = how + " (a transient exit code)";
   } else {
     v.outcome = o.other_exits == "fatal" ? msg::outcome::fatal : msg::outcome::transient;
     v.reason = how;
-    if (end.how == child_end::kind::signaled && end.signal == SIGKILL)
+    if (end.how == spawn::child_end::kind::signaled && end.signal == SIGKILL)
       v.reason += "; not by vidline: perhaps the kernel's OOM killer (host memory)";
   }
   return v;

@@ -22,7 +22,7 @@
 #include <string_view>
 
 #include "backends/backend.hpp"
-#include "backends/exec/child.hpp"
+#include "common/spawn/child.hpp"
 #include "backends/exec/exec_options.hpp"
 
 namespace vidline::backends::exec {
@@ -43,7 +43,7 @@ struct exit_verdict {
 
 /// The verdict on a child that exited non-zero or was killed by a signal not ours, given
 /// the tail of its output. Pure.
-exit_verdict classify_exit(const child_end& end, std::string_view output_tail,
+exit_verdict classify_exit(const spawn::child_end& end, std::string_view output_tail,
                            const exec_options& o);
 
 } // namespace vidline::backends::exec

@@ -8,7 +8,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "backends/exec/child.hpp"
+#include "common/spawn/child.hpp"
 #include "backends/exec/exec_options.hpp"
 #include "backends/exec/stage_util.hpp"
 #include "backends/process/socket_paths.hpp"
@@ -57,7 +57,7 @@ void backend_process::supervise() {
       int status = 0;
       log_cap cap(spec_.name, spec_.log_path, spec_.log_max_bytes, spec_.log_files);
       for (;;) {
-        if (exec::reap_child(pid, status)) {
+        if (spawn::reap_child(pid, status)) {
           ended = describe_status(status);
           break;
         }
@@ -73,7 +73,7 @@ void backend_process::supervise() {
           spdlog::info("{}: answering", spec_.name);
         }
         if (!ready && steady::now() - start > seconds(spec_.start_timeout_s)) {
-          exec::stop_child(pid, seconds(spec_.stop_grace_s));
+          spawn::stop_child(pid, seconds(spec_.stop_grace_s));
           ended = "did not answer within " + std::to_string(int(spec_.start_timeout_s)) + " s";
           break;
         }
@@ -83,7 +83,7 @@ void backend_process::supervise() {
         }
       }
       if (stopping) {
-        int st = exec::stop_child(pid, seconds(spec_.stop_grace_s));
+        int st = spawn::stop_child(pid, seconds(spec_.stop_grace_s));
         spdlog::info("{}: stopped ({})", spec_.name, describe_status(st));
         std::lock_guard<std::mutex> l(m_);
         pid_ = 0;
@@ -184,7 +184,7 @@ process_spec comfyui_process_spec(const comfyui::process_options& p, const comfy
     chosen[k] = v;
     drop.push_back(k);
   }
-  s.env = exec::current_environment(drop);
+  s.env = spawn::current_environment(drop);
   for (auto& [k, v] : chosen)
     s.env.push_back(k + "=" + v);
   s.cwd = l.base_dir;

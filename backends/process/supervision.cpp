@@ -12,14 +12,14 @@
 namespace vidline::backends::process {
 
 pid_t spawn_supervised(const supervised_spec& s, std::string& error, std::vector<int> pass_fds) {
-  exec::child_spec cs;
+  spawn::child_spec cs;
   cs.argv = s.argv;
   cs.env = s.env;
   cs.cwd = s.cwd;
   cs.stdout_path = cs.stderr_path = s.log_path;
   cs.append = true;
   cs.pass_fds = std::move(pass_fds);
-  return exec::spawn_child(cs, error);
+  return spawn::spawn_child(cs, error);
 }
 
 supervisor_thread::~supervisor_thread() { stop_supervising(); }

@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "backends/exec/child.hpp"
+#include "common/spawn/child.hpp"
 #include "common/restart_budget.hpp"
 
 namespace vidline::backends::process {
@@ -42,7 +42,7 @@ struct supervised_spec {
   double stop_grace_s = 10;           ///< SIGTERM -> SIGKILL
 };
 
-/// One start of `s` through the one spawner (exec::spawn_child): its argv, env and cwd,
+/// One start of `s` through the one spawner (spawn::spawn_child): its argv, env and cwd,
 /// stdout and stderr appended to its log, `pass_fds` as its descriptors 3, 4, ...
 /// The pid, or -1 with `error`.
 pid_t spawn_supervised(const supervised_spec& s, std::string& error,

@@ -9,7 +9,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "backends/exec/child.hpp"
+#include "common/spawn/child.hpp"
 #include "backends/exec/exec_options.hpp"
 #include "backends/exec/stage_util.hpp"
 #include "backends/worker/worker_options.hpp"
@@ -207,7 +207,7 @@ private:
       chosen[k] = v;
       drop.push_back(k);
     }
-    s.env = exec::current_environment(drop);
+    s.env = spawn::current_environment(drop);
     for (auto& k : order)
       s.env.push_back(k + "=" + chosen[k]);
     s.cwd = log_dir;

@@ -12,7 +12,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "backends/exec/child.hpp"
+#include "common/spawn/child.hpp"
 #include "backends/exec/stage_util.hpp"
 #include "common/files.hpp"
 #include "backends/process/supervision.hpp"
@@ -164,7 +164,7 @@ void worker_process::supervise() {
       bool ready = false, exited = false;
       int status = 0;
       auto end_it = [&](const std::string& why) {
-        status = exec::stop_child(pid, seconds(spec_.stop_grace_s));
+        status = spawn::stop_child(pid, seconds(spec_.stop_grace_s));
         ended = why + " (" + describe_status(status) + ")";
         exited = true;
       };
@@ -173,7 +173,7 @@ void worker_process::supervise() {
       // starting: its hello.
       while (!ready) {
         cap_log();
-        if (exec::reap_child(pid, status)) {
+        if (spawn::reap_child(pid, status)) {
           ended = describe_status(status) + " before its hello";
           exited = true;
           break;
@@ -223,7 +223,7 @@ void worker_process::supervise() {
         // ready: watch it, check its health while idle.
         for (;;) {
           cap_log();
-          if (exec::reap_child(pid, status)) {
+          if (spawn::reap_child(pid, status)) {
             ended = describe_status(status);
             exited = true;
             break;
@@ -306,10 +306,10 @@ void worker_process::supervise() {
           inst->send(encode_shutdown());
           ::shutdown(inst->fd, SHUT_WR);  // EOF: the library's cue to exit
           auto deadline = steady::now() + seconds(spec_.stop_grace_s);
-          while (!exec::reap_child(pid, status) && steady::now() < deadline)
+          while (!spawn::reap_child(pid, status) && steady::now() < deadline)
             std::this_thread::sleep_for(std::chrono::milliseconds(20));
           if (steady::now() >= deadline)
-            status = exec::stop_child(pid, seconds(spec_.stop_grace_s));
+            status = spawn::stop_child(pid, seconds(spec_.stop_grace_s));
         }
         spdlog::info("{}: stopped ({})", spec_.name, describe_status(status));
         break;

@@ -24,7 +24,8 @@
 ///   `protocol_error`, a fatal attempt: the program is broken);
 /// - it crash-loops: more than max_restarts exits within restart_period_s and it gives up
 ///   (calls end `down` at once).
-/// Its process comes from exec's spawner (child.hpp): parent-death signal, pid record.
+/// Its process comes from the one spawner (common/spawn/child.hpp): parent-death signal,
+/// pid record.
 
 #include <atomic>
 #include <chrono>

@@ -15,7 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "backends/exec/child.hpp"
+#include "common/spawn/child.hpp"
 #include "bench/handoff/common.hpp"
 
 namespace vidline::bench::handoff {
@@ -29,9 +29,9 @@ public:
       die("pipe failed");
     // The project's spawner: a group of its own, killed with the bench however it dies
     // (iperf3 -s in a namespace must not outlive it).
-    vidline::backends::exec::child_spec cs;
+    vidline::spawn::child_spec cs;
     cs.argv = argv;
-    cs.env = vidline::backends::exec::current_environment();
+    cs.env = vidline::spawn::current_environment();
     cs.stdout_path = cs.stderr_path = log_path;
     cs.append = true;
     if (piped) {
@@ -40,7 +40,7 @@ public:
       cs.stdout_path.clear();  // stderr alone to the log
     }
     std::string error;
-    pid_ = vidline::backends::exec::spawn_child(cs, error);
+    pid_ = vidline::spawn::spawn_child(cs, error);
     if (pid_ < 0)
       die(error);
     children().push_back(pid_);

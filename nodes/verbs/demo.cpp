@@ -11,7 +11,7 @@
 
 #include <vidline/embedded_config.hpp>
 
-#include "backends/exec/child.hpp"
+#include "common/spawn/child.hpp"
 #include "common/files.hpp"
 #include "common/sha256.hpp"
 #include "nodes/verbs/commands.hpp"
@@ -51,12 +51,12 @@ std::vector<int> free_ports(int n) {
 /// Starts `vidline node` for one host, its output to `log`.
 pid_t start_node(const std::string& exe, const std::string& config, const std::string& host,
                  const std::string& log) {
-  backends::exec::child_spec cs;
+  spawn::child_spec cs;
   cs.argv = {exe, "node", "--config", config, "--host", host};
-  cs.env = backends::exec::current_environment();
+  cs.env = spawn::current_environment();
   cs.stdout_path = cs.stderr_path = log;
   std::string error;
-  pid_t pid = backends::exec::spawn_child(cs, error);
+  pid_t pid = spawn::spawn_child(cs, error);
   if (pid < 0)
     throw std::runtime_error("cannot start " + exe + ": " + error);
   return pid;

@@ -28,7 +28,7 @@
 #include "actors/planner/plan.hpp"
 #include "backends/comfyui/client.hpp"
 #include "backends/comfyui/comfyui_options.hpp"
-#include "backends/exec/child.hpp"
+#include "common/spawn/child.hpp"
 #include "backends/exec/exec_options.hpp"
 #include "backends/worker/protocol.hpp"
 #include "backends/worker/worker_options.hpp"

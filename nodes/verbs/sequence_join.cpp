@@ -3,7 +3,7 @@
 #include <chrono>
 #include <filesystem>
 
-#include "backends/exec/child.hpp"
+#include "common/spawn/child.hpp"
 #include "common/files.hpp"
 #include "config/shot_graph.hpp"
 
@@ -14,14 +14,14 @@ namespace {
 /// Runs a tool; "" when it exited 0 (its stdout in `out`), else why not.
 std::string tool(const std::vector<std::string>& argv, const std::string& scratch,
                  std::string* out = nullptr) {
-  backends::exec::child_spec spec;
+  spawn::child_spec spec;
   spec.argv = argv;
-  spec.env = backends::exec::current_environment();
+  spec.env = spawn::current_environment();
   spec.stdout_path = scratch + ".out";
   spec.stderr_path = scratch + ".err";
-  backends::exec::child_limits lim;
+  spawn::child_limits lim;
   lim.timeout = std::chrono::minutes(5);
-  auto end = backends::exec::run_child(spec, lim);
+  auto end = spawn::run_child(spec, lim);
   std::string err;
   try {
     if (out != nullptr)
@@ -32,9 +32,9 @@ std::string tool(const std::vector<std::string>& argv, const std::string& scratc
   std::error_code ec;
   std::filesystem::remove(scratch + ".out", ec);
   std::filesystem::remove(scratch + ".err", ec);
-  if (end.how == backends::exec::child_end::kind::exited && end.exit_code == 0)
+  if (end.how == spawn::child_end::kind::exited && end.exit_code == 0)
     return "";
-  if (end.how == backends::exec::child_end::kind::spawn_failed)
+  if (end.how == spawn::child_end::kind::spawn_failed)
     return argv[0] + " could not be started: " + end.error;
   if (err.size() > 300)
     err = err.substr(err.size() - 300);

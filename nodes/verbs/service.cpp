@@ -1,6 +1,6 @@
 #include "nodes/verbs/service.hpp"
 
-#include "backends/exec/child.hpp"
+#include "common/spawn/child.hpp"
 #include "nodes/bus/keys.hpp"
 
 #include <algorithm>
@@ -125,16 +125,16 @@ private:
 
 pid_t spawn_node(const service_options& o, const std::string& config, const config::host& h,
                  const std::string& log) {
-  backends::exec::child_spec cs;
+  spawn::child_spec cs;
   cs.argv = {o.self_exe, "node", "--config", config, "--host", h.name};
-  cs.env = backends::exec::current_environment();
+  cs.env = spawn::current_environment();
   cs.stdout_path = cs.stderr_path = log;
   cs.append = true;
   // A session of its own: no controlling terminal, not in the caller's process group, and
   // it outlives the command that started it.
   cs.new_session = true;
   std::string error;
-  pid_t pid = backends::exec::spawn_child(cs, error);
+  pid_t pid = spawn::spawn_child(cs, error);
   if (pid < 0)
     throw std::runtime_error("cannot start " + o.self_exe + ": " + error);
   return pid;

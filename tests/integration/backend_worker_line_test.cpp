@@ -17,7 +17,7 @@
 #include <map>
 #include <set>
 
-#include "backends/exec/pid_records.hpp"
+#include "common/spawn/pid_records.hpp"
 #include "common/sha256.hpp"
 #include "config/config.hpp"
 #include "nodes/verbs/commands.hpp"
@@ -158,7 +158,7 @@ bool within(double seconds, Pred p) {
 }
 
 bool alive(pid_t pid) {
-  auto st = backends::exec::read_proc_stat(pid);
+  auto st = spawn::read_proc_stat(pid);
   return st && st->state != 'Z' && st->state != 'X';
 }
 

@@ -15,7 +15,7 @@
 #include <filesystem>
 #include <set>
 
-#include "backends/exec/pid_records.hpp"
+#include "common/spawn/pid_records.hpp"
 #include "backends/worker/worker_options.hpp"
 #include "config/config.hpp"
 #include "nodes/verbs/commands.hpp"
@@ -105,7 +105,7 @@ std::set<int> processes_with(const std::string& marker) {
     needle.push_back('\0');
     if (env.find(needle) == std::string::npos)
       continue;
-    auto st = backends::exec::read_proc_stat(static_cast<pid_t>(pid));
+    auto st = spawn::read_proc_stat(static_cast<pid_t>(pid));
     if (st && st->state != 'Z' && st->state != 'X')
       found.insert(static_cast<int>(pid));
   }

@@ -18,7 +18,7 @@
 #include <unistd.h>
 #include <vector>
 
-#include "backends/exec/child.hpp"
+#include "common/spawn/child.hpp"
 
 namespace testing_support {
 
@@ -77,13 +77,13 @@ class process {
 public:
   process(std::vector<std::string> args, const std::string& out_file) : out_(out_file) {
     // The project's spawner: a process group of its own, killed if the test dies.
-    vidline::backends::exec::child_spec cs;
+    vidline::spawn::child_spec cs;
     cs.argv = std::move(args);
-    cs.env = vidline::backends::exec::current_environment();
+    cs.env = vidline::spawn::current_environment();
     cs.stdout_path = out_file;
     cs.stderr_path = out_file + ".err";
     std::string error;
-    pid_ = vidline::backends::exec::spawn_child(cs, error);
+    pid_ = vidline::spawn::spawn_child(cs, error);
     if (pid_ < 0)
       throw std::runtime_error(error);
   }

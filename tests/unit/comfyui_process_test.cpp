@@ -16,7 +16,7 @@
 
 #include "backends/backend.hpp"
 #include "backends/comfyui/comfyui_options.hpp"
-#include "backends/exec/child.hpp"
+#include "common/spawn/child.hpp"
 #include "backends/process/backend_process.hpp"
 #include "backends/process/socket_paths.hpp"
 #include "common/sha256.hpp"
@@ -76,7 +76,7 @@ process::process_spec bash_spec(const temp_dir& dir, const std::string& script) 
   process::process_spec s;
   s.name = "test process";
   s.argv = {"/bin/bash", "-c", script};
-  s.env = exec::current_environment();
+  s.env = spawn::current_environment();
   s.cwd = dir.path();
   s.log_path = dir.path() + "/logs/process.log";
   std::string ready = dir.path() + "/ready";

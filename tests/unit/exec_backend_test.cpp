@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <pthread.h>
 
-#include "backends/exec/child.hpp"
+#include "common/spawn/child.hpp"
 #include "backends/exec/exec_backend.hpp"
 #include "backends/exec/exec_options.hpp"
 #include "backends/exec/stage_util.hpp"
@@ -137,8 +137,8 @@ TEST_CASE("argv templates: placeholders become plain text, braces escape", "[exe
 
 TEST_CASE("exit classification: out of memory is capacity, exit codes by the options", "[exec]") {
   exec::exec_options o;
-  exec::child_end e;
-  e.how = exec::child_end::kind::exited;
+  spawn::child_end e;
+  e.how = spawn::child_end::kind::exited;
   e.exit_code = 1;
   CHECK(std::string(exec::classify_exit(e, "Traceback\ntorch.OutOfMemoryError: CUDA out of memory.", o).outcome) == "capacity");
   CHECK(std::string(exec::classify_exit(e, "RuntimeError: HIP out of memory", o).outcome) == "capacity");
@@ -155,7 +155,7 @@ TEST_CASE("exit classification: out of memory is capacity, exit codes by the opt
   CHECK(std::string(exec::classify_exit(e, "", o).outcome) == "fatal");
   o.capacity_patterns = {"not enough VRAM"};
   CHECK(std::string(exec::classify_exit(e, "...not enough VRAM...", o).outcome) == "capacity");
-  e.how = exec::child_end::kind::signaled;
+  e.how = spawn::child_end::kind::signaled;
   e.signal = SIGKILL;
   o.other_exits = "transient";
   auto v = exec::classify_exit(e, "", o);

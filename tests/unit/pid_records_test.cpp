@@ -1,6 +1,7 @@
 // Stage processes never outlive their node: the pid-record codec, /proc/PID/stat parsing,
 // reaping what a dead node left (and never a stranger that reused a pid), and the
-// parent-death signal of exec's spawner (a "node" killed with SIGKILL takes its child along).
+// parent-death signal of the spawner (common/spawn/): a "node" killed with SIGKILL takes its
+// child along.
 
 #include <catch2/catch.hpp>
 
@@ -13,11 +14,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "backends/exec/child.hpp"
-#include "backends/exec/pid_records.hpp"
+#include "common/spawn/child.hpp"
+#include "common/spawn/pid_records.hpp"
 #include "tests/support/processes.hpp"
 
-using namespace vidline::backends::exec;
+using namespace vidline::spawn;
 using testing_support::temp_dir;
 
 namespace {

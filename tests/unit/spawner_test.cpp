@@ -1,4 +1,4 @@
-// The one spawner (backends/exec/child.hpp) in the roles beside stage programs: a node a
+// The one spawner (common/spawn/child.hpp) in the roles beside stage programs: a node a
 // service command starts (a session of its own), a bench child on pipes, a test's child
 // with its outputs in two files.
 
@@ -7,12 +7,12 @@
 #include <unistd.h>
 #include <sys/wait.h>
 
-#include "backends/exec/child.hpp"
+#include "common/spawn/child.hpp"
 #include "common/files.hpp"
 #include "tests/support/processes.hpp"
 
 using namespace vidline;
-using namespace vidline::backends::exec;
+using namespace vidline::spawn;
 using testing_support::temp_dir;
 
 namespace {

@@ -1,4 +1,4 @@
-#include "backends/exec/pid_records.hpp"
+#include "common/spawn/pid_records.hpp"
 
 #include <cerrno>
 #include <chrono>
@@ -15,7 +15,7 @@
 #include <thread>
 #include <unistd.h>
 
-namespace vidline::backends::exec {
+namespace vidline::spawn {
 namespace {
 
 constexpr std::string_view record_magic = "vidline-pid/1";
@@ -202,4 +202,4 @@ reap_report reap_previous_life(const std::string& dir, pid_t self, double wait_s
   return rep;
 }
 
-} // namespace vidline::backends::exec
+} // namespace vidline::spawn

@@ -23,7 +23,7 @@
 
 #include <sys/types.h>
 
-namespace vidline::backends::exec {
+namespace vidline::spawn {
 
 /// What one record says: the child (its pid is its process group's id) and the node
 /// that started it, each with its start time in clock ticks since boot.
@@ -71,4 +71,4 @@ struct reap_report {
 /// `wait_s` for them to go, and removes the records.
 reap_report reap_previous_life(const std::string& dir, pid_t self, double wait_s = 5);
 
-} // namespace vidline::backends::exec
+} // namespace vidline::spawn

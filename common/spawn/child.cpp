@@ -1,5 +1,5 @@
-#include "backends/exec/child.hpp"
-#include "backends/exec/pid_records.hpp"
+#include "common/spawn/child.hpp"
+#include "common/spawn/pid_records.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -24,7 +24,7 @@
 
 extern char** environ;
 
-namespace vidline::backends::exec {
+namespace vidline::spawn {
 namespace {
 
 using clock = std::chrono::steady_clock;
@@ -465,4 +465,4 @@ child_end run_child(const child_spec& spec, const child_limits& limits) {
   return end;
 }
 
-} // namespace vidline::backends::exec
+} // namespace vidline::spawn

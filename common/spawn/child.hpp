@@ -32,7 +32,7 @@
 
 #include <sys/types.h>
 
-namespace vidline::backends::exec {
+namespace vidline::spawn {
 
 /// What to run.
 struct child_spec {
@@ -89,4 +89,4 @@ std::vector<std::string> current_environment(const std::vector<std::string>& dro
 /// Whether a process group still has a member (zombies count as gone).
 bool group_alive(pid_t pgid);
 
-} // namespace vidline::backends::exec
+} // namespace vidline::spawn
