@@ -6,7 +6,7 @@
 // `vidline plan --jobs`'s code, then
 //   - planned as a run dispatches it (critical path first: a shot that starts a longer
 //     chain goes first among equals),
-//   - planned in file order (the ranks left out: planner::request::critical_path_first),
+//   - planned in file order (the ranks left out: actors::planner::request::critical_path_first),
 //   - unless --plan-only, run live on two real node processes (loopback, sim clock scaled)
 //     through `vidline run --jobs`: every link gets its parent's frame and renders,
 // against a lower bound no schedule beats, the larger of
@@ -112,7 +112,7 @@ struct bound {
 };
 
 /// The lower bound of the header on the pools and decoders of `mode`.
-bound lower_bound(const sched::state& s, const dispatching::profile_estimates& est,
+bound lower_bound(const actors::coordinator::state& s, const actors::coordinator::profile_estimates& est,
                   const std::string& mode, const std::vector<msg::shot>& shots) {
   const auto& pools = s.modes.at(mode);
   const auto& decoders = s.mode_decoders.at(mode);
@@ -212,7 +212,7 @@ bound lower_bound(const sched::state& s, const dispatching::profile_estimates& e
 }
 
 /// The finish of the last link of each chain in a plan, and when its head started.
-void print_chains(const planner::plan_result& p, const char* what) {
+void print_chains(const actors::planner::plan_result& p, const char* what) {
   double last_head = 0, last_end = 0;
   for (auto& j : p.jobs) {
     const bool head = j.name.rfind("ch", 0) == 0 && j.name.size() > 2
@@ -234,29 +234,29 @@ int run(double time_scale, bool plan_only) {
     std::ofstream(config) << cfg.dump(2);
   }
   const std::string list_path = write_list(dir.path());
-  auto setup = nodes::load_plan_setup(config, "");
-  const auto cat = dispatching::run_catalog(setup.cluster, dispatching::auto_mode);
-  nodes::shot_list list;
-  if (auto why = nodes::read_shot_file(list_path, setup.cluster.knobs, nodes::run_max_jobs, list,
+  auto setup = nodes::verbs::load_plan_setup(config, "");
+  const auto cat = actors::coordinator::run_catalog(setup.cluster, actors::coordinator::auto_mode);
+  nodes::verbs::shot_list list;
+  if (auto why = nodes::verbs::read_shot_file(list_path, setup.cluster.knobs, nodes::verbs::run_max_jobs, list,
                                        &cat);
       !why.empty()) {
     std::fprintf(stderr, "the shot file: %s\n", why.c_str());
     return 1;
   }
-  planner::request pr;
-  pr.mode = dispatching::auto_mode;
+  actors::planner::request pr;
+  pr.mode = actors::coordinator::auto_mode;
   pr.shots = list.shots;
   pr.catalog = &cat;
-  const auto ranked = planner::plan(setup.state, *setup.est, pr);
+  const auto ranked = actors::planner::plan(setup.state, *setup.est, pr);
   pr.critical_path_first = false;
-  const auto file_order = planner::plan(setup.state, *setup.est, pr);
+  const auto file_order = actors::planner::plan(setup.state, *setup.est, pr);
   for (auto* p : {&ranked, &file_order})
     if (!p->refused.empty() || !p->finished || !p->violations.empty()
         || p->summary.succeeded != list.shots.size()) {
       std::fprintf(stderr, "the plan did not finish the list: %s\n", p->refused.c_str());
       return 1;
     }
-  const bound lb = lower_bound(setup.state, *setup.est, dispatching::auto_mode, list.shots);
+  const bound lb = lower_bound(setup.state, *setup.est, actors::coordinator::auto_mode, list.shots);
 
   std::printf("%u chains of %u links (416x736x5, 736x1280x5, 416x736x10 in turn) and %u "
               "independent shots, %zu jobs; reference cluster, embedded profile, mode auto\n",

@@ -136,7 +136,7 @@ int energy(double seconds, int ms) {
   close(fd);
   std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the sampler is running
 
-  gpu::power_log meter;
+  actors::gpu::power_log meter;
   double t0 = wall_s();
   auto first = r.read_nvml(0, t0);
   meter.reading("card0", t0, first.power_w);

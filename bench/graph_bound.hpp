@@ -18,7 +18,7 @@ namespace vidline::bench {
 
 /// A job's least time from its inputs existing to its video, on the pools and decoders of
 /// `mode`; infinity when no pool of the mode holds its size.
-inline double least_link_s(const sched::state& s, const dispatching::profile_estimates& est,
+inline double least_link_s(const actors::coordinator::state& s, const actors::coordinator::profile_estimates& est,
                            const std::string& mode, const msg::job_spec& j) {
   double best = std::numeric_limits<double>::infinity();
   for (auto& p : s.modes.at(mode)) {
@@ -42,8 +42,8 @@ struct critical_path {
 /// The longest path through the list's graph, each shot at least_link_s (its jobs of model
 /// `model`); with `renders`, a shot i whose renders[i] is false counts 0 (its video exists:
 /// reused). The graph must have no cycle (graph_problem found none).
-inline critical_path critical_path_of(const sched::state& s,
-                                      const dispatching::profile_estimates& est,
+inline critical_path critical_path_of(const actors::coordinator::state& s,
+                                      const actors::coordinator::profile_estimates& est,
                                       const std::string& mode, const std::vector<msg::shot>& shots,
                                       const std::string& model,
                                       const std::vector<bool>& renders = {}) {

@@ -58,7 +58,7 @@ int run_main(const std::string& what, const args& a) {
   std::ofstream(marker.string()) << "bench_handoff\n";
   keys_dir() = c.work + "/keys";
   for (const char* host : {"A", "B"})
-    nodes::write_curve_keypair(keys_dir(), host, true);
+    nodes::bus::write_curve_keypair(keys_dir(), host, true);
   std::printf("bench_handoff: work dir %s (endpoint and iperf3 logs there), %d reps each\n",
               c.work.c_str(), c.reps);
   auto section = [&](const char* name, void (*bench)(context&)) {

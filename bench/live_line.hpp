@@ -19,7 +19,7 @@ namespace vidline::bench {
 /// come up within 30 s.
 struct live_line {
   std::unique_ptr<testing_support::process> a, b;
-  nodes::coordinator_client cl;
+  nodes::verbs::coordinator_client cl;
   bool up = false;
 
   live_line(const std::string& dir, const std::string& config, const config::cluster& c)
@@ -43,7 +43,7 @@ struct live_line {
   nlohmann::json run(const std::string& dir, const std::string& config, const std::string& list,
                      double wall_limit) {
     testing_support::process submit({VIDLINE_BINARY, "run", "--config", config, "--mode",
-                                     dispatching::auto_mode, "--jobs", list, "--background"},
+                                     actors::coordinator::auto_mode, "--jobs", list, "--background"},
                                     dir + "/submit.out");
     if (submit.wait(60) != 0) {
       std::fprintf(stderr, "vidline run failed: %s\n", submit.err().c_str());

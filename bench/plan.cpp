@@ -61,7 +61,7 @@ int run_bench(int argc, char** argv) {
     for (auto& z : std::vector<std::array<uint32_t, 3>>{
            {416, 736, 5}, {736, 1280, 5}, {544, 960, 15}, {736, 1280, 10}})
       for (uint32_t n = 1; n <= max_count; ++n) {
-        auto a = plan(refc, dispatching::auto_mode, z[0], z[1], z[2], n);
+        auto a = plan(refc, actors::coordinator::auto_mode, z[0], z[1], z[2], n);
         auto opt = best_schedule(refc, z[0], z[1], z[2], n, 5'000'000);
         std::string split;
         for (auto& [pool, k] : opt.jobs_per_pool)
@@ -98,7 +98,7 @@ int run_bench(int argc, char** argv) {
               "in_turn", "error", "first", "error", "first_free", "error");
   std::vector<std::pair<std::string, double>> row_errors;
   double worst_row = 0;
-  for (auto& r : planner::reference_rows) {
+  for (auto& r : actors::planner::reference_rows) {
     auto p = plan(ref, std::string(r.mode), r.width, r.height, r.seconds, r.count);
     auto g = plan(ref_greedy, std::string(r.mode), r.width, r.height, r.seconds, r.count);
     double err = 100 * (p.summary.makespan_s / r.makespan_s - 1);
@@ -145,7 +145,7 @@ int run_bench(int argc, char** argv) {
             best_mode = m.name;
           }
         }
-        auto a = plan(c, dispatching::auto_mode, sz[0], sz[1], sz[2], n);
+        auto a = plan(c, actors::coordinator::auto_mode, sz[0], sz[1], sz[2], n);
         char size_text[32];
         std::snprintf(size_text, sizeof(size_text), "%ux%ux%u", sz[0], sz[1], sz[2]);
         if (!complete(a, n)) {
@@ -221,7 +221,7 @@ int run_bench(int argc, char** argv) {
 
   // -- 3. the example against the best schedule the model allows ---------------------
   const auto& refc = clusters[0];
-  auto example = plan(refc, dispatching::auto_mode, 736, 1280, 5, 6);
+  auto example = plan(refc, actors::coordinator::auto_mode, 736, 1280, 5, 6);
   auto t0 = std::chrono::steady_clock::now();
   // --quick: not searched (168,833 whole simulations, most of the bench's time).
   auto opt = quick ? search_result{} : best_schedule(refc, 736, 1280, 5, 6, 5'000'000);
@@ -232,7 +232,7 @@ int run_bench(int argc, char** argv) {
   // The same without the T10 decoder of host A (the model before it could decode on a
   // freed T10): the four fixed modes' resources only.
   auto no_t10 = without_decoder(refc, "t10_a");
-  auto example_no_t10 = plan(no_t10, dispatching::auto_mode, 736, 1280, 5, 6);
+  auto example_no_t10 = plan(no_t10, actors::coordinator::auto_mode, 736, 1280, 5, 6);
   auto opt_no_t10 = best_schedule(no_t10, 736, 1280, 5, 6, 5'000'000);
   std::printf("Without decoder t10_a (a T10 of host A): best %.3f s (%s after %llu schedules), "
               "auto %.3f s.\n", opt_no_t10.best,
@@ -266,13 +266,13 @@ int run_bench(int argc, char** argv) {
     std::printf(" %u x %ux%ux%u", k, z[0], z[1], z[2]);
   }
   std::printf("\n");
-  planner::request sreq;
+  actors::planner::request sreq;
   sreq.shots = shots;
   double best_fixed = 1e300;
   std::string best_fixed_mode = "-";
   for (auto& m : refc.cluster.modes) {
     sreq.mode = m.name;
-    auto p = planner::plan(refc.state, *refc.est, sreq);
+    auto p = actors::planner::plan(refc.state, *refc.est, sreq);
     if (!p.refused.empty()) {
       std::printf("  %-24s refused: %s\n", m.name.c_str(), p.refused.c_str());
       continue;
@@ -285,8 +285,8 @@ int run_bench(int argc, char** argv) {
       best_fixed_mode = m.name;
     }
   }
-  sreq.mode = dispatching::auto_mode;
-  auto sa = planner::plan(refc.state, *refc.est, sreq);
+  sreq.mode = actors::coordinator::auto_mode;
+  auto sa = actors::planner::plan(refc.state, *refc.est, sreq);
   const bool sa_ok = complete(sa, shots_n);
   std::vector<double> sends;
   std::map<std::string, double> sfirst;

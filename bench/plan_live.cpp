@@ -1,6 +1,6 @@
 // The production shot list planned, then run live, side by side: the list of
 // bench/episode.hpp written as a shot file with a real reference image per shot, planned by
-// `vidline plan`'s code (load_plan_setup + read_shot_file + planner::plan), and run by two
+// `vidline plan`'s code (load_plan_setup + read_shot_file + actors::planner::plan), and run by two
 // real node processes on loopback (the reference cluster, sim backend, clock scaled) through
 // `vidline run --jobs`. Prints each job's planned and live pool and ends with
 //   RESULT plan_live_makespan_ratio <live / plan> ratio target 0.98..1.02
@@ -50,17 +50,17 @@ int run_live(uint32_t shots, double time_scale) {
   const std::string config = write_reference_config(dir.path(), time_scale);
   const std::string list_path = write_episode(dir.path(), shots);
 
-  auto setup = nodes::load_plan_setup(config, "");
-  nodes::shot_list list;
-  if (auto why = nodes::read_shot_file(list_path, setup.cluster.knobs, nodes::run_max_jobs, list);
+  auto setup = nodes::verbs::load_plan_setup(config, "");
+  nodes::verbs::shot_list list;
+  if (auto why = nodes::verbs::read_shot_file(list_path, setup.cluster.knobs, nodes::verbs::run_max_jobs, list);
       !why.empty()) {
     std::fprintf(stderr, "the shot file: %s\n", why.c_str());
     return 1;
   }
-  planner::request pr;
-  pr.mode = dispatching::auto_mode;
+  actors::planner::request pr;
+  pr.mode = actors::coordinator::auto_mode;
   pr.shots = list.shots;
-  auto plan = planner::plan(setup.state, *setup.est, pr);
+  auto plan = actors::planner::plan(setup.state, *setup.est, pr);
   if (!plan.refused.empty()) {
     std::fprintf(stderr, "the plan refused the list: %s\n", plan.refused.c_str());
     return 1;

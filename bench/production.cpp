@@ -152,8 +152,8 @@ double longest_idle_wait(const std::vector<job_view>& jobs,
 /// model, cold), its model switches, its busy and idle sampling seconds up to the plan's
 /// last sampling end, and the tail from there (or from the pool's last job) to the
 /// makespan: what `--detail` prints.
-void print_detail(const char* what, const planner::plan_result& p) {
-  std::map<std::string, std::vector<const planner::planned_job*>> by_pool;
+void print_detail(const char* what, const actors::planner::plan_result& p) {
+  std::map<std::string, std::vector<const actors::planner::planned_job*>> by_pool;
   double last_sample = 0;
   for (auto& j : p.jobs)
     if (j.sampling) {
@@ -197,7 +197,7 @@ void print_detail(const char* what, const planner::plan_result& p) {
     std::printf("  decoder %-10s busy %.1f s\n", d.c_str(), b);
 }
 
-std::vector<job_view> from_plan(const planner::plan_result& p) {
+std::vector<job_view> from_plan(const actors::planner::plan_result& p) {
   std::vector<job_view> out;
   for (auto& pj : p.jobs) {
     job_view v;
@@ -219,7 +219,7 @@ int run(uint32_t shots, double time_scale, bool plan_only, bool detail) {
     // The reference profile, where loading either model costs what the reference's cold-model
     // job cost over a warm one: 229.814 - 110.395 s (the kinds' own cold_extra, 34-89 s, is
     // a first load within one process; a switch between 14B models is the larger figure).
-    auto prof = json::parse(std::string(profiles::profile::reference_json()));
+    auto prof = json::parse(std::string(config::profile::profile::reference_json()));
     for (auto& [kind, pool] : prof["pools"].items())
       for (const char* model : {"wan-t2v-14b", "wan-i2v-14b"})
         pool["models"][model] = {
@@ -235,30 +235,30 @@ int run(uint32_t shots, double time_scale, bool plan_only, bool detail) {
   }
   const std::string list_path = write_episode(dir.path(), shots);
 
-  auto setup = nodes::load_plan_setup(config, "");
-  const auto cat = dispatching::run_catalog(setup.cluster, dispatching::auto_mode);
-  nodes::shot_list list;
-  if (auto why = nodes::read_shot_file(list_path, setup.cluster.knobs, nodes::run_max_jobs, list,
+  auto setup = nodes::verbs::load_plan_setup(config, "");
+  const auto cat = actors::coordinator::run_catalog(setup.cluster, actors::coordinator::auto_mode);
+  nodes::verbs::shot_list list;
+  if (auto why = nodes::verbs::read_shot_file(list_path, setup.cluster.knobs, nodes::verbs::run_max_jobs, list,
                                        &cat);
       !why.empty()) {
     std::fprintf(stderr, "the shot file: %s\n", why.c_str());
     return 1;
   }
-  planner::request pr;
-  pr.mode = dispatching::auto_mode;
+  actors::planner::request pr;
+  pr.mode = actors::coordinator::auto_mode;
   pr.shots = list.shots;
   pr.catalog = &cat;
-  auto aware = planner::plan(setup.state, *setup.est, pr);
+  auto aware = actors::planner::plan(setup.state, *setup.est, pr);
   // The bound no placement beats: the same list with every workflow on one model.
   auto one_cat = cat;
   for (auto& w : one_cat.workflows)
     w.model = "wan-t2v-14b";
   auto one_pr = pr;
   one_pr.catalog = &one_cat;
-  auto one = planner::plan(setup.state, *setup.est, one_pr);
+  auto one = actors::planner::plan(setup.state, *setup.est, one_pr);
   auto blind_state = setup.state;
   blind_state.p.model_wait_s = 0;
-  auto blind = planner::plan(blind_state, *setup.est, pr);
+  auto blind = actors::planner::plan(blind_state, *setup.est, pr);
   if (!aware.refused.empty() || !blind.refused.empty()) {
     std::fprintf(stderr, "the plan refused the list: %s%s\n", aware.refused.c_str(),
                  blind.refused.c_str());
@@ -278,7 +278,7 @@ int run(uint32_t shots, double time_scale, bool plan_only, bool detail) {
       if (prof.fits(kind, {s.width, s.height, s.seconds}))
         longest_stage = std::max(
           longest_stage,
-          prof.sampling(kind, {s.width, s.height, s.seconds}, profiles::model_state::cold).s);
+          prof.sampling(kind, {s.width, s.height, s.seconds}, config::profile::model_state::cold).s);
 
   std::map<std::string, int> per_workflow;
   for (auto& s : list.shots)

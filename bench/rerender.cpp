@@ -132,11 +132,11 @@ int run(double time_scale) {
   const std::string first_list = write_list(dir.path() + "/episode.jsonl", first_lines);
   const std::string second_list = write_list(dir.path() + "/episode-edited.jsonl", second_lines);
   const auto expected = must_render(second_lines);
-  auto setup = nodes::load_plan_setup(config, "");
+  auto setup = nodes::verbs::load_plan_setup(config, "");
   // The second run's critical path: the shots it renders, the reused ones at 0.
-  const auto cat = dispatching::run_catalog(setup.cluster, dispatching::auto_mode);
-  nodes::shot_list edited_list;
-  if (auto why = nodes::read_shot_file(second_list, setup.cluster.knobs, nodes::run_max_jobs,
+  const auto cat = actors::coordinator::run_catalog(setup.cluster, actors::coordinator::auto_mode);
+  nodes::verbs::shot_list edited_list;
+  if (auto why = nodes::verbs::read_shot_file(second_list, setup.cluster.knobs, nodes::verbs::run_max_jobs,
                                        edited_list, &cat);
       !why.empty()) {
     std::fprintf(stderr, "the shot file: %s\n", why.c_str());
@@ -145,7 +145,7 @@ int run(double time_scale) {
   std::vector<bool> renders;
   for (auto& sh : edited_list.shots)
     renders.push_back(expected.count(sh.name) > 0);
-  const auto second_path = bench::critical_path_of(setup.state, *setup.est, dispatching::auto_mode,
+  const auto second_path = bench::critical_path_of(setup.state, *setup.est, actors::coordinator::auto_mode,
                                                    edited_list.shots, model, renders);
 
   auto line = std::make_unique<bench::live_line>(dir.path(), config, setup.cluster);

@@ -130,9 +130,9 @@ std::vector<msg::shot> chains(uint32_t jobs, uint32_t link) {
   return out;
 }
 
-measured run(const sched::state& s, const dispatching::profile_estimates& est,
+measured run(const actors::coordinator::state& s, const actors::coordinator::profile_estimates& est,
              const std::string& mode, uint32_t jobs, uint32_t link = 1) {
-  planner::request req;
+  actors::planner::request req;
   req.mode = mode;
   req.width = 416;
   req.height = 736;
@@ -141,11 +141,11 @@ measured run(const sched::state& s, const dispatching::profile_estimates& est,
   req.seed = 1;
   if (link > 1)
     req.shots = chains(jobs, link);
-  planner::sim_options o;
+  actors::planner::sim_options o;
   o.time_steps = true;
   auto t0 = std::chrono::steady_clock::now();
   std::clock_t c0 = std::clock();
-  auto res = planner::plan(s, est, req, o);
+  auto res = actors::planner::plan(s, est, req, o);
   measured m;
   m.cpu_s = static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC;
   m.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -177,9 +177,9 @@ int main(int argc, char** argv) {
   if (argc > 2)
     jobs = static_cast<uint32_t>(std::atol(argv[2]));
   auto c = big_cluster(hosts);
-  auto est = std::make_shared<dispatching::profile_estimates>(c, profiles::profile::reference());
-  auto s = dispatching::initial_state(c, 1.0);
-  dispatching::configure(s, c, est);
+  auto est = std::make_shared<actors::coordinator::profile_estimates>(c, config::profile::profile::reference());
+  auto s = actors::coordinator::initial_state(c, 1.0);
+  actors::coordinator::configure(s, c, est);
   std::printf("bench_scheduler: %d hosts x 8 pools (%zu pools, %zu decoders), %u jobs of "
               "416x736, 5 s\n",
               hosts, c.pools.size(), c.decoders.size(), jobs);
@@ -188,8 +188,8 @@ int main(int argc, char** argv) {
   bool all_ok = true;
   std::vector<std::pair<std::string, measured>> results;
   for (auto [mode, link] : {std::pair{std::string("all_pools"), 1u},
-                             std::pair{std::string(dispatching::auto_mode), 1u},
-                             std::pair{std::string(dispatching::auto_mode), 5u}}) {
+                             std::pair{std::string(actors::coordinator::auto_mode), 1u},
+                             std::pair{std::string(actors::coordinator::auto_mode), 5u}}) {
     auto m = run(s, *est, mode, jobs, link);
     all_ok = all_ok && m.ok;
     const std::string name = std::string(s.policy_of(mode).name()) + (link > 1 ? "_chains5" : "");

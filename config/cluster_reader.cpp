@@ -209,7 +209,7 @@ cluster read_cluster(const json& doc, const std::string& base_dir) {
   c.encoders = read_array<encoder>(r.required("encoders"), r.path_of("encoders"), read_encoder);
   // A kind's old name loads as its current one (config/profile/kinds.hpp), noted.
   auto current = [&c](std::string& key, const std::string& path) {
-    if (auto now = profiles::renamed(key)) {
+    if (auto now = profile::renamed(key)) {
       c.old_profile_keys.push_back({child(path, "profile"), key, *now});
       key = *now;
     }

@@ -27,7 +27,7 @@ const std::vector<std::string>& vendors();
 /// The backend types a `backend.type` may name.
 const std::vector<std::string>& backend_types();
 
-/// The dispatch policies a `mode.policy` may name (sched::policy_names, which config/
+/// The dispatch policies a `mode.policy` may name (actors::coordinator::policy_names, which config/
 /// cannot include).
 const std::vector<std::string>& dispatch_policies();
 

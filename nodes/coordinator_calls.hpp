@@ -18,7 +18,7 @@ namespace vidline::nodes {
 
 class router;
 
-class in_process_calls final : public calls_through<in_process_calls> {
+class in_process_calls final : public verbs::calls_through<in_process_calls> {
 public:
   /// Finds the coordinator through `rt` at every request.
   explicit in_process_calls(std::shared_ptr<const router> rt);

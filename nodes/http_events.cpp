@@ -85,7 +85,7 @@ std::vector<event> run_events(const json& before, const json& now) {
         continue;
       const auto index = j["index"].get<int64_t>();
       // Every event of a job names its shot beside the index ("job 4 harbour-dawn ...").
-      const std::string label = job_label(j);
+      const std::string label = verbs::job_label(j);
       auto it = old_jobs.find(index);
       const json* old = it == old_jobs.end() ? nullptr : it->second;
       if (old == nullptr || job_view(*old) != job_view(j)) {

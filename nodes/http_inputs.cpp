@@ -9,12 +9,12 @@ void http_server::impl::put_input(const httplib::Request& req, httplib::Response
   // `vidline run` uploads over the bus; this is the same store for HTTP clients
   // (nodes/inputs.hpp). The coordinator's node keeps it, named by the digest given.
   const std::string sha = req.matches.size() > 1 ? std::string(req.matches[1]) : std::string();
-  if (req.has_header("Transfer-Encoding") && req.body.size() > max_input_bytes) {
-    send_error(res, 413, "the image is over the limit of " + std::to_string(max_input_bytes) +
+  if (req.has_header("Transfer-Encoding") && req.body.size() > data::max_input_bytes) {
+    send_error(res, 413, "the image is over the limit of " + std::to_string(data::max_input_bytes) +
                              " bytes for an input");
     return;
   }
-  input_store::whole_result r;
+  data::input_store::whole_result r;
   {
     std::lock_guard<std::mutex> l(inputs_mutex);
     r = inputs->put_whole(sha, req.body);

@@ -189,7 +189,7 @@ bool read_shot(const json& j, const std::string& where, msg::shot& s, api_error&
     return false;
   }
   // Shots that follow shots: the sequence this shot is a part of.
-  if (auto why = nodes::read_graph_fields(j, s); !why.empty()) {
+  if (auto why = nodes::verbs::read_graph_fields(j, s); !why.empty()) {
     err = {400, "field '" + where + why.substr(0, why.find(':')) + "'" + why.substr(why.find(':'))};
     return false;
   }

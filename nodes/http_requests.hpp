@@ -36,7 +36,7 @@ std::optional<msg::submit_jobs> parse_add_jobs(const std::string& run_id, const 
 /// naming the first field (`what`: the request, for the message).
 bool parse_empty_body(const std::string& body, const std::string& what, api_error& err);
 
-/// The largest run priority either way: actors::max_priority (`vidline run --priority`).
+/// The largest run priority either way: actors::coordinator::max_priority (`vidline run --priority`).
 inline constexpr int64_t api_max_priority = 1000000;
 
 /// The token in a token file: its text without surrounding whitespace. Throws

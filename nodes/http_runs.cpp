@@ -71,7 +71,7 @@ void http_server::impl::submit(const httplib::Request& req, httplib::Response& r
   json down = json::array();
   try {
     if (auto view = cl.status("@cluster", 2000))
-      down = hosts_down(*view, *cluster);
+      down = verbs::hosts_down(*view, *cluster);
   } catch (const std::exception&) {
   }
   send_json(res, 201, {{"run_id", id}, {"request_id", r->request_id}, {"hosts_down", down}});
@@ -121,7 +121,7 @@ void http_server::impl::cancel(const httplib::Request& req, httplib::Response& r
       try {
         if (auto st = cl.status_page(c.run_id, c.index, 1, 2000); st && !(*st)["jobs"].empty())
           job_state = (*st)["jobs"][0].value("state", job_state);
-      } catch (const coordinator_error&) {
+      } catch (const verbs::coordinator_error&) {
       }
       what = "job " + std::to_string(c.index) + " of run " + r.run_id + " is " + job_state;
     }
@@ -173,7 +173,7 @@ void http_server::impl::gantt(const httplib::Request& req, httplib::Response& re
     return;
   std::string svg;
   try {
-    svg = planner::gantt_svg({run_gantt(*st)});
+    svg = actors::planner::gantt_svg({verbs::run_gantt(*st)});
   } catch (const json::exception& e) {
     send_error(res, 502, std::string("the run's status has no stage times for a chart: ") + e.what());
     return;
@@ -247,8 +247,8 @@ void http_server::impl::events(const httplib::Request& req, httplib::Response& r
         std::optional<json> st;
         try {
           st = cl.status(run_id, 2000);
-        } catch (const coordinator_error& e) {
-          if (e.exit_code() != exit_code::no_such_run || !follow_latest)
+        } catch (const verbs::coordinator_error& e) {
+          if (e.exit_code() != verbs::exit_code::no_such_run || !follow_latest)
             throw;
         }
         if (st) {
@@ -274,7 +274,7 @@ void http_server::impl::events(const httplib::Request& req, httplib::Response& r
             emit(e);
           }
           if (fresh) {
-            s->plan = planned_finish_times(*cluster, *st);
+            s->plan = verbs::planned_finish_times(*cluster, *st);
             emit({"plan", {{"run_id", (*st)["run_id"]},
                            {"planned_finish_s", s->plan},
                            {"makespan_s", s->plan.empty() ? json(nullptr) : json(s->plan.back())}}});
@@ -282,7 +282,7 @@ void http_server::impl::events(const httplib::Request& req, httplib::Response& r
           }
           s->last_run = *st;
         }
-      } catch (const coordinator_error& e) {
+      } catch (const verbs::coordinator_error& e) {
         emit({"error", {{"error", e.what()}}});
         if (!follow_latest)
           s->ended = true;

@@ -56,15 +56,15 @@ const char* code_name(int status) {
 }
 
 /// The HTTP status a coordinator_error means.
-int status_of(const coordinator_error& e) {
+int status_of(const verbs::coordinator_error& e) {
   switch (e.exit_code()) {
-  case exit_code::no_such_run:
+  case verbs::exit_code::no_such_run:
     return 404;
-  case exit_code::unreachable:
+  case verbs::exit_code::unreachable:
     return 503;
-  case exit_code::usage:
+  case verbs::exit_code::usage:
     return 400;
-  case exit_code::too_large:
+  case verbs::exit_code::too_large:
     return 500;
   default:
     return 422;
@@ -120,7 +120,7 @@ void http_server::impl::install() {
     auto guarded = [fn = r.fn](const httplib::Request& q, httplib::Response& s) {
       try {
         fn(q, s);
-      } catch (const coordinator_error& e) {
+      } catch (const verbs::coordinator_error& e) {
         send_error(s, status_of(e), e.what());
       } catch (const std::exception& e) {
         send_error(s, 500, std::string("internal error: ") + e.what());
@@ -182,9 +182,9 @@ void http_server::impl::install() {
       return httplib::Server::HandlerResponse::Handled;
     }
     if (input_put && !length.empty() && length.size() < 20 &&
-        std::strtoull(length.c_str(), nullptr, 10) > max_input_bytes) {
+        std::strtoull(length.c_str(), nullptr, 10) > data::max_input_bytes) {
       send_error(s, 413, "the image is " + length + " bytes, over the limit of " +
-                             std::to_string(max_input_bytes) + " bytes for an input");
+                             std::to_string(data::max_input_bytes) + " bytes for an input");
       return httplib::Server::HandlerResponse::Handled;
     }
     if (q.method == "POST" && has_body) {
@@ -253,10 +253,10 @@ void http_server::impl::dashboard(const httplib::Request& req, httplib::Response
 // -- lifetime --------------------------------------------------------------------------------
 
 http_server::http_server(std::shared_ptr<const config::cluster> cluster, const std::string& host,
-                         std::shared_ptr<coordinator_calls> calls)
+                         std::shared_ptr<verbs::coordinator_calls> calls)
     : p_(std::make_unique<impl>()) {
   p_->cluster = std::move(cluster);
-  p_->calls = calls ? std::move(calls) : bus_calls(*p_->cluster);
+  p_->calls = calls ? std::move(calls) : verbs::bus_calls(*p_->cluster);
   p_->self = p_->cluster->find_host(host);
   if (p_->self == nullptr || p_->self->http.port == 0)
     throw std::runtime_error("host " + host + " has no http endpoint");
@@ -264,11 +264,11 @@ http_server::http_server(std::shared_ptr<const config::cluster> cluster, const s
   const auto& e = p_->self->http;
   if (!e.token_file.empty())
     p_->token = read_token_file(e.token_file);
-  p_->inputs = std::make_unique<input_store>(data_paths::input_dir(p_->self->data_dir));
+  p_->inputs = std::make_unique<data::input_store>(data_paths::input_dir(p_->self->data_dir));
   // PUT /v1/inputs takes up to max_input_bytes; the pre-routing handler holds every other
   // request to max_request_bytes by its Content-Length.
   p_->svr.set_payload_max_length(
-      std::max<uint64_t>(e.max_request_bytes, p_->coordinator ? max_input_bytes : 0));
+      std::max<uint64_t>(e.max_request_bytes, p_->coordinator ? data::max_input_bytes : 0));
   p_->svr.set_read_timeout(10);
   p_->svr.set_write_timeout(10);
   p_->svr.set_keep_alive_max_count(100);

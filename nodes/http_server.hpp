@@ -27,7 +27,7 @@ public:
   /// starts serving on a thread of its own. The API asks the coordinator through `calls`
   /// (none: over the bus). Throws std::runtime_error naming what failed (token file, bind).
   http_server(std::shared_ptr<const config::cluster> cluster, const std::string& host,
-              std::shared_ptr<coordinator_calls> calls = nullptr);
+              std::shared_ptr<verbs::coordinator_calls> calls = nullptr);
   ~http_server();
   http_server(const http_server&) = delete;
   http_server& operator=(const http_server&) = delete;

@@ -41,7 +41,7 @@ struct http_server::impl {
   std::string bound;
   int collector = 0;
   std::mutex inputs_mutex;
-  std::unique_ptr<input_store> inputs;  ///< PUT /v1/inputs: <data_dir>/inputs
+  std::unique_ptr<data::input_store> inputs;  ///< PUT /v1/inputs: <data_dir>/inputs
 
   using handler = std::function<void(const httplib::Request&, httplib::Response&)>;
   /// One API request: its method, its path pattern (a regex; captures are the path's
@@ -54,8 +54,8 @@ struct http_server::impl {
     handler fn;
   };
 
-  std::shared_ptr<coordinator_calls> calls;  ///< how the API reaches the coordinator
-  coordinator_client client() const { return coordinator_client(*cluster, calls); }
+  std::shared_ptr<verbs::coordinator_calls> calls;  ///< how the API reaches the coordinator
+  verbs::coordinator_client client() const { return verbs::coordinator_client(*cluster, calls); }
 
   /// Waits up to `d` or until the server stops; whether it is stopping.
   bool pause(std::chrono::milliseconds d) {

@@ -61,7 +61,7 @@ std::string local_video(const config::cluster& c, const config::host& self,
     return "";
   }
   uint64_t bytes = 0;
-  if (auto w = fetch_output(c, d->host, sha, dest, bytes); !w.empty()) {
+  if (auto w = verbs::fetch_output(c, d->host, sha, dest, bytes); !w.empty()) {
     why = "the video of job " + std::to_string(job.value("index", 0u)) + " lies on host " +
           d->host + " and could not be fetched from it: " + w;
     status = 502;

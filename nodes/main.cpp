@@ -2,5 +2,5 @@
 #include "nodes/verbs/cli.hpp"
 
 int main(int argc, char** argv) {
-  return vidline::nodes::cli_main(argc, argv, &vidline::nodes::run_node);
+  return vidline::nodes::verbs::cli_main(argc, argv, &vidline::nodes::run_node);
 }

@@ -94,7 +94,7 @@ std::vector<std::string> numeric_addresses(const std::string& address) {
 /// The bulk channel of host `self` (docs/security.md, "Bulk transfers"): bound when it has
 /// a bulk_port, used toward every peer that has one too; admits the addresses of every
 /// host of the cluster.
-void set_bulk_options(bus_options& bo, const config::cluster& c, const config::host& self) {
+void set_bulk_options(bus::bus_options& bo, const config::cluster& c, const config::host& self) {
   if (self.bulk_port == 0)
     return;
   bo.bulk_bind_endpoint = "tcp://" + self.address + ":" + std::to_string(self.bulk_port);
@@ -113,11 +113,11 @@ void set_bulk_options(bus_options& bo, const config::cluster& c, const config::h
 
 /// The supervised children of this host: the coordinator (if it runs here), its pools,
 /// encoder and decoders.
-std::vector<actors::child_spec> children_of(const actors::context& ctx,
-                                            const std::shared_ptr<actors::journal>& jnl) {
+std::vector<actors::supervisor::child_spec> children_of(const actors::context& ctx,
+                                            const std::shared_ptr<actors::coordinator::journal>& jnl) {
   const auto& c = *ctx.cluster;
-  std::vector<actors::child_spec> out;
-  using sup = actors::supervisor_role::pointer;
+  std::vector<actors::supervisor::child_spec> out;
+  using sup = actors::supervisor::supervisor_role::pointer;
   // The registry holds dynamically typed handles; each child's contract is checked at it.
   auto untyped = [](const auto& typed) { return caf::actor_cast<caf::actor>(typed); };
   if (c.coordinator == ctx.host)
@@ -125,42 +125,42 @@ std::vector<actors::child_spec> children_of(const actors::context& ctx,
                    [ctx, jnl, untyped](sup self) {
                      // Frames of videos made on other hosts: pulled as --collect pulls them;
                      // latents handed over: pulled as a decoder pulls them.
-                     actors::input_fetchers fetch;
+                     actors::coordinator::input_fetchers fetch;
                      fetch.video = [c = ctx.cluster](const std::string& host,
                                                      const std::string& sha,
                                                      const std::string& dest) {
                        uint64_t bytes = 0;
-                       return fetch_output(*c, host, sha, dest, bytes);
+                       return verbs::fetch_output(*c, host, sha, dest, bytes);
                      };
                      fetch.latent = [c = ctx.cluster](const std::string& host,
                                                       const std::string& sha,
                                                       const std::string& dest) {
                        uint64_t bytes = 0;
-                       return fetch_latent(*c, host, sha, dest, bytes);
+                       return verbs::fetch_latent(*c, host, sha, dest, bytes);
                      };
                      return untyped(
-                       self->spawn(actors::coordinator_actor, ctx, jnl, std::move(fetch)));
+                       self->spawn(actors::coordinator::coordinator_actor, ctx, jnl, std::move(fetch)));
                    }});
   for (auto& e : c.encoders)
     if (e.host == ctx.host)
       out.push_back({"encoder", c.knobs.encoder_restarts, [ctx, e, untyped](sup self) {
-                       return untyped(self->spawn(actors::encoder_actor, ctx, e));
+                       return untyped(self->spawn(actors::encoder::encoder_actor, ctx, e));
                      }});
   for (auto& p : c.pools)
     if (p.host == ctx.host)
       out.push_back({"pool:" + p.name, c.knobs.pool_restarts,
                      [ctx, p, untyped](sup self) {
-                       return untyped(self->spawn(actors::pool_actor, ctx, p));
+                       return untyped(self->spawn(actors::pool::pool_actor, ctx, p));
                      }});
   // Every host holds latents (sampled, received or both); restarted like a decoder.
   out.push_back({"latents", c.knobs.decoder_restarts, [ctx, untyped](sup self) {
-                   return untyped(self->spawn(actors::latents_actor, ctx));
+                   return untyped(self->spawn(actors::latents::latents_actor, ctx));
                  }});
   for (auto& d : c.decoders)
     if (d.host == ctx.host)
       out.push_back({"decoder:" + d.name, c.knobs.decoder_restarts,
                      [ctx, d, untyped](sup self) {
-                       return untyped(self->spawn(actors::decoder_actor, ctx, d));
+                       return untyped(self->spawn(actors::decoder::decoder_actor, ctx, d));
                      }});
   return out;
 }
@@ -178,7 +178,7 @@ int wait_for_end(const std::atomic<int>& give_up, std::atomic<uint64_t>& turns) 
     int sig = sigtimedwait(&set, nullptr, &slice);
     if (sig == SIGTERM || sig == SIGINT) {
       spdlog::info("signal {}: stopping", sig);
-      return exit_code::ok;
+      return verbs::exit_code::ok;
     }
     if (int code = give_up.load(); code != 0)
       return code;
@@ -186,7 +186,7 @@ int wait_for_end(const std::atomic<int>& give_up, std::atomic<uint64_t>& turns) 
 }
 
 /// What /metrics shows of the bus and the disk, read at each scrape (docs/metrics.md).
-std::vector<int> add_node_collectors(const bus& b, const config::host& h) {
+std::vector<int> add_node_collectors(const bus::bus& b, const config::host& h) {
   auto& reg = metrics::global();
   std::vector<int> ids;
   ids.push_back(reg.add_collector([&b] {
@@ -247,13 +247,13 @@ int run_node(const config::cluster& c, const std::string& host_name) {
       known += (known.empty() ? "" : ", ") + x.name;
     std::fprintf(stderr, "config error: /hosts: no host named '%s' (known: %s)\n",
                  host_name.c_str(), known.c_str());
-    return exit_code::usage;
+    return verbs::exit_code::usage;
   }
   try {
     crash::init_from_env();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
-    return exit_code::usage;
+    return verbs::exit_code::usage;
   }
   // Signals are taken by wait_for_end only: block them before any thread starts.
   sigset_t set;
@@ -266,12 +266,12 @@ int run_node(const config::cluster& c, const std::string& host_name) {
   const std::string digest = config::digest(c);
   // The data directory is this node's for its whole life (nodes/node_lock.hpp): taken
   // before anything in it is touched, so a second node on it changes nothing.
-  std::unique_ptr<node_lock> claim;
+  std::unique_ptr<state::node_lock> claim;
   try {
-    claim = std::make_unique<node_lock>(h->data_dir, h->name, digest, c.source_path);
+    claim = std::make_unique<state::node_lock>(h->data_dir, h->name, digest, c.source_path);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
-    return exit_code::fatal;
+    return verbs::exit_code::fatal;
   }
   try {
     for (auto dir : {data_paths::latent_dir(h->data_dir), data_paths::output_dir(h->data_dir),
@@ -281,7 +281,7 @@ int run_node(const config::cluster& c, const std::string& host_name) {
     setup_logging(c, *h);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "cannot prepare data directory %s: %s\n", h->data_dir.c_str(), e.what());
-    return exit_code::fatal;
+    return verbs::exit_code::fatal;
   }
   // The first line of every node log: which build, from which config (its hello says the same).
   spdlog::info("vidline {} node {} starting, config {} sha256 {}", version_string, h->name,
@@ -304,7 +304,7 @@ int run_node(const config::cluster& c, const std::string& host_name) {
     spawn::set_pid_record_dir(pids);
   } catch (const std::exception& e) {
     spdlog::critical("cannot keep pid records under {}/pids: {}", h->data_dir, e.what());
-    return exit_code::fatal;
+    return verbs::exit_code::fatal;
   }
 
   auto cluster = std::make_shared<const config::cluster>(c);
@@ -312,8 +312,8 @@ int run_node(const config::cluster& c, const std::string& host_name) {
   auto rng = std::make_shared<std::mt19937_64>(std::random_device{}());
   auto rng_mtx = std::make_shared<std::mutex>();
 
-  auto rt = std::make_shared<router>(h->name, wire_limits(c.knobs));
-  bus_options bo;
+  auto rt = std::make_shared<router>(h->name, bus::wire_limits(c.knobs));
+  bus::bus_options bo;
   bo.self = h->name;
   bo.bind_endpoint = endpoint_of(*h);
   for (auto& peer : c.hosts)
@@ -331,28 +331,28 @@ int run_node(const config::cluster& c, const std::string& host_name) {
     spdlog::warn("VIDLINE_CORRUPT_EVERY_NTH_CHUNK={}: every {}th latent chunk served is damaged",
                  v, bo.corrupt_every_nth_chunk);
   }
-  std::unique_ptr<bus> b;
+  std::unique_ptr<bus::bus> b;
   try {
-    bo.security = bus_security_for(c, h->name);
+    bo.security = bus::bus_security_for(c, h->name);
   } catch (const std::exception& e) {
     spdlog::critical("cannot authenticate this node's links: {}", e.what());
-    return exit_code::fatal;
+    return verbs::exit_code::fatal;
   }
   try {
     set_bulk_options(bo, c, *h);
   } catch (const std::exception& e) {
     spdlog::critical("cannot set up the bulk channel: {}", e.what());
-    return exit_code::fatal;
+    return verbs::exit_code::fatal;
   }
   try {
-    b = std::make_unique<bus>(
-      bo, [rt](const inbound& in) { rt->deliver(in); },
+    b = std::make_unique<bus::bus>(
+      bo, [rt](const bus::inbound& in) { rt->deliver(in); },
       [rt](const msg::peer_event& e) { rt->peer_changed(e); });
     rt->attach(b.get());
     b->start();
   } catch (const std::exception& e) {
     spdlog::critical("cannot start the bus on {}: {}", bo.bind_endpoint, e.what());
-    return exit_code::fatal;
+    return verbs::exit_code::fatal;
   }
 
   auto collectors = add_node_collectors(*b, *h);
@@ -369,7 +369,7 @@ int run_node(const config::cluster& c, const std::string& host_name) {
       for (int id : collectors)
         metrics::global().remove_collector(id);
       b->stop();
-      return exit_code::fatal;
+      return verbs::exit_code::fatal;
     }
   }
   // A host with a collect_dir collects every run's videos (docs/shots.md), over sockets of
@@ -388,15 +388,15 @@ int run_node(const config::cluster& c, const std::string& host_name) {
     collectors.clear();
   };
 
-  std::shared_ptr<actors::journal> jnl;
+  std::shared_ptr<actors::coordinator::journal> jnl;
   if (c.coordinator == h->name) {
     try {
-      jnl = std::make_shared<sqlite_journal>(h->data_dir + "/journal/journal.db");
+      jnl = std::make_shared<state::sqlite_journal>(h->data_dir + "/journal/journal.db");
     } catch (const std::exception& e) {
       spdlog::critical("cannot open the journal: {}", e.what());
       end_web();
       b->stop();
-      return exit_code::fatal;
+      return verbs::exit_code::fatal;
     }
   }
 
@@ -416,7 +416,7 @@ int run_node(const config::cluster& c, const std::string& host_name) {
   };
 
   std::atomic<int> give_up{0};
-  int code = exit_code::ok;
+  int code = verbs::exit_code::ok;
   service_notifier notifier;  // systemd's Type=notify; does nothing without NOTIFY_SOCKET
   if (notifier.watchdog_usec() != 0 &&
       notifier.watchdog_usec() / 2000 <= static_cast<uint64_t>(c.knobs.heartbeat_interval_ms))
@@ -430,14 +430,14 @@ int run_node(const config::cluster& c, const std::string& host_name) {
     caf::actor_system system{cfg};
     if (calls)
       calls->attach(&system);
-    actors::supervisor_options so;
+    actors::supervisor::supervisor_options so;
     so.children = children_of(ctx, jnl);
     so.reg = rt.get();
     so.now = monotonic_seconds;
     so.give_up = [&give_up](const std::string&, const std::string&) {
-      give_up = exit_code::gave_up;
+      give_up = verbs::exit_code::gave_up;
     };
-    auto sup = system.spawn(actors::supervisor, so);
+    auto sup = system.spawn(actors::supervisor::supervisor, so);
     spdlog::info("node {} up on {} ({} actors, run clock: {} real s per s)", h->name,
                  b->endpoint(), so.children.size(), scale);
     notifier.ready("node " + h->name + " up on " + b->endpoint());

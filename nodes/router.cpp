@@ -12,31 +12,31 @@ namespace vidline::nodes {
 router::router(std::string self_host, msg::decode_limits limits)
     : self_(std::move(self_host)), limits_(limits) {
   // Node-to-node messages, to the actor the envelope names.
-  handlers_[msg::sample_order::wire_name] = [this](const inbound& in) { route<msg::sample_order>(in); };
-  handlers_[msg::sample_result::wire_name] = [this](const inbound& in) { route<msg::sample_result>(in); };
-  handlers_[msg::pool_status::wire_name] = [this](const inbound& in) { route<msg::pool_status>(in); };
-  handlers_[msg::result_ack::wire_name] = [this](const inbound& in) { route<msg::result_ack>(in); };
-  handlers_[msg::lease_grant::wire_name] = [this](const inbound& in) { route<msg::lease_grant>(in); };
-  handlers_[msg::decode_order::wire_name] = [this](const inbound& in) { route<msg::decode_order>(in); };
-  handlers_[msg::decode_result::wire_name] = [this](const inbound& in) { route<msg::decode_result>(in); };
-  handlers_[msg::decoder_status::wire_name] = [this](const inbound& in) { route<msg::decoder_status>(in); };
-  handlers_[msg::latent_holdings::wire_name] = [this](const inbound& in) { route<msg::latent_holdings>(in); };
-  handlers_[msg::latent_release::wire_name] = [this](const inbound& in) { route<msg::latent_release>(in); };
-  handlers_[msg::gpu_report::wire_name] = [this](const inbound& in) { route<msg::gpu_report>(in); };
-  handlers_[msg::verdict_index::wire_name] = [this](const inbound& in) { route<msg::verdict_index>(in); };
-  handlers_[msg::verdict_indexed::wire_name] = [this](const inbound& in) { route<msg::verdict_indexed>(in); };
+  handlers_[msg::sample_order::wire_name] = [this](const bus::inbound& in) { route<msg::sample_order>(in); };
+  handlers_[msg::sample_result::wire_name] = [this](const bus::inbound& in) { route<msg::sample_result>(in); };
+  handlers_[msg::pool_status::wire_name] = [this](const bus::inbound& in) { route<msg::pool_status>(in); };
+  handlers_[msg::result_ack::wire_name] = [this](const bus::inbound& in) { route<msg::result_ack>(in); };
+  handlers_[msg::lease_grant::wire_name] = [this](const bus::inbound& in) { route<msg::lease_grant>(in); };
+  handlers_[msg::decode_order::wire_name] = [this](const bus::inbound& in) { route<msg::decode_order>(in); };
+  handlers_[msg::decode_result::wire_name] = [this](const bus::inbound& in) { route<msg::decode_result>(in); };
+  handlers_[msg::decoder_status::wire_name] = [this](const bus::inbound& in) { route<msg::decoder_status>(in); };
+  handlers_[msg::latent_holdings::wire_name] = [this](const bus::inbound& in) { route<msg::latent_holdings>(in); };
+  handlers_[msg::latent_release::wire_name] = [this](const bus::inbound& in) { route<msg::latent_release>(in); };
+  handlers_[msg::gpu_report::wire_name] = [this](const bus::inbound& in) { route<msg::gpu_report>(in); };
+  handlers_[msg::verdict_index::wire_name] = [this](const bus::inbound& in) { route<msg::verdict_index>(in); };
+  handlers_[msg::verdict_indexed::wire_name] = [this](const bus::inbound& in) { route<msg::verdict_indexed>(in); };
   // Requests from command-line clients, answered on the ROUTER.
-  handlers_[msg::submit_run::wire_name] = [this](const inbound& in) { route_client<msg::submit_run>(in); };
-  handlers_[msg::status_query::wire_name] = [this](const inbound& in) { route_client<msg::status_query>(in); };
-  handlers_[msg::resume_run::wire_name] = [this](const inbound& in) { route_client<msg::resume_run>(in); };
-  handlers_[msg::runs_query::wire_name] = [this](const inbound& in) { route_client<msg::runs_query>(in); };
-  handlers_[msg::cancel_run::wire_name] = [this](const inbound& in) { route_client<msg::cancel_run>(in); };
-  handlers_[msg::submit_jobs::wire_name] = [this](const inbound& in) { route_client<msg::submit_jobs>(in); };
-  handlers_[msg::drain_request::wire_name] = [this](const inbound& in) { route_client<msg::drain_request>(in); };
-  handlers_[msg::review_take::wire_name] = [this](const inbound& in) { route_client<msg::review_take>(in); };
+  handlers_[msg::submit_run::wire_name] = [this](const bus::inbound& in) { route_client<msg::submit_run>(in); };
+  handlers_[msg::status_query::wire_name] = [this](const bus::inbound& in) { route_client<msg::status_query>(in); };
+  handlers_[msg::resume_run::wire_name] = [this](const bus::inbound& in) { route_client<msg::resume_run>(in); };
+  handlers_[msg::runs_query::wire_name] = [this](const bus::inbound& in) { route_client<msg::runs_query>(in); };
+  handlers_[msg::cancel_run::wire_name] = [this](const bus::inbound& in) { route_client<msg::cancel_run>(in); };
+  handlers_[msg::submit_jobs::wire_name] = [this](const bus::inbound& in) { route_client<msg::submit_jobs>(in); };
+  handlers_[msg::drain_request::wire_name] = [this](const bus::inbound& in) { route_client<msg::drain_request>(in); };
+  handlers_[msg::review_take::wire_name] = [this](const bus::inbound& in) { route_client<msg::review_take>(in); };
 }
 
-void router::drop(const inbound& in, const char* why) {
+void router::drop(const bus::inbound& in, const char* why) {
   auto n = ++dropped_;
   // Bounded logging: the first few, then every 1000th.
   if (n <= 10 || n % 1000 == 0)
@@ -45,7 +45,7 @@ void router::drop(const inbound& in, const char* why) {
 }
 
 template <class T>
-void router::route(const inbound& in) {
+void router::route(const bus::inbound& in) {
   T m;
   if (!msg::unpack_body_as(in.body, limits_, m))
     return drop(in, "body does not unpack");
@@ -56,7 +56,7 @@ void router::route(const inbound& in) {
 }
 
 template <class T>
-void router::route_client(const inbound& in) {
+void router::route_client(const bus::inbound& in) {
   if (in.reply_to.empty())
     return drop(in, "a client request with nowhere to answer");
   T m;
@@ -68,7 +68,7 @@ void router::route_client(const inbound& in) {
   caf::anon_send(a, msg::client_call<T>{std::move(m), in.reply_to, in.env.id});
 }
 
-void router::deliver(const inbound& in) {
+void router::deliver(const bus::inbound& in) {
   auto it = handlers_.find(in.env.type);
   if (it == handlers_.end())
     return drop(in, "unknown message type");
@@ -103,7 +103,7 @@ caf::actor router::local(const std::string& name) const {
 void router::fetch_latent(const std::string& host, const std::string& sha256, uint64_t bytes,
                           const std::string& dest_path,
                           std::function<void(actors::fetch_result)> done) {
-  auto adapt = [done](const fetch_result& r) {
+  auto adapt = [done](const data::fetch_result& r) {
     done(actors::fetch_result{to_string(r.outcome), r.error, r.bytes, r.elapsed_ms});
   };
   try {
@@ -116,7 +116,7 @@ void router::fetch_latent(const std::string& host, const std::string& sha256, ui
 void router::fetch_input(const std::string& host, const std::string& sha256, uint64_t bytes,
                          const std::string& dest_path,
                          std::function<void(actors::fetch_result)> done) {
-  auto adapt = [done](const fetch_result& r) {
+  auto adapt = [done](const data::fetch_result& r) {
     done(actors::fetch_result{to_string(r.outcome), r.error, r.bytes, r.elapsed_ms});
   };
   try {

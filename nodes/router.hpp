@@ -19,7 +19,7 @@ public:
   router(std::string self_host, msg::decode_limits limits);
 
   /// The bus to send through; set once, before any actor runs.
-  void attach(bus* b) { bus_ = b; }
+  void attach(bus::bus* b) { bus_ = b; }
 
   // -- outbox --
   const std::string& self_host() const override { return self_; }
@@ -40,23 +40,23 @@ public:
   void remove(const std::string& name, const caf::actor_addr& handle) override;
 
   // -- from the bus (I/O thread) --
-  void deliver(const inbound& in);
+  void deliver(const bus::inbound& in);
   void peer_changed(const msg::peer_event& e);
 
   /// Messages dropped here: unknown type, body that does not unpack, no such actor.
   uint64_t dropped() const { return dropped_; }
 
 private:
-  using handler = std::function<void(const inbound&)>;
+  using handler = std::function<void(const bus::inbound&)>;
   template <class T>
-  void route(const inbound& in);
+  void route(const bus::inbound& in);
   template <class T>
-  void route_client(const inbound& in);
-  void drop(const inbound& in, const char* why);
+  void route_client(const bus::inbound& in);
+  void drop(const bus::inbound& in, const char* why);
 
   std::string self_;
   msg::decode_limits limits_;
-  bus* bus_ = nullptr;
+  bus::bus* bus_ = nullptr;
   std::map<std::string, handler> handlers_;
   mutable std::mutex mtx_;
   std::map<std::string, caf::actor> actors_;

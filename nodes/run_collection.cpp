@@ -47,11 +47,11 @@ void run_collection::loop() {
 }
 
 void run_collection::turn() {
-  coordinator_client cl(*c_);
+  verbs::coordinator_client cl(*c_);
   json list;
   try {
     list = cl.runs(true, 5000);
-  } catch (const coordinator_error& e) {
+  } catch (const verbs::coordinator_error& e) {
     spdlog::debug("collecting videos: the coordinator's runs: {}", e.what());
     return;  // not up yet, or down: next turn
   }
@@ -85,7 +85,7 @@ void run_collection::turn() {
     const std::string dir = dir_ + "/" + id;
     if (!seen.k) {
       try {
-        seen.k = std::make_unique<collector>(*c_, dir);
+        seen.k = std::make_unique<verbs::collector>(*c_, dir);
       } catch (const std::exception& e) {
         if (seen.told.insert(e.what()).second)
           spdlog::error("cannot collect run {}: {}", id, e.what());
@@ -100,7 +100,7 @@ void run_collection::turn() {
       std::optional<json> page;
       try {
         page = cl.status_page(id, offset, limit, 5000);
-      } catch (const coordinator_error&) {
+      } catch (const verbs::coordinator_error&) {
         page.reset();  // forgotten meanwhile, or refused: as if not answered
       }
       if (!page || !page->contains("page")) {

@@ -31,9 +31,11 @@
 
 #include "config/config.hpp"
 
-namespace vidline::nodes {
-
+namespace vidline::nodes::verbs {
 class collector;
+}
+
+namespace vidline::nodes {
 
 class run_collection {
 public:
@@ -47,7 +49,7 @@ public:
 private:
   /// What this node knows of one run.
   struct run_seen {
-    std::unique_ptr<collector> k;
+    std::unique_ptr<verbs::collector> k;
     uint32_t succeeded = 0;     ///< the run's succeeded count at the last pass
     uint64_t verdicts = 0;      ///< its verdicts given at the last pass (a new one is indexed)
     bool complete = false;      ///< finished, and every video of it collected or refused

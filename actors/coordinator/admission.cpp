@@ -10,7 +10,7 @@
 #include "common/text.hpp"
 #include "config/shot_graph.hpp"
 
-namespace vidline::dispatching {
+namespace vidline::actors::coordinator {
 
 namespace {
 
@@ -111,7 +111,7 @@ void resolve_uniform_job(const config::catalog& cat, msg::job_spec& j) {
   }
 }
 
-std::string added_names_problem(const sched::run& r, const std::vector<msg::shot>& shots) {
+std::string added_names_problem(const coordinator::run& r, const std::vector<msg::shot>& shots) {
   std::set<std::string> have;
   for (auto& j : r.jobs)
     if (!j.spec.name.empty())
@@ -124,7 +124,7 @@ std::string added_names_problem(const sched::run& r, const std::vector<msg::shot
   return "";
 }
 
-void name_default_workflows(const config::cluster& c, std::deque<sched::run>& runs) {
+void name_default_workflows(const config::cluster& c, std::deque<coordinator::run>& runs) {
   for (auto& r : runs) {
     const config::catalog cat = run_catalog(c, r.mode);
     const config::workflow* w = cat.find(cat.default_name);
@@ -160,10 +160,10 @@ void set_input_sizes(msg::job_spec& j, const std::map<std::string, uint64_t>& si
 }
 
 std::string collected_outputs(const std::vector<msg::collected_output>& offered,
-                              std::map<std::string, sched::held_output>& out) {
-  if (offered.size() > sched::graph::max_collected_outputs)
+                              std::map<std::string, coordinator::held_output>& out) {
+  if (offered.size() > coordinator::max_collected_outputs)
     return "collected: " + std::to_string(offered.size()) + " videos offered, at most "
-           + std::to_string(sched::graph::max_collected_outputs);
+           + std::to_string(coordinator::max_collected_outputs);
   for (std::size_t i = 0; i < offered.size(); ++i) {
     const auto& c = offered[i];
     const std::string at = "collected[" + std::to_string(i) + "]: ";
@@ -173,7 +173,7 @@ std::string collected_outputs(const std::vector<msg::collected_output>& offered,
       return at + "output_sha256: not a SHA-256 in hex: '" + c.output_sha256 + "'";
     if (!names::is_safe_name(c.file))
       return at + "file: not a file name: '" + c.file + "'";
-    out.emplace(c.key, sched::held_output{c.file, c.output_sha256, c.decoder, c.run_id, c.index,
+    out.emplace(c.key, coordinator::held_output{c.file, c.output_sha256, c.decoder, c.run_id, c.index,
                                           true});
   }
   return "";
@@ -181,12 +181,12 @@ std::string collected_outputs(const std::vector<msg::collected_output>& offered,
 
 // -- shot lists and capacity ------------------------------------------------------------------
 
-std::string capacity_refusal(const sched::state& s, const std::string& mode, uint32_t width,
+std::string capacity_refusal(const coordinator::state& s, const std::string& mode, uint32_t width,
                              uint32_t height, uint32_t seconds) {
   auto m = s.modes.find(mode);
   if (m == s.modes.end())
     return "unknown mode '" + mode + "'";
-  sched::job probe;
+  coordinator::job probe;
   probe.spec.width = width;
   probe.spec.height = height;
   probe.spec.seconds = seconds;
@@ -195,14 +195,14 @@ std::string capacity_refusal(const sched::state& s, const std::string& mode, uin
     auto p = s.pools.find(name);
     if (p == s.pools.end())
       continue;
-    if (sched::pool_may_take(p->second, probe))
+    if (coordinator::pool_may_take(p->second, probe))
       return "";
     limits += (limits.empty() ? "" : ", ") + name + " (" + p->second.kind + ") holds up to "
               + (p->second.max_load ? with_commas(*p->second.max_load) : "?");
   }
   return "no pool of mode " + mode + " can hold " + std::to_string(width) + "x"
          + std::to_string(height) + ", " + std::to_string(seconds) + " s (load "
-         + with_commas(sched::job_load(probe.spec)) + " = width x height x seconds): "
+         + with_commas(coordinator::job_load(probe.spec)) + " = width x height x seconds): "
          + (limits.empty() ? "the mode has no pools" : limits);
 }
 
@@ -337,7 +337,7 @@ std::vector<msg::job_spec> shot_jobs(const std::vector<msg::shot>& shots,
   return out;
 }
 
-std::string shots_capacity_refusal(const sched::state& s, const std::string& mode,
+std::string shots_capacity_refusal(const coordinator::state& s, const std::string& mode,
                                    const std::vector<msg::shot>& shots) {
   for (std::size_t i = 0; i < shots.size(); ++i)
     if (auto why = capacity_refusal(s, mode, shots[i].width, shots[i].height, shots[i].seconds);
@@ -346,4 +346,4 @@ std::string shots_capacity_refusal(const sched::state& s, const std::string& mod
   return "";
 }
 
-} // namespace vidline::dispatching
+} // namespace vidline::actors::coordinator

@@ -11,7 +11,7 @@
 #include <map>
 #include <tuple>
 
-namespace vidline::sched {
+namespace vidline::actors::coordinator {
 
 using auto_detail::never;
 using auto_detail::tie_s;
@@ -551,4 +551,4 @@ std::optional<assignment> auto_policy::next_of(const dispatch_view& v, uint32_t 
   return std::nullopt;
 }
 
-} // namespace vidline::sched
+} // namespace vidline::actors::coordinator

@@ -9,7 +9,7 @@
 #include <memory>
 #include <tuple>
 
-namespace vidline::sched {
+namespace vidline::actors::coordinator {
 
 using auto_detail::never;
 
@@ -137,4 +137,4 @@ const auto_policy::mode_consts& auto_policy::consts(const state& st, const std::
   return *c;
 }
 
-} // namespace vidline::sched
+} // namespace vidline::actors::coordinator

@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <optional>
 
-namespace vidline::sched {
+namespace vidline::actors::coordinator {
 
 using auto_detail::never;
 using auto_detail::tie_s;
@@ -141,4 +141,4 @@ decoder_view* auto_policy::pick_decoder(const state& s, const run& r, const job&
   return best != nullptr && best->credits() > 0 ? best : nullptr;
 }
 
-} // namespace vidline::sched
+} // namespace vidline::actors::coordinator

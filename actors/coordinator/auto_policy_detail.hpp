@@ -10,7 +10,7 @@
 #include <limits>
 #include <vector>
 
-namespace vidline::sched {
+namespace vidline::actors::coordinator {
 namespace auto_detail {
 
 constexpr double never = std::numeric_limits<double>::infinity();
@@ -41,4 +41,4 @@ struct auto_policy::mode_consts {
   std::vector<char> decoder_shared;
 };
 
-} // namespace vidline::sched
+} // namespace vidline::actors::coordinator

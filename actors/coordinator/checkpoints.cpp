@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace vidline::sched {
+namespace vidline::actors::coordinator {
 namespace {
 
 void release(const msg::checkpoint_ref& c, std::vector<effect>& fx) {
@@ -119,4 +119,4 @@ bool release_held_checkpoint(state& s, job* j, const msg::latent_held& l,
   return false;
 }
 
-} // namespace vidline::sched
+} // namespace vidline::actors::coordinator

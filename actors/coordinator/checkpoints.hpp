@@ -22,7 +22,7 @@
 
 #include "actors/coordinator/scheduler.hpp"
 
-namespace vidline::sched {
+namespace vidline::actors::coordinator {
 
 /// Checkpoints kept per job: the newest, and the one before it in case the newest does
 /// not verify.
@@ -66,4 +66,4 @@ double kept_until(const state& s, const job& j);
 bool release_held_checkpoint(state& s, job* j, const msg::latent_held& l,
                              const std::string& host, bool& changed, std::vector<effect>& fx);
 
-} // namespace vidline::sched
+} // namespace vidline::actors::coordinator

@@ -1,5 +1,5 @@
 #pragma once
-/// The coordinator actor: the CAF shell around sched::step. Owns the run journal, turns
+/// The coordinator actor: the CAF shell around coordinator::step. Owns the run journal, turns
 /// status reports, results, peer events and client requests into events, and executes the
 /// effects in order (journal first, then messages).
 
@@ -18,13 +18,13 @@
 #include "messages/input_actor_types.hpp"
 #include "messages/review_actor_types.hpp"
 
-namespace vidline::actors {
+namespace vidline::actors::coordinator {
 
 /// Rebuilds the pool/decoder bookkeeping of jobs that were in flight when the journal was
 /// written (after a coordinator restart); their orders are resent if the pools do not
 /// show them within order_resend_s. Their leases start afresh at monotonic `mono`: a
 /// worker may have been granted one just before the restart.
-void adopt_in_flight(sched::state& s, double now, double mono);
+void adopt_in_flight(coordinator::state& s, double now, double mono);
 
 /// How the coordinator's input maker pulls files of other hosts (input_maker.hpp): `video`
 /// a video to take a frame of it, `latent` a latent handed over to a shot that continues
@@ -81,4 +81,4 @@ coordinator_role::behavior_type coordinator_actor(coordinator_role::pointer self
                                                   std::shared_ptr<journal> jnl,
                                                   input_fetchers fetch);
 
-} // namespace vidline::actors
+} // namespace vidline::actors::coordinator

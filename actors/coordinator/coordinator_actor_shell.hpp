@@ -18,20 +18,20 @@
 #include "actors/coordinator/scheduler.hpp"
 #include "messages/gpu.hpp"
 
-namespace vidline::actors::coordinator_shell {
+namespace vidline::actors::coordinator {
 
 struct shell {
   context ctx;
   std::shared_ptr<journal> jnl;
-  sched::state st;
+  coordinator::state st;
   clock_note clock;
   /// The state's counters as last put in the registry (its counters take the growth).
   uint64_t forgotten_seen = 0, unknown_seen = 0, reused_seen = 0;
-  double gpu_s_seen = 0;  ///< sched::state::gpu_s_redone at the last look
+  double gpu_s_seen = 0;  ///< coordinator::state::gpu_s_redone at the last look
   /// The forgotten run read last from the journal: a client reading a big one page by page
   /// reads the journal once. A forgotten run does not change; the copy goes when its
   /// records are dropped or it is resumed (back in the state).
-  std::optional<sched::run> recent;
+  std::optional<coordinator::run> recent;
   gpu_view gpus;  ///< every host's newest GPU report
   /// Makes the inputs of shots that follow shots; a real video's off this actor's thread.
   /// Last: destroyed first, so its thread ends before the rest of the shell goes.
@@ -41,7 +41,7 @@ struct shell {
 /// Executes effects: everything to persist goes to the journal in one transaction first,
 /// then messages leave. A journal failure throws: the supervisor restarts the coordinator,
 /// which reloads the journal, and nothing unrecorded was sent.
-void execute(shell& sh, const std::vector<sched::effect>& fx);
+void execute(shell& sh, const std::vector<coordinator::effect>& fx);
 
 /// Jobs and runs by state, hosts up: read off the state each tick (docs/metrics.md).
 void observe(const shell& sh);
@@ -51,13 +51,13 @@ void count(shell& sh);
 
 /// A run the state no longer holds (forgotten, docs/reliability.md "Retention"), as the
 /// journal recorded it; nullopt when it has none. `error` says why a read failed.
-std::optional<sched::run> from_journal(shell& sh, const std::string& run_id, std::string& error);
+std::optional<coordinator::run> from_journal(shell& sh, const std::string& run_id, std::string& error);
 
 /// Steps the scheduler and executes its effects; the machine's answer to a submit or an
 /// add of jobs (fx_accepted), when it gave one. `answers` (if given) gets the effects that
 /// answer a client's request (fx_submit_answer, fx_add_jobs_answer).
-std::optional<sched::fx_accepted> handle(shell& sh, const sched::event& e,
-                                         std::vector<sched::effect>* answers = nullptr);
+std::optional<coordinator::fx_accepted> handle(shell& sh, const coordinator::event& e,
+                                         std::vector<coordinator::effect>* answers = nullptr);
 
 std::string new_run_id(const context& ctx);
 
@@ -92,4 +92,4 @@ msg::review_reply review(shell& sh, const msg::review_take& req);
 /// (or puts it back); the effects are executed before the answer is returned.
 msg::drain_reply drain(shell& sh, const msg::drain_request& req);
 
-} // namespace vidline::actors::coordinator_shell
+} // namespace vidline::actors::coordinator

@@ -8,10 +8,10 @@
 #include <spdlog/spdlog.h>
 
 
-namespace vidline::dispatching {
+namespace vidline::actors::coordinator {
 
-using profiles::job_size;
-using profiles::model_state;
+using config::profile::job_size;
+using config::profile::model_state;
 
 namespace {
 
@@ -32,7 +32,7 @@ bool share_gpu(const config::pool& a, const config::pool& b) {
 
 // -- profile_estimates -----------------------------------------------------------------------
 
-profile_estimates::profile_estimates(const config::cluster& c, profiles::profile p)
+profile_estimates::profile_estimates(const config::cluster& c, config::profile::profile p)
     : p_(std::move(p)) {
   for (auto& e : c.encoders)
     encoder_of_host_.emplace(e.host, e.profile_key);
@@ -58,12 +58,12 @@ double profile_estimates::conditioning(const std::string& host) const {
   return p_.conditioning(it->second).s;
 }
 
-double profile_estimates::handoff(const std::string& from_host, const sched::decoder_view& d,
+double profile_estimates::handoff(const std::string& from_host, const coordinator::decoder_view& d,
                                   const msg::job_spec&) const {
   return p_.handoff(from_host == d.host).s;
 }
 
-double profile_estimates::decode(const sched::decoder_view& d, const msg::job_spec& j) const {
+double profile_estimates::decode(const coordinator::decoder_view& d, const msg::job_spec& j) const {
   auto key = std::make_tuple(d.kind, j.width, j.height, j.seconds);
   auto it = decode_.find(key);
   if (it != decode_.end())
@@ -94,12 +94,12 @@ std::shared_ptr<const profile_estimates> estimates_for(const config::cluster& c,
   if (source != nullptr)
     *source = from.empty() ? "embedded reference" : from;
   return std::make_shared<profile_estimates>(
-    c, from.empty() ? profiles::profile::reference() : profiles::profile::load(from));
+    c, from.empty() ? config::profile::profile::reference() : config::profile::profile::load(from));
 }
 
 // -- configure -------------------------------------------------------------------------------
 
-void configure(sched::state& s, const config::cluster& c,
+void configure(coordinator::state& s, const config::cluster& c,
                std::shared_ptr<const profile_estimates> est,
                const std::map<std::string, std::string>& policies) {
   for (auto& [name, p] : s.pools)
@@ -118,20 +118,20 @@ void configure(sched::state& s, const config::cluster& c,
     s.modes[auto_mode] = m->pools;
     s.mode_decoders[auto_mode] = m->decoders;
   }
-  s.mode_policy[auto_mode] = sched::make_policy("auto", est);
+  s.mode_policy[auto_mode] = coordinator::make_policy("auto", est);
   for (auto& [mode, name] : policies) {
-    auto pol = sched::make_policy(name, est);
+    auto pol = coordinator::make_policy(name, est);
     if (!pol)
       throw std::invalid_argument("unknown dispatch policy '" + name + "' for mode " + mode
                                   + " (known: in_turn, first_free, auto)");
     s.mode_policy[mode] = pol;
   }
   if (s.idx.built)
-    sched::reindex(s);
+    coordinator::reindex(s);
 }
 
-sched::state initial_state(const config::cluster& c, double time_scale) {
-  sched::state s;
+coordinator::state initial_state(const config::cluster& c, double time_scale) {
+  coordinator::state s;
   s.config = std::make_shared<const config::cluster>(c);  // what submits are checked against
   auto run_s = [&](double real_s) { return real_s / time_scale; };
   s.p.order_resend_s = run_s(c.knobs.order_resend_ms / 1000.0);
@@ -153,7 +153,7 @@ sched::state initial_state(const config::cluster& c, double time_scale) {
   // reporting counts nothing after); readings stay for a stage of hours.
   s.power = gpu::power_log(run_s(5 * c.knobs.gpu_sample_interval_ms / 1000.0), run_s(3 * 3600));
   for (auto& p : c.pools) {
-    sched::pool_view v;
+    coordinator::pool_view v;
     v.name = p.name;
     v.host = p.host;
     v.kind = p.profile_key;
@@ -168,7 +168,7 @@ sched::state initial_state(const config::cluster& c, double time_scale) {
     s.pools[p.name] = v;
   }
   for (auto& d : c.decoders) {
-    sched::decoder_view v;
+    coordinator::decoder_view v;
     v.name = d.name;
     v.host = d.host;
     v.kind = d.profile_key;
@@ -182,16 +182,16 @@ sched::state initial_state(const config::cluster& c, double time_scale) {
   return s;
 }
 
-void configure_dispatch(sched::state& s, const config::cluster& c) {
+void configure_dispatch(coordinator::state& s, const config::cluster& c) {
   std::shared_ptr<const profile_estimates> est;
   try {
     est = estimates_for(c);
-  } catch (const profiles::profile_error& e) {
+  } catch (const config::profile::profile_error& e) {
     // The sim backends refuse such a profile at preflight; a line of other backends still
     // gets limits and auto's estimates from the reference measurements.
     spdlog::error("coordinator: cannot read the timing profile ({}); capacity limits and "
                   "auto's estimates come from the embedded reference profile", e.what());
-    est = std::make_shared<profile_estimates>(c, profiles::profile::reference());
+    est = std::make_shared<profile_estimates>(c, config::profile::profile::reference());
   }
   std::map<std::string, std::string> policies;
   for (auto& m : c.modes)
@@ -199,4 +199,4 @@ void configure_dispatch(sched::state& s, const config::cluster& c) {
   configure(s, c, est, policies);
 }
 
-} // namespace vidline::dispatching
+} // namespace vidline::actors::coordinator

@@ -2,7 +2,7 @@
 #include "actors/coordinator/drain.hpp"
 #include "actors/coordinator/index.hpp"
 
-namespace vidline::sched {
+namespace vidline::actors::coordinator {
 namespace {
 
 /// Sets the view's flag of `target` ("pool:NAME" / "decoder:NAME"); false when there is
@@ -157,4 +157,4 @@ void restore_drains(state& s, std::map<std::string, drain> drains) {
   s.idx.built = false;  // the next step reindexes with the flags
 }
 
-} // namespace vidline::sched
+} // namespace vidline::actors::coordinator

@@ -8,11 +8,11 @@
 
 #include "actors/coordinator/scheduler.hpp"
 
-namespace vidline::sched {
+namespace vidline::actors::coordinator {
 
 /// `vidline drain` / `undrain` by hand.
 void apply_drain(state& s, const ev_drain& e, double now, std::vector<effect>& fx);
 /// A card's reported health: a change drains or releases the card's users.
 void apply_gpu_health(state& s, const ev_gpu_health& e, double now, std::vector<effect>& fx);
 
-} // namespace vidline::sched
+} // namespace vidline::actors::coordinator

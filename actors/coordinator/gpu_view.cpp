@@ -1,7 +1,7 @@
 // The coordinator's view of the cards (gpu_view.hpp).
 #include "actors/coordinator/gpu_view.hpp"
 
-namespace vidline::actors {
+namespace vidline::actors::coordinator {
 namespace {
 
 nlohmann::json num(double v) { return v < 0 ? nlohmann::json() : nlohmann::json(v); }
@@ -27,7 +27,7 @@ std::map<std::string, std::vector<std::string>> gpu_users(const config::cluster&
 }
 
 bool take_report(gpu_view& v, const config::cluster& c, const msg::gpu_report& r, double now,
-                 std::vector<sched::ev_gpu_health>& events) {
+                 std::vector<coordinator::ev_gpu_health>& events) {
   if (c.find_host(r.host) == nullptr)
     return false;
   auto it = v.latest.find(r.host);
@@ -40,7 +40,7 @@ bool take_report(gpu_view& v, const config::cluster& c, const msg::gpu_report& r
   for (auto& g : r.gpus) {
     if (g.health != "ok" && g.health != "sick")
       continue;
-    sched::ev_gpu_health e;
+    coordinator::ev_gpu_health e;
     e.gpu = gpu_key(r.host, g);
     e.sick = g.health == "sick";
     e.reason = g.health_reason;
@@ -51,15 +51,15 @@ bool take_report(gpu_view& v, const config::cluster& c, const msg::gpu_report& r
   return true;
 }
 
-sched::ev_gpu_power power_readings(const msg::gpu_report& r) {
-  sched::ev_gpu_power e;
+coordinator::ev_gpu_power power_readings(const msg::gpu_report& r) {
+  coordinator::ev_gpu_power e;
   for (auto& g : r.gpus)
     if (!g.id.empty() && g.source != "unknown" && g.unix_s > 0)
       e.readings.push_back({gpu_key(r.host, g), g.unix_s, g.power_w});
   return e;
 }
 
-nlohmann::json gpus_json(const gpu_view& v, const config::cluster& c, const sched::state& s,
+nlohmann::json gpus_json(const gpu_view& v, const config::cluster& c, const coordinator::state& s,
                          double now) {
   auto out = nlohmann::json::array();
   for (auto& [host, r] : v.latest) {
@@ -102,4 +102,4 @@ nlohmann::json gpus_json(const gpu_view& v, const config::cluster& c, const sche
   return out;
 }
 
-} // namespace vidline::actors
+} // namespace vidline::actors::coordinator

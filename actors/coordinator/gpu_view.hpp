@@ -13,7 +13,7 @@
 #include "config/config.hpp"
 #include "messages/gpu.hpp"
 
-namespace vidline::actors {
+namespace vidline::actors::coordinator {
 
 struct gpu_view {
   std::map<std::string, msg::gpu_report> latest;   ///< host -> its newest report
@@ -31,14 +31,14 @@ std::map<std::string, std::vector<std::string>> gpu_users(const config::cluster&
 /// Takes a report in (a stale one, by seq, is ignored: false) and gives the scheduler's
 /// health events of its cards (those with a verdict).
 bool take_report(gpu_view& v, const config::cluster& c, const msg::gpu_report& r, double now,
-                 std::vector<sched::ev_gpu_health>& events);
+                 std::vector<coordinator::ev_gpu_health>& events);
 
 /// The power readings of a report's cards the config names (for the stages' energy).
-sched::ev_gpu_power power_readings(const msg::gpu_report& r);
+coordinator::ev_gpu_power power_readings(const msg::gpu_report& r);
 
 /// Every card reported: one object per card (numbers a card does not report are null),
 /// with its pools and decoders, its age, and whether they are drained.
-nlohmann::json gpus_json(const gpu_view& v, const config::cluster& c, const sched::state& s,
+nlohmann::json gpus_json(const gpu_view& v, const config::cluster& c, const coordinator::state& s,
                          double now);
 
-} // namespace vidline::actors
+} // namespace vidline::actors::coordinator

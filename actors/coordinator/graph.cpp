@@ -8,7 +8,7 @@
 #include "config/shot_graph.hpp"
 #include "config/shot_identity.hpp"
 
-namespace vidline::sched::graph {
+namespace vidline::actors::coordinator {
 
 namespace {
 
@@ -307,4 +307,4 @@ std::pair<job*, std::string> on_input_made(state& s, const ev_input_made& e,
   return {nullptr, ""};
 }
 
-} // namespace vidline::sched::graph
+} // namespace vidline::actors::coordinator

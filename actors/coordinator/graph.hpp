@@ -25,7 +25,7 @@
 
 #include "actors/coordinator/scheduler.hpp"
 
-namespace vidline::sched::graph {
+namespace vidline::actors::coordinator {
 
 /// How long an input asked for (fx_make_input) may stay unanswered before it is asked
 /// again (run-clock seconds): the shell makes inputs idempotently, by content.
@@ -79,4 +79,4 @@ void remember_outputs(state& s, const run& r);
 /// The source job of `j`'s input `in` ("shot NAME (job I)") for messages.
 std::string source_label(const run& r, const msg::job_input& in);
 
-} // namespace vidline::sched::graph
+} // namespace vidline::actors::coordinator

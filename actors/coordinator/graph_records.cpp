@@ -2,7 +2,7 @@
 
 #include "actors/coordinator/scheduler.hpp"
 
-namespace vidline::actors {
+namespace vidline::actors::coordinator {
 
 using nlohmann::json;
 
@@ -18,7 +18,7 @@ void put_graph_status(json& out, const msg::job_spec& s) {
   out["takes_from"] = std::move(from);
 }
 
-void put_sequences_status(json& out, const sched::run& r) {
+void put_sequences_status(json& out, const coordinator::run& r) {
   if (r.sequences.empty())
     return;
   json list = json::array();
@@ -31,8 +31,8 @@ void put_sequences_status(json& out, const sched::run& r) {
         continue;
       }
       const auto& j = r.jobs[i];
-      done = done && sched::has_output(j.state);
-      ps.push_back({{"index", i}, {"name", j.spec.name}, {"state", sched::to_string(j.state)},
+      done = done && coordinator::has_output(j.state);
+      ps.push_back({{"index", i}, {"name", j.spec.name}, {"state", coordinator::to_string(j.state)},
                     {"output", j.output}, {"output_sha256", j.output_sha256},
                     {"decoder", j.decoder}});
     }
@@ -41,4 +41,4 @@ void put_sequences_status(json& out, const sched::run& r) {
   out["sequences"] = std::move(list);
 }
 
-} // namespace vidline::actors
+} // namespace vidline::actors::coordinator

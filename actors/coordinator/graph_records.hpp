@@ -6,9 +6,9 @@
 
 #include "messages/messages.hpp"
 
-namespace vidline::sched { struct run; }
+namespace vidline::actors::coordinator { struct run; }
 
-namespace vidline::actors {
+namespace vidline::actors::coordinator {
 
 /// A job's graph fields: key (null until its inputs are known), sequence (null: none),
 /// takes_from [{input, from, from_index, frame}] (its inputs' digests are in `inputs`).
@@ -17,6 +17,6 @@ void put_graph_status(nlohmann::json& job, const msg::job_spec& s);
 /// The run's sequences: [{name, done, parts: [{index, name, state, output, output_sha256,
 /// decoder}]}] in part order; `done` once every part has its video (only for a run that
 /// has sequences).
-void put_sequences_status(nlohmann::json& status, const sched::run& r);
+void put_sequences_status(nlohmann::json& status, const coordinator::run& r);
 
-} // namespace vidline::actors
+} // namespace vidline::actors::coordinator

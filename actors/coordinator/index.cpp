@@ -10,7 +10,7 @@
 #include <type_traits>
 #include <unordered_map>
 
-namespace vidline::sched {
+namespace vidline::actors::coordinator {
 
 // -- the index -------------------------------------------------------------------------------
 
@@ -181,7 +181,7 @@ void index_run(state& s, std::size_t rp) {
         it->second = std::min(it->second, j.sample_start);
     }
   }
-  graph::index_run_graph(s, rp);
+  coordinator::index_run_graph(s, rp);
 }
 
 /// The runs in dispatch order: priority (higher first), then submission order.
@@ -336,4 +336,4 @@ std::string check_index(const state& s) {
   return "";
 }
 
-} // namespace vidline::sched
+} // namespace vidline::actors::coordinator

@@ -9,7 +9,7 @@
 
 #include "actors/coordinator/scheduler.hpp"
 
-namespace vidline::sched::detail {
+namespace vidline::actors::coordinator::detail {
 
 /// A queued or sampled job waiting out its retry backoff (state_index::backoff).
 bool backing_off(const job& j);
@@ -33,4 +33,4 @@ void refresh_pool(state& s, uint32_t id);
 /// Points the index at this state (after the state was copied or moved).
 void relink(state& s);
 
-} // namespace vidline::sched::detail
+} // namespace vidline::actors::coordinator::detail

@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-namespace vidline::sched {
+namespace vidline::actors::coordinator {
 
 // -- dispatch policies -------------------------------------------------------------------------
 
@@ -131,4 +131,4 @@ std::shared_ptr<const dispatch_policy> make_policy(const std::string& name,
   return nullptr;
 }
 
-} // namespace vidline::sched
+} // namespace vidline::actors::coordinator

@@ -34,7 +34,7 @@
 
 #include "actors/coordinator/scheduler.hpp"
 
-namespace vidline::sched {
+namespace vidline::actors::coordinator {
 
 /// Expected stage times (run-clock seconds), for policies that look ahead.
 class stage_estimates {
@@ -113,4 +113,4 @@ inline constexpr const char* policy_names[] = {"in_turn", "first_free", "auto"};
 std::shared_ptr<const dispatch_policy> make_policy(const std::string& name,
                                                    std::shared_ptr<const stage_estimates> est);
 
-} // namespace vidline::sched
+} // namespace vidline::actors::coordinator

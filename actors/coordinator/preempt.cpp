@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-namespace vidline::sched {
+namespace vidline::actors::coordinator {
 namespace {
 
 /// A sampling job that may be asked to make way now (see preempt.hpp), and when its
@@ -95,4 +95,4 @@ void preempt_for_queue(state& s, double now, std::vector<effect>& fx) {
   }
 }
 
-} // namespace vidline::sched
+} // namespace vidline::actors::coordinator

@@ -17,9 +17,9 @@
 
 #include "actors/coordinator/scheduler.hpp"
 
-namespace vidline::sched {
+namespace vidline::actors::coordinator {
 
 /// After dispatch: asks the pools to make way that the queue's higher priorities need.
 void preempt_for_queue(state& s, double now, std::vector<effect>& fx);
 
-} // namespace vidline::sched
+} // namespace vidline::actors::coordinator

@@ -8,7 +8,7 @@
 #include <set>
 #include <stdexcept>
 
-namespace vidline::actors {
+namespace vidline::actors::coordinator {
 
 using nlohmann::json;
 
@@ -87,13 +87,13 @@ msg::job_spec spec_from(const json& r) {
   return s;
 }
 
-json clock_record(const sched::stage_clock& c) {
+json clock_record(const coordinator::stage_clock& c) {
   return json::array({c.pool_start, c.sampler_start, c.sampler_end, c.decode_ordered,
                       c.fetch_start, c.fetched, c.decode_start, c.decode_end});
 }
 
-sched::stage_clock clock_from(const json& r) {
-  sched::stage_clock c;
+coordinator::stage_clock clock_from(const json& r) {
+  coordinator::stage_clock c;
   if (!r.is_array())
     return c;
   double* f[] = {&c.pool_start, &c.sampler_start, &c.sampler_end, &c.decode_ordered,
@@ -103,8 +103,8 @@ sched::stage_clock clock_from(const json& r) {
   return c;
 }
 
-/// A job's kept checkpoints (sched::job::checkpoints), oldest first.
-json checkpoints_record(const std::vector<sched::kept_checkpoint>& cs) {
+/// A job's kept checkpoints (coordinator::job::checkpoints), oldest first.
+json checkpoints_record(const std::vector<coordinator::kept_checkpoint>& cs) {
   json out = json::array();
   for (auto& k : cs)
     out.push_back({{"step", k.ref.step}, {"steps", k.ref.steps}, {"sha256", k.ref.sha256},
@@ -115,12 +115,12 @@ json checkpoints_record(const std::vector<sched::kept_checkpoint>& cs) {
 }
 
 /// The same read back; a journal written before checkpoints has none.
-std::vector<sched::kept_checkpoint> checkpoints_from(const json& r) {
-  std::vector<sched::kept_checkpoint> out;
+std::vector<coordinator::kept_checkpoint> checkpoints_from(const json& r) {
+  std::vector<coordinator::kept_checkpoint> out;
   if (!r.is_array())
     return out;
   for (auto& c : r) {
-    sched::kept_checkpoint k;
+    coordinator::kept_checkpoint k;
     k.ref.step = c.at("step").get<uint32_t>();
     k.ref.steps = c.value("steps", 0u);
     k.ref.sha256 = c.at("sha256").get<std::string>();
@@ -128,13 +128,13 @@ std::vector<sched::kept_checkpoint> checkpoints_from(const json& r) {
     k.ref.host = c.at("host").get<std::string>();
     k.ref.made_unix_s = c.value("made_unix_s", 0.0);
     k.ref.attempt = c.value("attempt", uint64_t{0});
-    k.kind = profiles::current_kind(c.value("kind", ""));
+    k.kind = config::profile::current_kind(c.value("kind", ""));
     out.push_back(std::move(k));
   }
   return out;
 }
 
-json failures_record(const std::vector<sched::failed_attempt>& fs) {
+json failures_record(const std::vector<coordinator::failed_attempt>& fs) {
   json out = json::array();
   for (auto& f : fs)
     out.push_back({{"stage", f.stage}, {"lane", f.lane}, {"start", f.start}, {"end", f.end},
@@ -142,8 +142,8 @@ json failures_record(const std::vector<sched::failed_attempt>& fs) {
   return out;
 }
 
-std::vector<sched::failed_attempt> failures_from(const json& r) {
-  std::vector<sched::failed_attempt> out;
+std::vector<coordinator::failed_attempt> failures_from(const json& r) {
+  std::vector<coordinator::failed_attempt> out;
   if (!r.is_array())
     return out;
   for (auto& f : r)
@@ -155,9 +155,9 @@ std::vector<sched::failed_attempt> failures_from(const json& r) {
 
 } // namespace
 
-json job_record(const sched::job& j) {
+json job_record(const coordinator::job& j) {
   json r = {{"spec", spec_record(j.spec)},
-          {"state", sched::to_string(j.state)},
+          {"state", coordinator::to_string(j.state)},
           {"attempt", j.attempt},
           {"sample_attempts", j.sample_attempts},
           {"decode_attempts", j.decode_attempts},
@@ -222,10 +222,10 @@ json job_record(const sched::job& j) {
   return r;
 }
 
-sched::job job_from_record(const json& r) {
-  sched::job j;
+coordinator::job job_from_record(const json& r) {
+  coordinator::job j;
   j.spec = spec_from(r.at("spec"));
-  auto st = sched::job_state_from(r.at("state").get<std::string>());
+  auto st = coordinator::job_state_from(r.at("state").get<std::string>());
   if (!st)
     throw std::runtime_error("unknown job state " + r.at("state").get<std::string>());
   j.state = *st;
@@ -246,7 +246,7 @@ sched::job job_from_record(const json& r) {
   j.error = r.at("error").get<std::string>();
   // Kinds by their current names: a journal older than a kind's rename has its old one.
   for (const auto& kind : r.value("capacity_failed", std::set<std::string>{}))
-    j.capacity_failed.insert(profiles::current_kind(kind));
+    j.capacity_failed.insert(config::profile::current_kind(kind));
   j.cold = r.value("cold", false);
   j.sampled_model = r.value("sampled_model", "");  // a journal older than it: unknown
   j.model_identity = r.value("model_identity", "");
@@ -258,9 +258,9 @@ sched::job job_from_record(const json& r) {
   j.sampling_s = r.value("sampling_s", 0.0);
   j.handoff_s = r.value("handoff_s", 0.0);
   j.decode_s = r.value("decode_s", 0.0);
-  j.pool_kind = profiles::current_kind(r.value("pool_kind", ""));
-  j.encoder_kind = profiles::current_kind(r.value("encoder_kind", ""));
-  j.decoder_kind = profiles::current_kind(r.value("decoder_kind", ""));
+  j.pool_kind = config::profile::current_kind(r.value("pool_kind", ""));
+  j.encoder_kind = config::profile::current_kind(r.value("encoder_kind", ""));
+  j.decoder_kind = config::profile::current_kind(r.value("decoder_kind", ""));
   j.handoff_same_host = r.value("handoff_same_host", false);
   j.latent_attempt = r.value("latent_attempt", uint64_t{0});
   j.duplicates = r.value("duplicates", 0u);
@@ -293,7 +293,7 @@ sched::job job_from_record(const json& r) {
 namespace {
 
 /// A run's collection folder's outputs by key, as the journal keeps them.
-json collected_record(const std::map<std::string, sched::held_output>& c) {
+json collected_record(const std::map<std::string, coordinator::held_output>& c) {
   json out = json::object();
   for (auto& [key, h] : c)
     out[key] = {{"file", h.output}, {"sha256", h.sha256}, {"decoder", h.decoder},
@@ -301,12 +301,12 @@ json collected_record(const std::map<std::string, sched::held_output>& c) {
   return out;
 }
 
-std::map<std::string, sched::held_output> collected_from(const json& j) {
-  std::map<std::string, sched::held_output> out;
+std::map<std::string, coordinator::held_output> collected_from(const json& j) {
+  std::map<std::string, coordinator::held_output> out;
   if (!j.is_object())
     return out;
   for (auto& [key, h] : j.items())
-    out[key] = sched::held_output{h.value("file", ""), h.value("sha256", ""),
+    out[key] = coordinator::held_output{h.value("file", ""), h.value("sha256", ""),
                                   h.value("decoder", ""), h.value("run_id", ""),
                                   h.value("index", 0u), true};
   return out;
@@ -314,7 +314,7 @@ std::map<std::string, sched::held_output> collected_from(const json& j) {
 
 } // namespace
 
-json run_record(const sched::run& r) {
+json run_record(const coordinator::run& r) {
   return {{"id", r.id}, {"mode", r.mode}, {"request_id", r.request_id},
           {"submitted_at", r.submitted_at}, {"finished_at", r.finished_at}, {"done", r.done},
           {"priority", r.priority}, {"cancelled", r.cancelled},
@@ -322,8 +322,8 @@ json run_record(const sched::run& r) {
           {"sequences", r.sequences}, {"collected", collected_record(r.collected)}};
 }
 
-sched::run run_from_record(const json& j) {
-  sched::run r;
+coordinator::run run_from_record(const json& j) {
+  coordinator::run r;
   r.id = j.at("id").get<std::string>();
   r.mode = j.at("mode").get<std::string>();
   r.request_id = j.value("request_id", "");
@@ -339,4 +339,4 @@ sched::run run_from_record(const json& j) {
   return r;
 }
 
-} // namespace vidline::actors
+} // namespace vidline::actors::coordinator

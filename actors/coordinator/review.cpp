@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <limits>
 
-namespace vidline::sched {
+namespace vidline::actors::coordinator {
 
 namespace {
 
@@ -76,4 +76,4 @@ review_plan plan_review(const run& r, const ev_review& e) {
   return p;
 }
 
-} // namespace vidline::sched
+} // namespace vidline::actors::coordinator

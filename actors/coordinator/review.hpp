@@ -9,7 +9,7 @@
 
 #include "actors/coordinator/scheduler.hpp"
 
-namespace vidline::sched {
+namespace vidline::actors::coordinator {
 
 /// A verdict checked against its run: the verdict to record ("accepted" | "rejected") and
 /// the job of another take when the reject asks for one that was not added before, or why
@@ -25,4 +25,4 @@ review_plan plan_review(const run& r, const ev_review& e);
 /// The output stem of take `take` (0-based) of shot `shot`: SHOT-take-N (N = take + 1).
 std::string take_stem(const std::string& shot, uint32_t take);
 
-} // namespace vidline::sched
+} // namespace vidline::actors::coordinator

@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-namespace vidline::sched {
+namespace vidline::actors::coordinator {
 
 using namespace detail;  // the index's mutators (index.hpp)
 
@@ -121,7 +121,7 @@ std::vector<effect> step(state& s, const event& e, double now, double mono) {
   else if (s.idx.owner != &s)
     relink(s);
   end_backoffs(s, now);
-  stepping::stepper st{s, now, mono, {}};
+  coordinator::stepper st{s, now, mono, {}};
   std::visit([&](const auto& ev) { st.on(ev); }, e);
   // Pools sharing a GPU with a decoder are free or not by the decoder's work too.
   for (uint32_t id : s.idx.decoder_shared)
@@ -198,4 +198,4 @@ summary summarize(const run& r) {
   return out;
 }
 
-} // namespace vidline::sched
+} // namespace vidline::actors::coordinator

@@ -49,7 +49,7 @@ namespace vidline::config {
 struct cluster;
 } // namespace vidline::config
 
-namespace vidline::sched {
+namespace vidline::actors::coordinator {
 
 /// The coordinator's view of one pool, rebuilt from its status reports.
 struct pool_view {
@@ -77,7 +77,7 @@ struct pool_view {
   std::string model;
   double ordered_at = -1;          ///< when the current order first went out (-1 idle)
   /// Decoders on one of its GPUs: it does not sample while one of them has a latent, and a
-  /// decode there unloads its model (dispatching::configure fills it from the config).
+  /// decode there unloads its model (coordinator::configure fills it from the config).
   std::set<std::string> decoders_sharing;
   /// How much slower than its estimate it samples, as observed this epoch: an exponentially
   /// weighted mean of (sampling seconds its ok results' stamps show) / (the policy's
@@ -298,7 +298,7 @@ struct run_index {
   uint64_t turn_base = 0;
   /// job -> the jobs that take an input from it (graph.hpp); empty without a graph.
   std::vector<std::vector<uint32_t>> takers;
-  /// Some job of the run takes another's latent (graph::latents_wanted looks only here).
+  /// Some job of the run takes another's latent (coordinator::latents_wanted looks only here).
   bool takes_latents = false;
   /// Queued jobs by their model key, lowest index first (model affinity).
   std::map<std::string, std::set<uint32_t>> queued_by_model;
@@ -375,7 +375,7 @@ struct state {
   uint64_t unknown_job_results = 0;
   /// GPU-seconds of sampling paid twice (job::gpu_s_redone) since start, every run (a metric).
   double gpu_s_redone = 0;
-  /// Outputs by job key of runs the state forgot (graph::remember_outputs; not journaled:
+  /// Outputs by job key of runs the state forgot (coordinator::remember_outputs; not journaled:
   /// a restarted coordinator finds those of the runs it loads again).
   std::map<std::string, held_output> held_outputs;
   std::deque<std::string> held_order;                     ///< their keys, oldest first
@@ -391,7 +391,7 @@ struct state {
   /// restart counts the readings since.
   gpu::power_log power;
   /// The config a client's submit is checked against (ev_submit_request,
-  /// ev_add_jobs_request): modes, workflows, knobs; set by dispatching::initial_state.
+  /// ev_add_jobs_request): modes, workflows, knobs; set by coordinator::initial_state.
   /// Unset, such a submit is refused.
   std::shared_ptr<const config::cluster> config;
   state_index idx;
@@ -464,4 +464,4 @@ struct summary {
 };
 summary summarize(const run& r);
 
-} // namespace vidline::sched
+} // namespace vidline::actors::coordinator

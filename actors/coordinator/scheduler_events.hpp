@@ -13,7 +13,7 @@
 #include "messages/messages.hpp"
 #include "messages/review.hpp"
 
-namespace vidline::sched {
+namespace vidline::actors::coordinator {
 
 // -- events --------------------------------------------------------------------------------
 
@@ -170,4 +170,4 @@ using effect = std::variant<fx_persist_job, fx_persist_run, fx_send_sample, fx_s
                             fx_drain_answer, fx_make_input, fx_review_answer,
                             fx_send_verdict, fx_submit_answer, fx_add_jobs_answer>;
 
-} // namespace vidline::sched
+} // namespace vidline::actors::coordinator

@@ -12,7 +12,7 @@
 #include "messages/messages.hpp"
 #include "messages/review.hpp"
 
-namespace vidline::sched {
+namespace vidline::actors::coordinator {
 
 /// `cancelled`: the user stopped it (`vidline cancel`); final like succeeded and failed.
 /// `waiting`: an input taken from another shot is not made yet (graph.hpp); it is queued
@@ -212,4 +212,4 @@ struct run {
   std::map<std::string, std::vector<uint32_t>> sequences;
 };
 
-} // namespace vidline::sched
+} // namespace vidline::actors::coordinator

@@ -12,7 +12,7 @@
 
 #include "actors/coordinator/scheduler.hpp"
 
-namespace vidline::sched::stepping {
+namespace vidline::actors::coordinator {
 
 /// The machine's working context for one step: state, time, and the effects so far.
 struct stepper {
@@ -120,7 +120,7 @@ struct stepper {
   // stepper_submit.cpp: runs submitted, jobs added to a run
   void on(const ev_submit& e);
 
-  /// Jobs final when they came (graph::admit): reused, or naming no job of the run.
+  /// Jobs final when they came (coordinator::admit): reused, or naming no job of the run.
   void announce_finals(const run& r, const std::vector<uint32_t>& finals);
 
   void on(const ev_input_made& e);
@@ -260,7 +260,7 @@ struct stepper {
 
   // stepper_latents.cpp: the latents a host holds: kept, adopted or released
   /// Retention and re-offer (docs/dataplane.md). A latent is needed while a job that is
-  /// sampled or decoding names it, or a waiting job takes it (graph::latents_wanted); a latent sampled for a job (its note says which) that
+  /// sampled or decoding names it, or a waiting job takes it (coordinator::latents_wanted); a latent sampled for a job (its note says which) that
   /// waits for a latent again is adopted; one whose job succeeded (was decoded) or went
   /// on with another latent, or a received copy whose jobs all succeeded, is released. A
   /// latent of a failed job (resume may decode it), of a job still sampling or of a job
@@ -315,4 +315,4 @@ struct stepper {
   void close_finished_runs();
 };
 
-} // namespace vidline::sched::stepping
+} // namespace vidline::actors::coordinator

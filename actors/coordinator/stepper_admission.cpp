@@ -19,7 +19,7 @@
 #include "config/config.hpp"
 #include "config/shot_graph.hpp"
 
-namespace vidline::sched::stepping {
+namespace vidline::actors::coordinator {
 
 namespace {
 
@@ -83,11 +83,11 @@ msg::submit_reply stepper::admit(const ev_submit_request& e) {
   if (!s.config)
     return {"", no_config};
   const config::cluster& c = *s.config;
-  if (auto why = actors::check_submit(c, req); !why.empty())
+  if (auto why = actors::coordinator::check_submit(c, req); !why.empty())
     return {"", why};
   if (auto why = req.shots.empty()
-                   ? dispatching::capacity_refusal(s, req.mode, req.width, req.height, req.seconds)
-                   : dispatching::shots_capacity_refusal(s, req.mode, req.shots);
+                   ? coordinator::capacity_refusal(s, req.mode, req.width, req.height, req.seconds)
+                   : coordinator::shots_capacity_refusal(s, req.mode, req.shots);
       !why.empty())
     return {"", why};
   if (!req.request_id.empty()) {
@@ -99,7 +99,7 @@ msg::submit_reply stepper::admit(const ev_submit_request& e) {
     if (e.journal_run)
       return {*e.journal_run, ""};
   }
-  if (auto why = actors::check_queue(s, c.knobs, req); !why.empty())
+  if (auto why = actors::coordinator::check_queue(s, c.knobs, req); !why.empty())
     return {"", why};
   if (auto why = inputs_problem(req, e.input_sizes); !why.empty())
     return {"", why};
@@ -109,12 +109,12 @@ msg::submit_reply stepper::admit(const ev_submit_request& e) {
   r.request_id = req.request_id;
   r.priority = req.priority;
   r.rerender = req.rerender;
-  if (auto why = dispatching::collected_outputs(req.collected, r.collected); !why.empty())
+  if (auto why = coordinator::collected_outputs(req.collected, r.collected); !why.empty())
     return {"", why};
-  const auto cat = dispatching::run_catalog(c, req.mode);
+  const auto cat = coordinator::run_catalog(c, req.mode);
   if (!req.shots.empty()) {
     std::map<std::string, std::string> sha_of;  // prompt -> its SHA-256 (the cache key)
-    for (auto& spec : dispatching::shot_jobs(req.shots, r.id, req.reference, req.reference_sha256,
+    for (auto& spec : coordinator::shot_jobs(req.shots, r.id, req.reference, req.reference_sha256,
                                              &cat)) {
       job j;
       j.spec = std::move(spec);
@@ -135,11 +135,11 @@ msg::submit_reply stepper::admit(const ev_submit_request& e) {
     j.spec = uniform_spec(r.id, i, req.seed + i, req.width, req.height, req.seconds, req.prompt,
                           prompt_sha, req.reference);
     j.spec.reference_sha256 = req.reference_sha256;
-    dispatching::resolve_uniform_job(cat, j.spec);
+    coordinator::resolve_uniform_job(cat, j.spec);
     r.jobs.push_back(std::move(j));
   }
   for (auto& j : r.jobs)
-    dispatching::set_input_sizes(j.spec, e.input_sizes);
+    coordinator::set_input_sizes(j.spec, e.input_sizes);
   const auto id = r.id;
   const auto before = fx.size();
   on(ev_submit{std::move(r)});
@@ -155,7 +155,7 @@ msg::submit_jobs_reply stepper::admit(const ev_add_jobs_request& e) {
   auto* r = s.find_run(req.run_id);
   if (r == nullptr) {
     if (e.recalled) {
-      out.error = "run " + e.recalled->id + " is " + actors::run_state(*e.recalled)
+      out.error = "run " + e.recalled->id + " is " + actors::coordinator::run_state(*e.recalled)
                   + ": jobs go only to an open run";
       return out;
     }
@@ -172,7 +172,7 @@ msg::submit_jobs_reply stepper::admit(const ev_add_jobs_request& e) {
       return out;  // a retried submit: added before
     }
   if (r->done || r->cancelled) {
-    out.error = "run " + r->id + " is " + actors::run_state(*r) + ": jobs go only to an open run";
+    out.error = "run " + r->id + " is " + actors::coordinator::run_state(*r) + ": jobs go only to an open run";
     return out;
   }
   if (!s.config) {
@@ -195,7 +195,7 @@ msg::submit_jobs_reply stepper::admit(const ev_add_jobs_request& e) {
   uint64_t adding = req.count;
   for (auto& sh : req.shots)
     adding += sh.takes;
-  std::string why = actors::check_submit(c, as_run);
+  std::string why = actors::coordinator::check_submit(c, as_run);
   if (why.empty())
     why = inputs_problem(as_run, e.input_sizes);
   if (why.empty() && uint64_t{r->jobs.size()} + adding > c.knobs.max_jobs_per_run)
@@ -203,30 +203,30 @@ msg::submit_jobs_reply stepper::admit(const ev_add_jobs_request& e) {
           + " more is over max_jobs_per_run (" + std::to_string(c.knobs.max_jobs_per_run) + ")";
   if (why.empty())
     why = req.shots.empty()
-            ? dispatching::capacity_refusal(s, r->mode, req.width, req.height, req.seconds)
-            : dispatching::shots_capacity_refusal(s, r->mode, req.shots);
+            ? coordinator::capacity_refusal(s, r->mode, req.width, req.height, req.seconds)
+            : coordinator::shots_capacity_refusal(s, r->mode, req.shots);
   if (why.empty())
-    why = dispatching::added_names_problem(*r, req.shots);
+    why = coordinator::added_names_problem(*r, req.shots);
   as_run.priority = r->priority;
   if (why.empty())
-    why = actors::check_queue(s, c.knobs, as_run, false);
+    why = actors::coordinator::check_queue(s, c.knobs, as_run, false);
   if (!why.empty()) {
     out.error = why;
     return out;
   }
   ev_add_jobs ev;
   ev.run_id = r->id;
-  const auto cat = dispatching::run_catalog(c, r->mode);
+  const auto cat = coordinator::run_catalog(c, r->mode);
   auto prompt_sha = to_hex(sha256_of(req.prompt));
   for (uint32_t i = 0; i < req.count; ++i) {
     job j;
     j.spec = uniform_spec(r->id, 0, req.seed + i, req.width, req.height, req.seconds,
                           req.prompt, prompt_sha, req.reference);
     j.spec.reference_sha256 = req.reference_sha256;
-    dispatching::resolve_uniform_job(cat, j.spec);
+    coordinator::resolve_uniform_job(cat, j.spec);
     ev.jobs.push_back(std::move(j));
   }
-  for (auto& spec : dispatching::shot_jobs(req.shots, r->id, "", "", &cat)) {
+  for (auto& spec : coordinator::shot_jobs(req.shots, r->id, "", "", &cat)) {
     job j;
     j.spec = std::move(spec);
     j.spec.index = 0;  // the machine numbers added jobs after the run's own
@@ -234,7 +234,7 @@ msg::submit_jobs_reply stepper::admit(const ev_add_jobs_request& e) {
     ev.jobs.push_back(std::move(j));
   }
   for (auto& j : ev.jobs)
-    dispatching::set_input_sizes(j.spec, e.input_sizes);
+    coordinator::set_input_sizes(j.spec, e.input_sizes);
   out.count = static_cast<uint32_t>(ev.jobs.size());
   ev.request_id = req.request_id;  // recorded with the run (journaled)
   const auto before = fx.size();
@@ -255,4 +255,4 @@ const fx_accepted* stepper::accepted_since(std::size_t from) const {
   return nullptr;
 }
 
-} // namespace vidline::sched::stepping
+} // namespace vidline::actors::coordinator

@@ -3,7 +3,7 @@
 #include "actors/coordinator/stepper.hpp"
 #include "actors/coordinator/checkpoints.hpp"
 
-namespace vidline::sched::stepping {
+namespace vidline::actors::coordinator {
 
 void stepper::cancel_job(job& j) {
   const job_state was = j.state;
@@ -89,4 +89,4 @@ void stepper::on(const ev_cancel& e) {
            + (e.job ? " (job " + std::to_string(*e.job) + ")" : ""));
 }
 
-} // namespace vidline::sched::stepping
+} // namespace vidline::actors::coordinator

@@ -6,7 +6,7 @@
 
 #include <algorithm>
 
-namespace vidline::sched::stepping {
+namespace vidline::actors::coordinator {
 
 using namespace detail;  // the index's mutators (index.hpp)
 
@@ -262,4 +262,4 @@ void stepper::close_finished_runs() {
   }
 }
 
-} // namespace vidline::sched::stepping
+} // namespace vidline::actors::coordinator

@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <cmath>
 
-namespace vidline::sched::stepping {
+namespace vidline::actors::coordinator {
 
 using namespace detail;  // the index's mutators (index.hpp)
 
@@ -56,13 +56,13 @@ void stepper::finish(job& j, job_state final_state, std::string error) {
   else
     log(2, "job " + job_name(j) + " succeeded: " + j.output);
   if (final_state == job_state::succeeded)
-    graph::on_output(s, j, fx, now);
+    coordinator::on_output(s, j, fx, now);
   else if (final_state == job_state::failed && !cascading)
     end_dependents(j, job_state::failed);
 }
 
 void stepper::end_dependents(const job& j, job_state how) {
-  auto deps = graph::dependents(s, j);
+  auto deps = coordinator::dependents(s, j);
   if (deps.empty())
     return;
   cascading = true;
@@ -141,4 +141,4 @@ void stepper::requeue_decoding(job& j, const std::string& why) {
   log(2, "job " + job_name(j) + " waits for a decoder again: " + why);
 }
 
-} // namespace vidline::sched::stepping
+} // namespace vidline::actors::coordinator

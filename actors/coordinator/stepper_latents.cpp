@@ -4,7 +4,7 @@
 #include "actors/coordinator/checkpoints.hpp"
 #include "actors/coordinator/graph.hpp"
 
-namespace vidline::sched::stepping {
+namespace vidline::actors::coordinator {
 
 void stepper::on(const ev_latent_holdings& e) {
   const auto& h = e.h;
@@ -19,7 +19,7 @@ void stepper::on(const ev_latent_holdings& e) {
   for (auto& [t, rp, ji] : s.idx.backoff)  // sampled, waiting to be ordered again
     if (s.runs[rp].jobs[ji].state == job_state::sampled)
       needed.insert(s.runs[rp].jobs[ji].latent_sha256);
-  graph::latents_wanted(s, needed);  // handed over to a shot that continues from it
+  coordinator::latents_wanted(s, needed);  // handed over to a shot that continues from it
   std::vector<std::string> release;
   std::map<std::string, bool> final_names;  ///< digest -> every job naming it is final
   for (auto& l : h.latents) {
@@ -99,4 +99,4 @@ void stepper::on(const ev_latent_holdings& e) {
     fx.push_back(fx_release{h.host, std::move(release)});
 }
 
-} // namespace vidline::sched::stepping
+} // namespace vidline::actors::coordinator

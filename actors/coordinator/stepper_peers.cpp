@@ -5,7 +5,7 @@
 
 #include <type_traits>
 
-namespace vidline::sched::stepping {
+namespace vidline::actors::coordinator {
 
 using namespace detail;  // the index's mutators (index.hpp)
 
@@ -141,4 +141,4 @@ std::vector<job*> stepper::decoding_on(const std::string& decoder) {
   return out;
 }
 
-} // namespace vidline::sched::stepping
+} // namespace vidline::actors::coordinator

@@ -6,7 +6,7 @@
 
 #include <algorithm>
 
-namespace vidline::sched::stepping {
+namespace vidline::actors::coordinator {
 
 void stepper::on(const ev_sample_result& e) { on_sample_result(e.r); }
 
@@ -116,7 +116,7 @@ void stepper::late_decode_result(job* j, const msg::decode_result& r) {
   finish(*j, job_state::succeeded, "");  // leaves the index under its old decoder
   j->attempt = r.attempt;
   j->decoder = r.decoder;
-  graph::on_output(s, *j, fx, now);  // its key now names the decoder that holds it
+  coordinator::on_output(s, *j, fx, now);  // its key now names the decoder that holds it
   ack(r.host, target, r.attempt);
 }
 
@@ -264,4 +264,4 @@ void stepper::on_decode_result(const msg::decode_result& r) {
   ack(r.host, "decoder:" + r.decoder, r.attempt);
 }
 
-} // namespace vidline::sched::stepping
+} // namespace vidline::actors::coordinator

@@ -5,7 +5,7 @@
 #include "actors/coordinator/index.hpp"
 #include "config/shot_identity.hpp"
 
-namespace vidline::sched::stepping {
+namespace vidline::actors::coordinator {
 
 using namespace detail;  // the index's mutators (index.hpp)
 
@@ -35,8 +35,8 @@ void stepper::on(const ev_resume& e) {
   r->finished_at = -1;
   fx.push_back(fx_persist_run{r->id});
   log(2, "run " + r->id + ": " + std::to_string(reopened) + " failed jobs resumed");
-  graph::refresh_due(s, s.idx.run_pos.at(r->id));
-  graph::ask_inputs(s, fx, now);
+  coordinator::refresh_due(s, s.idx.run_pos.at(r->id));
+  coordinator::ask_inputs(s, fx, now);
   refuse_impossible(*r);
 }
 
@@ -61,4 +61,4 @@ run* stepper::recall(const run& from_journal, bool need_failed) {
   return &s.runs.back();
 }
 
-} // namespace vidline::sched::stepping
+} // namespace vidline::actors::coordinator

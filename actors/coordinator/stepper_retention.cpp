@@ -4,7 +4,7 @@
 #include "actors/coordinator/graph.hpp"
 #include "actors/coordinator/verdicts.hpp"
 
-namespace vidline::sched::stepping {
+namespace vidline::actors::coordinator {
 
 void stepper::retain() {
   if (s.p.finished_run_memory_s >= 0) {
@@ -49,7 +49,7 @@ void stepper::forget(const std::vector<std::string>& ids) {
         p.ordered_at = -1;
       }
     s.forgotten_jobs[r.mode] += r.jobs.size();
-    graph::remember_outputs(s, r);
+    coordinator::remember_outputs(s, r);
     if (s.p.journal_keep_finished_s >= 0)
       s.journaled.emplace(r.finished_at >= 0 ? r.finished_at : r.submitted_at, r.id);
     ++s.runs_forgotten;
@@ -60,4 +60,4 @@ void stepper::forget(const std::vector<std::string>& ids) {
   reindex(s);
 }
 
-} // namespace vidline::sched::stepping
+} // namespace vidline::actors::coordinator

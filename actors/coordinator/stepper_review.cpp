@@ -4,7 +4,7 @@
 #include "actors/coordinator/review.hpp"
 #include "actors/coordinator/verdicts.hpp"
 
-namespace vidline::sched::stepping {
+namespace vidline::actors::coordinator {
 
 void stepper::on(const ev_review& e) {
   run* r = s.find_run(e.run_id);
@@ -53,4 +53,4 @@ void stepper::on(const ev_review& e) {
            + (plan.take ? ", another take added as job " + std::to_string(j.retake) : ""));
 }
 
-} // namespace vidline::sched::stepping
+} // namespace vidline::actors::coordinator

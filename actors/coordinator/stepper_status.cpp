@@ -6,7 +6,7 @@
 
 #include <algorithm>
 
-namespace vidline::sched::stepping {
+namespace vidline::actors::coordinator {
 
 namespace {
 
@@ -175,4 +175,4 @@ void stepper::on(const ev_decoder_status& e) {
 
 void stepper::on(const ev_verdict_indexed& e) { apply_verdict_indexed(s, e, now, fx); }
 
-} // namespace vidline::sched::stepping
+} // namespace vidline::actors::coordinator

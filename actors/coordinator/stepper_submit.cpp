@@ -4,7 +4,7 @@
 #include "actors/coordinator/graph.hpp"
 #include "actors/coordinator/index.hpp"
 
-namespace vidline::sched::stepping {
+namespace vidline::actors::coordinator {
 
 using namespace detail;  // the index's mutators (index.hpp)
 
@@ -21,7 +21,7 @@ void stepper::on(const ev_submit& e) {
   s.runs.push_back(e.r);
   auto& r = s.runs.back();
   r.submitted_at = now;
-  const auto finals = graph::admit(s, r);
+  const auto finals = coordinator::admit(s, r);
   index_run(s, s.runs.size() - 1);
   order_runs(s);
   fx.push_back(fx_persist_run{r.id});
@@ -44,11 +44,11 @@ void stepper::announce_finals(const run& r, const std::vector<uint32_t>& finals)
     else
       log(3, "job " + job_name(j) + " failed: " + j.error);
   }
-  graph::ask_inputs(s, fx, now);
+  coordinator::ask_inputs(s, fx, now);
 }
 
 void stepper::on(const ev_input_made& e) {
-  auto [j, why] = graph::on_input_made(s, e, fx, now);
+  auto [j, why] = coordinator::on_input_made(s, e, fx, now);
   if (j != nullptr)
     finish(*j, job_state::failed, why);
 }
@@ -114,7 +114,7 @@ void stepper::on(const ev_add_jobs& e) {
     j.state = job_state::queued;
     r->jobs.push_back(std::move(j));
   }
-  const auto finals = graph::admit(s, *r, first);
+  const auto finals = coordinator::admit(s, *r, first);
   // The later runs' turns move on: the index is rebuilt (a rare, user-driven event).
   reindex(s);
   r = s.find_run(e.run_id);
@@ -126,4 +126,4 @@ void stepper::on(const ev_add_jobs& e) {
   refuse_impossible(*r);
 }
 
-} // namespace vidline::sched::stepping
+} // namespace vidline::actors::coordinator

@@ -6,11 +6,11 @@
 
 #include <algorithm>
 
-namespace vidline::sched::stepping {
+namespace vidline::actors::coordinator {
 
 void stepper::on(const ev_tick&) {
   retain();
-  graph::ask_inputs(s, fx, now);
+  coordinator::ask_inputs(s, fx, now);
   expire_leases();
   // Latents on a host that stays down are sampled again elsewhere (in job order).
   if (s.host_down_since.empty())
@@ -44,4 +44,4 @@ void stepper::on(const ev_gpu_power& e) {
   s.power.forget(now);
 }
 
-} // namespace vidline::sched::stepping
+} // namespace vidline::actors::coordinator

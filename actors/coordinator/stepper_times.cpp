@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-namespace vidline::sched::stepping {
+namespace vidline::actors::coordinator {
 
 // -- stage times -------------------------------------------------------------------------
 
@@ -132,4 +132,4 @@ void stepper::note_failure(job& j, const std::string& why, bool redone) {
   ++j.failures_total;
 }
 
-} // namespace vidline::sched::stepping
+} // namespace vidline::actors::coordinator

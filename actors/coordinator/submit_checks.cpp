@@ -10,15 +10,15 @@
 #include "common/digest.hpp"
 #include "common/text.hpp"
 
-namespace vidline::actors {
+namespace vidline::actors::coordinator {
 
 namespace {
 std::string check_uniform(const config::cluster& c, const msg::submit_run& r);
 } // namespace
 
 std::string check_submit(const config::cluster& c, const msg::submit_run& r) {
-  if (!dispatching::resolve_mode(c, r.mode))
-    return "unknown mode '" + r.mode + "' (known: " + dispatching::known_modes(c) + ")";
+  if (!coordinator::resolve_mode(c, r.mode))
+    return "unknown mode '" + r.mode + "' (known: " + coordinator::known_modes(c) + ")";
   if (!r.shots.empty()) {
     if (!r.prompt.empty() || r.width != 0 || r.height != 0 || r.seconds != 0 || r.count != 0
         || r.seed != 0)
@@ -26,7 +26,7 @@ std::string check_submit(const config::cluster& c, const msg::submit_run& r) {
     if (r.shots.size() > c.knobs.max_jobs_per_run)
       return "the shot list has " + std::to_string(r.shots.size())
              + " shots, over max_jobs_per_run (" + std::to_string(c.knobs.max_jobs_per_run) + ")";
-    if (auto why = dispatching::shots_problem(r.shots, c.knobs, c.knobs.max_jobs_per_run);
+    if (auto why = coordinator::shots_problem(r.shots, c.knobs, c.knobs.max_jobs_per_run);
         !why.empty())
       return why;
   } else if (auto why = inbound::check_size(r.width, r.height, r.seconds); !why.empty())
@@ -45,10 +45,10 @@ std::string check_submit(const config::cluster& c, const msg::submit_run& r) {
     return "priority " + std::to_string(r.priority) + " is out of range (-"
            + std::to_string(max_priority) + " .. " + std::to_string(max_priority) + ")";
   // Last: the workflows the run's pools declare (the same check as the CLI's and the API's).
-  const auto cat = dispatching::run_catalog(c, r.mode);
+  const auto cat = coordinator::run_catalog(c, r.mode);
   return r.shots.empty()
-           ? dispatching::uniform_workflow_problem(cat, r.reference, r.reference_sha256)
-           : dispatching::shots_workflow_problem(cat, r.shots, r.reference, r.reference_sha256);
+           ? coordinator::uniform_workflow_problem(cat, r.reference, r.reference_sha256)
+           : coordinator::shots_workflow_problem(cat, r.shots, r.reference, r.reference_sha256);
 }
 
 namespace {
@@ -76,7 +76,7 @@ std::string check_uniform(const config::cluster& c, const msg::submit_run& r) {
 
 } // namespace
 
-std::string check_queue(const sched::state& s, const config::knobs& k, const msg::submit_run& r,
+std::string check_queue(const coordinator::state& s, const config::knobs& k, const msg::submit_run& r,
                         bool new_run) {
   uint64_t unfinished = 0, queued = 0;
   for (const auto& run : s.runs) {
@@ -100,4 +100,4 @@ std::string check_queue(const sched::state& s, const config::knobs& k, const msg
   return "";
 }
 
-} // namespace vidline::actors
+} // namespace vidline::actors::coordinator

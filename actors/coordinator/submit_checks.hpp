@@ -11,7 +11,7 @@
 #include "config/config.hpp"
 #include "messages/messages.hpp"
 
-namespace vidline::actors {
+namespace vidline::actors::coordinator {
 
 /// Why a submit is refused, or "" when it is acceptable.
 std::string check_submit(const config::cluster& c, const msg::submit_run& r);
@@ -19,10 +19,10 @@ std::string check_submit(const config::cluster& c, const msg::submit_run& r);
 /// Why a submit does not fit beside the runs the coordinator holds (knobs max_runs and
 /// max_queued_prompt_bytes, over the unfinished runs of `s`), or "" when it does.
 /// `new_run`: the submit opens a run (max_runs counts it); false for jobs added to one.
-std::string check_queue(const sched::state& s, const config::knobs& k, const msg::submit_run& r,
+std::string check_queue(const coordinator::state& s, const config::knobs& k, const msg::submit_run& r,
                         bool new_run = true);
 
 /// The largest run priority either way (`vidline run --priority N`).
 inline constexpr int32_t max_priority = 1000000;
 
-} // namespace vidline::actors
+} // namespace vidline::actors::coordinator

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-namespace vidline::sched {
+namespace vidline::actors::coordinator {
 
 namespace {
 
@@ -114,4 +114,4 @@ std::set<std::string> runs_with_verdicts_due(const state& s) {
   return out;
 }
 
-} // namespace vidline::sched
+} // namespace vidline::actors::coordinator

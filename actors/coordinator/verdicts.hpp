@@ -28,7 +28,7 @@
 
 #include "actors/coordinator/scheduler.hpp"
 
-namespace vidline::sched {
+namespace vidline::actors::coordinator {
 
 /// Whether job `j`'s verdict waits for its video's host: it has a video, a decoder that
 /// made it, and a revision that host has not confirmed.
@@ -52,4 +52,4 @@ void apply_verdict_indexed(state& s, const ev_verdict_indexed& e, double now,
 /// The runs with a verdict due on a decoder the state knows (retention keeps them).
 std::set<std::string> runs_with_verdicts_due(const state& s);
 
-} // namespace vidline::sched
+} // namespace vidline::actors::coordinator

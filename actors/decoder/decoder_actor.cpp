@@ -23,20 +23,20 @@
 #include "messages/envelope.hpp"
 #include "messages/review_actor_types.hpp"
 
-namespace vidline::actors {
+namespace vidline::actors::decoder {
 namespace {
 
 struct shell {
   context ctx;
   config::decoder dec;
-  decoding::state st;
+  decoder::state st;
   std::shared_ptr<backends::decoder_backend> backend;
   std::shared_ptr<std::atomic<bool>> cancel = std::make_shared<std::atomic<bool>>(false);
   std::vector<std::string> devices;
   std::string vendor;
   std::string extension;
   uint64_t refused = 0;  ///< orders refused by inbound::check_order
-  output_index::cache indexed;  ///< the run index files it appends to
+  decoder::cache indexed;  ///< the run index files it appends to
 };
 
 std::string latent_path(const shell& sh, const std::string& sha) {
@@ -64,7 +64,7 @@ std::string staged_path(const shell& sh, const msg::job_spec& j, uint64_t attemp
 }
 
 void execute(decoder_role::pointer self, const std::shared_ptr<shell>& sh,
-           std::vector<decoding::effect> fx);
+           std::vector<decoder::effect> fx);
 
 /// Where a published video's result is kept until the coordinator acknowledges it:
 /// <data>/unacked/<decoder>/<attempt>.result (the decode_result, msgpack). A restarted
@@ -118,7 +118,7 @@ std::vector<msg::decode_result> recover_unacked(shell& sh) {
 }
 
 /// The held order of `attempt`, or nullptr.
-const decoding::held* held_of(const shell& sh, uint64_t attempt) {
+const decoder::held* held_of(const shell& sh, uint64_t attempt) {
   for (auto& h : sh.st.holding)
     if (h.order.attempt == attempt)
       return &h;
@@ -155,7 +155,7 @@ void stage_ended(const shell& sh, uint64_t attempt, const char* stage, const std
 void fetched(decoder_role::pointer self, const std::shared_ptr<shell>& sh, uint64_t attempt,
              const std::string& outcome, const std::string& error) {
   stage_ended(*sh, attempt, "handoff", outcome, sh->ctx.run_now());
-  execute(self, sh, decoding::step(sh->st, decoding::ev_fetched{attempt, outcome, error},
+  execute(self, sh, decoder::step(sh->st, decoder::ev_fetched{attempt, outcome, error},
                                  sh->ctx.run_now()));
 }
 
@@ -258,8 +258,8 @@ void report(shell& sh) {
 
 /// The run's index line of a published video (output_index.hpp). A failure is logged, not
 /// fatal: the video and its receipt stand; the line is added when the video is reused.
-void index_video(shell& sh, const decoding::fx_commit& c) {
-  output_index::entry e;
+void index_video(shell& sh, const decoder::fx_commit& c) {
+  decoder::entry e;
   e.order = c.order;
   e.output = c.output;
   e.output_sha256 = c.sha256;
@@ -268,7 +268,7 @@ void index_video(shell& sh, const decoding::fx_commit& c) {
   std::error_code ec;
   e.bytes = static_cast<uint64_t>(std::filesystem::file_size(c.output, ec));
   try {
-    output_index::append(sh.indexed, files::parent_of(c.output) + "/" + output_index::file_name,
+    decoder::append(sh.indexed, files::parent_of(c.output) + "/" + decoder::file_name,
                          e);
   } catch (const std::exception& x) {
     spdlog::error("decoder {}: {}/{}: the run's index line was not written: {}", sh.dec.name,
@@ -297,7 +297,7 @@ void index_video(shell& sh, const decoding::fx_commit& c) {
 
 /// Publishes a video within its lease: renamed into place, receipt, ledger line
 /// (records::publish, the sequence the pools' latents follow too), index line.
-void commit_video(shell& sh, const decoding::fx_commit& c) {
+void commit_video(shell& sh, const decoder::fx_commit& c) {
   keep_unacked(sh, c.result);
   if (c.staged == c.output) {
     index_video(sh, c);  // reused: published by an earlier attempt (its line, if missing)
@@ -312,12 +312,12 @@ void commit_video(shell& sh, const decoding::fx_commit& c) {
 
 /// Removes a video that lost the race; the ledger says so (and the machine counts it). A
 /// published one goes with its index line and its collection link.
-void discard_video(shell& sh, const decoding::fx_discard& d) {
+void discard_video(shell& sh, const decoder::fx_discard& d) {
   if (d.published) {
     std::filesystem::path video(d.path);
     try {
       if (!d.sha256.empty())
-        output_index::remove(sh.indexed, video.parent_path().string() + "/" + output_index::file_name,
+        decoder::remove(sh.indexed, video.parent_path().string() + "/" + decoder::file_name,
                              video.stem().string(), d.sha256);
     } catch (const std::exception& x) {
       spdlog::error("decoder {}: {}/{}: the index line of the removed video {} stays: {}",
@@ -358,12 +358,12 @@ void index_verdict(shell& sh, const msg::verdict_index& v) {
       {"take_index", v.take_index >= 0 ? nlohmann::json(v.take_index) : nlohmann::json(nullptr)},
       {"revision", v.revision}};
     try {
-      const auto r = output_index::append_review(dir + "/" + output_index::file_name,
+      const auto r = decoder::append_review(dir + "/" + decoder::file_name,
                                                  v.output.substr(dir.size() + 1),
                                                  v.output_sha256, review);
-      a.outcome = r == output_index::review_result::no_line ? msg::verdict_outcome::no_line
+      a.outcome = r == decoder::review_result::no_line ? msg::verdict_outcome::no_line
                                                             : msg::verdict_outcome::indexed;
-      if (r == output_index::review_result::appended)
+      if (r == decoder::review_result::appended)
         spdlog::info("decoder {}: {}/{}: verdict {} (revision {}) in the run index", sh.dec.name,
                      v.run_id, v.index, v.verdict, v.revision);
     } catch (const std::exception& x) {
@@ -383,21 +383,21 @@ void forget_unacked(shell& sh, uint64_t attempt) {
 }
 
 void execute(decoder_role::pointer self, const std::shared_ptr<shell>& sh,
-           std::vector<decoding::effect> fx) {
+           std::vector<decoder::effect> fx) {
   for (auto& e : fx) {
-    if (auto* f = std::get_if<decoding::fx_fetch>(&e))
+    if (auto* f = std::get_if<decoder::fx_fetch>(&e))
       fetch(self, sh, f->order);
-    else if (auto* d = std::get_if<decoding::fx_decode>(&e))
+    else if (auto* d = std::get_if<decoder::fx_decode>(&e))
       decode(self, sh, d->order);
-    else if (std::holds_alternative<decoding::fx_report>(e))
+    else if (std::holds_alternative<decoder::fx_report>(e))
       report(*sh);
-    else if (auto* c = std::get_if<decoding::fx_commit>(&e))
+    else if (auto* c = std::get_if<decoder::fx_commit>(&e))
       commit_video(*sh, *c);
-    else if (auto* x = std::get_if<decoding::fx_discard>(&e))
+    else if (auto* x = std::get_if<decoder::fx_discard>(&e))
       discard_video(*sh, *x);
-    else if (auto* f = std::get_if<decoding::fx_forget>(&e))
+    else if (auto* f = std::get_if<decoder::fx_forget>(&e))
       forget_unacked(*sh, f->attempt);
-    else if (auto* l = std::get_if<decoding::fx_log>(&e))
+    else if (auto* l = std::get_if<decoder::fx_log>(&e))
       spdlog::log(static_cast<spdlog::level::level_enum>(l->level), "decoder {}: {}",
                   sh->dec.name, l->text);
   }
@@ -444,23 +444,23 @@ decoder_role::behavior_type decoder_actor(decoder_role::pointer self, context ct
   // Videos published before a restart whose results the coordinator never acknowledged:
   // reported again, so it adopts or retracts each.
   if (auto kept = recover_unacked(*sh); !kept.empty())
-    execute(self, sh, decoding::step(sh->st, decoding::ev_recovered{std::move(kept)},
+    execute(self, sh, decoder::step(sh->st, decoder::ev_recovered{std::move(kept)},
                                      sh->ctx.run_now()));
   self->send(self, msg::status_atom::value);
   return {
     [self, sh](msg::decode_order& o) {
-      auto fx = decoding::step(sh->st, decoding::ev_order{std::move(o)}, sh->ctx.run_now());
+      auto fx = decoder::step(sh->st, decoder::ev_order{std::move(o)}, sh->ctx.run_now());
       for (auto& e : fx)
-        if (std::holds_alternative<decoding::fx_fetch>(e))
+        if (std::holds_alternative<decoder::fx_fetch>(e))
           crash::point("decoder.after_dequeue");
       execute(self, sh, std::move(fx));
     },
     [self, sh](msg::result_ack& a) {
-      execute(self, sh, decoding::step(sh->st, decoding::ev_ack{a.attempt, a.discard},
+      execute(self, sh, decoder::step(sh->st, decoder::ev_ack{a.attempt, a.discard},
                                        sh->ctx.run_now()));
     },
     [self, sh](msg::lease_grant& g) {
-      execute(self, sh, decoding::step(sh->st, decoding::ev_grant{std::move(g), sh->ctx.mono_now()},
+      execute(self, sh, decoder::step(sh->st, decoder::ev_grant{std::move(g), sh->ctx.mono_now()},
                                        sh->ctx.run_now()));
     },
     [self, sh](msg::fetch_done& f) { fetched(self, sh, f.attempt, f.outcome, f.error); },
@@ -471,8 +471,8 @@ decoder_role::behavior_type decoder_actor(decoder_role::pointer self, context ct
       std::string output_sha = d.outcome == msg::outcome::ok ? d.sha256 : "";
       stage_ended(*sh, d.attempt, "decode", d.outcome, sh->ctx.run_now());
       execute(self, sh,
-            decoding::step(sh->st,
-                           decoding::ev_decoded{d.attempt, d.outcome, d.error,
+            decoder::step(sh->st,
+                           decoder::ev_decoded{d.attempt, d.outcome, d.error,
                                                 d.final_path,
                                                 output_sha, d.elapsed_s, d.product_path,
                                                 sh->ctx.mono_now()},
@@ -486,4 +486,4 @@ decoder_role::behavior_type decoder_actor(decoder_role::pointer self, context ct
   };
 }
 
-} // namespace vidline::actors
+} // namespace vidline::actors::decoder

@@ -1,5 +1,5 @@
 #pragma once
-/// The decoder actor: the CAF shell around decoding::step. Pulls each ordered latent from
+/// The decoder actor: the CAF shell around decoder::step. Pulls each ordered latent from
 /// its sampling host through the data plane, decodes it through its backend on a worker
 /// thread, and reports `decoder_status` (credits included) to the coordinator.
 
@@ -10,7 +10,7 @@
 #include "messages/actor_types.hpp"
 #include "messages/review_actor_types.hpp"
 
-namespace vidline::actors {
+namespace vidline::actors::decoder {
 
 /// The decoder's contract: every message it handles, each with who sends it. It answers
 /// none (its results and status go to the coordinator through the bus). The compiler
@@ -36,4 +36,4 @@ using decoder_role = caf::typed_actor<
 decoder_role::behavior_type decoder_actor(decoder_role::pointer self, context ctx,
                                           config::decoder dec);
 
-} // namespace vidline::actors
+} // namespace vidline::actors::decoder

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace vidline::decoding {
+namespace vidline::actors::decoder {
 namespace {
 
 /// How many finished attempts are remembered to ignore a resent order for them.
@@ -310,4 +310,4 @@ std::vector<effect> step(state& s, const event& e, double now) {
   return fx;
 }
 
-} // namespace vidline::decoding
+} // namespace vidline::actors::decoder

@@ -44,7 +44,7 @@
 
 #include "messages/messages.hpp"
 
-namespace vidline::decoding {
+namespace vidline::actors::decoder {
 
 /// Where one held order is.
 enum class phase { fetching, ready, decoding, confirming };
@@ -142,4 +142,4 @@ using effect = std::variant<fx_fetch, fx_decode, fx_report, fx_log, fx_commit, f
 /// Applies one event at run-clock time `now`.
 std::vector<effect> step(state& s, const event& e, double now);
 
-} // namespace vidline::decoding
+} // namespace vidline::actors::decoder

@@ -15,7 +15,7 @@
 
 #include "common/files.hpp"
 
-namespace vidline::actors::output_index {
+namespace vidline::actors::decoder {
 
 using nlohmann::json;
 
@@ -196,4 +196,4 @@ std::size_t remove(cache& c, const std::string& path, const std::string& name,
   return gone;
 }
 
-} // namespace vidline::actors::output_index
+} // namespace vidline::actors::decoder

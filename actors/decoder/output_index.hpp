@@ -24,7 +24,7 @@
 
 #include "messages/messages.hpp"
 
-namespace vidline::actors::output_index {
+namespace vidline::actors::decoder {
 
 /// The index file's name in a run's output directory.
 inline constexpr const char* file_name = "index.jsonl";
@@ -91,4 +91,4 @@ review_result append_review(const std::string& path, const std::string& file,
 std::size_t remove(cache& c, const std::string& path, const std::string& name,
                    const std::string& sha256);
 
-} // namespace vidline::actors::output_index
+} // namespace vidline::actors::decoder

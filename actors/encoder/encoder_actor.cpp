@@ -15,7 +15,7 @@
 #include "common/sha256.hpp"
 #include "messages/actor_types.hpp"
 
-namespace vidline::actors {
+namespace vidline::actors::encoder {
 namespace {
 
 /// One prompt waiting to be encoded, with everyone who asked for it.
@@ -145,4 +145,4 @@ encoder_role::behavior_type encoder_actor(encoder_role::pointer self, context ct
   };
 }
 
-} // namespace vidline::actors
+} // namespace vidline::actors::encoder

@@ -10,7 +10,7 @@
 #include "actors/context.hpp"
 #include "messages/actor_types.hpp"
 
-namespace vidline::actors {
+namespace vidline::actors::encoder {
 
 /// The encoder's contract: every message it handles, each with who sends it, and what it
 /// answers. The compiler checks encoder_actor's handlers against it.
@@ -25,4 +25,4 @@ using encoder_role = caf::typed_actor<
 encoder_role::behavior_type encoder_actor(encoder_role::pointer self, context ctx,
                                           config::encoder enc);
 
-} // namespace vidline::actors
+} // namespace vidline::actors::encoder

@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-namespace vidline::gpu {
+namespace vidline::actors::gpu {
 
 const char* xid_meaning(int32_t code) {
   switch (code) {
@@ -93,4 +93,4 @@ bool step(health_state& h, msg::gpu_sample& g, const health_params& p, double no
   return h.sick != before;
 }
 
-} // namespace vidline::gpu
+} // namespace vidline::actors::gpu

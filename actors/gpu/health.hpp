@@ -23,7 +23,7 @@
 
 #include "messages/gpu.hpp"
 
-namespace vidline::gpu {
+namespace vidline::actors::gpu {
 
 struct health_params {
   double hot_s = 30;      ///< knob gpu_hot_s
@@ -51,4 +51,4 @@ std::string condition(health_state& h, const msg::gpu_sample& g, const health_pa
 /// verdict into `g.health` / `g.health_reason`.
 bool step(health_state& h, msg::gpu_sample& g, const health_params& p, double now);
 
-} // namespace vidline::gpu
+} // namespace vidline::actors::gpu

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <limits>
 
-namespace vidline::gpu {
+namespace vidline::actors::gpu {
 
 void power_log::reading(const std::string& card, double t, double power_w) {
   auto& r = cards_[card].readings;
@@ -118,4 +118,4 @@ std::size_t power_log::readings(const std::string& card) const {
   return it == cards_.end() ? 0 : it->second.readings.size();
 }
 
-} // namespace vidline::gpu
+} // namespace vidline::actors::gpu

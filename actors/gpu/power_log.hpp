@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-namespace vidline::gpu {
+namespace vidline::actors::gpu {
 
 class power_log {
 public:
@@ -69,4 +69,4 @@ private:
   std::map<std::string, card_log> cards_;
 };
 
-} // namespace vidline::gpu
+} // namespace vidline::actors::gpu

@@ -18,16 +18,16 @@
 #include "common/sha256.hpp"
 #include "messages/actor_types.hpp"
 
-namespace vidline::actors {
+namespace vidline::actors::latents {
 namespace {
 
 namespace fs = std::filesystem;
 
 struct shell {
   context ctx;
-  storing::state st;
-  std::map<std::string, storing::file> notes;  ///< what each latent's .job note said (cache)
-  storing::sweep_limits limits;
+  latents::state st;
+  std::map<std::string, latents::file> notes;  ///< what each latent's .job note said (cache)
+  latents::sweep_limits limits;
   int ticks = 0;  ///< status ticks since the last sweep
 };
 
@@ -37,8 +37,8 @@ double real_now() {
 }
 
 /// The `<sha>.latent` files in the latent directory, with the job their note names.
-std::map<std::string, storing::file> scan(shell& sh) {
-  std::map<std::string, storing::file> out;
+std::map<std::string, latents::file> scan(shell& sh) {
+  std::map<std::string, latents::file> out;
   std::error_code ec;
   for (fs::directory_iterator it(latent_dir(sh.ctx), ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
@@ -51,18 +51,18 @@ std::map<std::string, storing::file> scan(shell& sh) {
       continue;
     auto note = sh.notes.find(sha);
     if (note == sh.notes.end()) {
-      storing::file f;
+      latents::file f;
       std::ifstream in(data_paths::latent_job_file(latent_dir(sh.ctx), sha));
       if (!(in >> f.run_id >> f.index) || !files::is_safe_name(f.run_id))
-        f = storing::file{};
+        f = latents::file{};
       // A checkpoint's note goes on: "checkpoint <step> <attempt>" (checkpoint_note).
       std::string word;
       if (!f.run_id.empty() && in >> word && word == "checkpoint"
           && (!(in >> f.checkpoint_step >> f.attempt) || f.checkpoint_step == 0))
-        f = storing::file{};  // never taken for the job's latent
+        f = latents::file{};  // never taken for the job's latent
       note = sh.notes.emplace(sha, f).first;
     }
-    storing::file f = note->second;
+    latents::file f = note->second;
     f.bytes = bytes;
     out[sha] = f;
   }
@@ -81,9 +81,9 @@ double idle_of(const fs::path& p, fs::file_time_type now) {
 }
 
 /// The data directory's leftovers (sweep.hpp), each with how long it has been untouched.
-std::vector<storing::listed> list_leftovers(const shell& sh) {
-  using storing::leftover;
-  std::vector<storing::listed> out;
+std::vector<latents::listed> list_leftovers(const shell& sh) {
+  using latents::leftover;
+  std::vector<latents::listed> out;
   const auto now = fs::file_time_type::clock::now();
   std::error_code ec;
   auto add_files = [&](const std::string& dir, leftover kind, auto&& wanted) {
@@ -91,7 +91,7 @@ std::vector<storing::listed> list_leftovers(const shell& sh) {
       std::error_code e2;
       if (!it->is_regular_file(e2) || !wanted(it->path().filename().string()))
         continue;
-      storing::listed l{it->path().string(), kind, idle_of(it->path(), now), 1, 0};
+      latents::listed l{it->path().string(), kind, idle_of(it->path(), now), 1, 0};
       l.links = it->hard_link_count(e2);
       l.bytes = it->file_size(e2);
       out.push_back(std::move(l));
@@ -125,7 +125,7 @@ std::vector<storing::listed> list_leftovers(const shell& sh) {
             [](const std::string& n) { return is_sha256_hex(n); });
   // Inputs, and the videos of other hosts the coordinator took frames from: both unused
   // for input_retention_s go.
-  for (const auto& dir : {input_dir(sh.ctx), input_video_dir(sh.ctx)}) {
+  for (const auto& dir : {input_dir(sh.ctx), coordinator::input_video_dir(sh.ctx)}) {
     add_files(dir, leftover::input, [](const std::string& n) { return is_sha256_hex(n); });
     // Pulls of inputs and videos (<sha>.part, .part.state) and uploads to this node
     // (.<sha>.<pid>-<n>.part).
@@ -160,7 +160,7 @@ std::vector<storing::listed> list_leftovers(const shell& sh) {
 
 /// Removes the leftovers past their limits; empty receipt directories go with them.
 void sweep_leftovers(shell& sh) {
-  auto r = storing::sweep(list_leftovers(sh), sh.limits);
+  auto r = latents::sweep(list_leftovers(sh), sh.limits);
   if (r.remove.empty())
     return;
   std::set<std::string> parents;
@@ -180,7 +180,7 @@ void sweep_leftovers(shell& sh) {
   std::string what;
   for (int k = 0; k < 6; ++k)
     if (r.counts[k] != 0) {
-      const char* name = storing::leftover_name(static_cast<storing::leftover>(k));
+      const char* name = latents::leftover_name(static_cast<latents::leftover>(k));
       what += (what.empty() ? "" : ", ") + std::to_string(r.counts[k]) + " " + name;
       metrics::global().add("vidline_leftovers_removed_total",
                             {{"host", sh.ctx.host}, {"kind", name}}, r.counts[k]);
@@ -188,18 +188,18 @@ void sweep_leftovers(shell& sh) {
   spdlog::info("latents: removed leftovers past their retention: {} ({} bytes)", what, r.bytes);
 }
 
-void execute(shell& sh, const std::vector<storing::effect>& fx) {
+void execute(shell& sh, const std::vector<latents::effect>& fx) {
   for (auto& e : fx) {
-    if (auto* r = std::get_if<storing::fx_report>(&e)) {
+    if (auto* r = std::get_if<latents::fx_report>(&e)) {
       sh.ctx.out->send(sh.ctx.cluster->coordinator, "coordinator", r->h);
-    } else if (auto* rm = std::get_if<storing::fx_remove>(&e)) {
+    } else if (auto* rm = std::get_if<latents::fx_remove>(&e)) {
       const std::string ldir = latent_dir(sh.ctx);
       std::error_code ec;
       fs::remove(data_paths::latent_file(ldir, rm->sha256), ec);
       fs::remove(data_paths::latent_job_file(ldir, rm->sha256), ec);
       sh.notes.erase(rm->sha256);
       spdlog::info("latents: removed {} (released)", rm->sha256);
-    } else if (auto* l = std::get_if<storing::fx_log>(&e)) {
+    } else if (auto* l = std::get_if<latents::fx_log>(&e)) {
       spdlog::log(static_cast<spdlog::level::level_enum>(l->level), "latents: {}", l->text);
     }
   }
@@ -236,7 +236,7 @@ latents_role::behavior_type latents_actor(latents_role::pointer self, context ct
   self->send(self, msg::status_atom::value);
   return {
     [sh](msg::latent_release& r) {
-      execute(*sh, storing::step(sh->st, storing::ev_release{std::move(r.sha256s)}, real_now()));
+      execute(*sh, latents::step(sh->st, latents::ev_release{std::move(r.sha256s)}, real_now()));
     },
     [self, sh, interval, sweep_every](msg::status_atom) {
       if (++sh->ticks >= sweep_every) {
@@ -250,16 +250,16 @@ latents_role::behavior_type latents_actor(latents_role::pointer self, context ct
       const metrics::labels host{{"host", sh->ctx.host}};
       metrics::global().set("vidline_latent_bytes_waiting", host, bytes);
       metrics::global().set("vidline_latent_files", host, static_cast<double>(held.size()));
-      execute(*sh, storing::step(sh->st, storing::ev_scan{std::move(held)}, real_now()));
+      execute(*sh, latents::step(sh->st, latents::ev_scan{std::move(held)}, real_now()));
       // Every interval, not only on a change: a pool restarted meanwhile learns it too.
       for (auto& p : sh->ctx.cluster->pools)
         if (p.host == sh->ctx.host)
           if (auto pool = sh->ctx.out->local("pool:" + p.name))
-            self->send(caf::actor_cast<pool_role>(pool), msg::latent_budget{sh->st.accepting()});
+            self->send(caf::actor_cast<pool::pool_role>(pool), msg::latent_budget{sh->st.accepting()});
       self->delayed_send(self, interval, msg::status_atom::value);
     },
     [](msg::crash_atom) -> caf::result<void> { throw std::runtime_error("crash requested"); },
   };
 }
 
-} // namespace vidline::actors
+} // namespace vidline::actors::latents

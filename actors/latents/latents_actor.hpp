@@ -1,5 +1,5 @@
 #pragma once
-/// The latents actor: the CAF shell around storing::step, one per host (target
+/// The latents actor: the CAF shell around latents::step, one per host (target
 /// `latents`). Every status interval it scans `<data>/latents`, reports what it holds to
 /// the coordinator (latent_holdings), removes what was released once its retention is
 /// over, and tells the host's pools every interval whether the host is within its latent
@@ -11,7 +11,7 @@
 #include "actors/context.hpp"
 #include "messages/actor_types.hpp"
 
-namespace vidline::actors {
+namespace vidline::actors::latents {
 
 /// The latents store's contract: every message it handles, each with who sends it. It
 /// answers none. The compiler checks latents_actor's handlers against it.
@@ -26,4 +26,4 @@ using latents_role = caf::typed_actor<
 
 latents_role::behavior_type latents_actor(latents_role::pointer self, context ctx);
 
-} // namespace vidline::actors
+} // namespace vidline::actors::latents

@@ -1,6 +1,6 @@
 #include "actors/latents/store_machine.hpp"
 
-namespace vidline::storing {
+namespace vidline::actors::latents {
 
 uint64_t state::bytes() const {
   uint64_t n = 0;
@@ -66,4 +66,4 @@ std::vector<effect> step(state& s, const event& e, double now) {
   return fx;
 }
 
-} // namespace vidline::storing
+} // namespace vidline::actors::latents

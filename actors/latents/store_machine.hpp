@@ -20,7 +20,7 @@
 
 #include "messages/messages.hpp"
 
-namespace vidline::storing {
+namespace vidline::actors::latents {
 
 /// One latent file found by a scan.
 struct file {
@@ -62,4 +62,4 @@ using effect = std::variant<fx_report, fx_remove, fx_accepting, fx_log>;
 
 std::vector<effect> step(state& s, const event& e, double now);
 
-} // namespace vidline::storing
+} // namespace vidline::actors::latents

@@ -1,6 +1,6 @@
 #include "actors/latents/sweep.hpp"
 
-namespace vidline::storing {
+namespace vidline::actors::latents {
 
 namespace {
 
@@ -45,4 +45,4 @@ sweep_result sweep(const std::vector<listed>& entries, const sweep_limits& limit
   return r;
 }
 
-} // namespace vidline::storing
+} // namespace vidline::actors::latents

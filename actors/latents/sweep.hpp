@@ -25,7 +25,7 @@
 #include <string>
 #include <vector>
 
-namespace vidline::storing {
+namespace vidline::actors::latents {
 
 enum class leftover { part, work_dir, conditioning, output_blob, receipt, input };
 
@@ -58,4 +58,4 @@ sweep_result sweep(const std::vector<listed>& entries, const sweep_limits& limit
 
 const char* leftover_name(leftover k);
 
-} // namespace vidline::storing
+} // namespace vidline::actors::latents

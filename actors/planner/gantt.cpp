@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <map>
 
-namespace vidline::planner {
+namespace vidline::actors::planner {
 namespace {
 
 struct stage_style {
@@ -311,4 +311,4 @@ std::string gantt_svg(const std::vector<gantt_chart>& charts) {
   return svg;
 }
 
-} // namespace vidline::planner
+} // namespace vidline::actors::planner

@@ -16,7 +16,7 @@
 
 #include "actors/planner/line_sim.hpp"
 
-namespace vidline::planner {
+namespace vidline::actors::planner {
 
 /// One chart: a title, its lanes top to bottom, and the spans to draw on them. Spans on a
 /// lane not listed get a lane of their own at the bottom.
@@ -59,4 +59,4 @@ struct gantt_chart {
 /// An SVG document with the charts stacked, sharing one time scale (so they compare).
 std::string gantt_svg(const std::vector<gantt_chart>& charts);
 
-} // namespace vidline::planner
+} // namespace vidline::actors::planner

@@ -12,14 +12,14 @@
 #include "common/sha256.hpp"
 #include "config/shot_graph.hpp"
 
-namespace vidline::planner {
+namespace vidline::actors::planner {
 namespace {
 
 // -- what travels on the simulated network or fires on a timer ----------------------------
 
-struct to_coordinator { sched::event e; };
-struct to_pool { std::string pool; pooling::event e; uint64_t epoch = 0; };  // epoch 0 = any
-struct to_decoder { std::string decoder; decoding::event e; uint64_t epoch = 0; };
+struct to_coordinator { coordinator::event e; };
+struct to_pool { std::string pool; pool::event e; uint64_t epoch = 0; };  // epoch 0 = any
+struct to_decoder { std::string decoder; decoder::event e; uint64_t epoch = 0; };
 struct status_timer {};
 using payload = std::variant<to_coordinator, to_pool, to_decoder, status_timer>;
 
@@ -38,17 +38,17 @@ struct encoder_model {
 
 class line {
 public:
-  line(sched::state s, const timing& t, const faults& f, const sim_options& o)
+  line(coordinator::state s, const timing& t, const faults& f, const sim_options& o)
       : s_(std::move(s)), t_(t), f_(f), o_(o), rng_(f.seed) {
     for (auto& [name, p] : s_.pools) {
-      pooling::state ps;
+      pool::state ps;
       ps.pool = name;
       ps.host = p.host;
       ps.epoch = ++epochs_;
       pools_[name] = ps;
     }
     for (auto& [name, d] : s_.decoders) {
-      decoding::state ds;
+      decoder::state ds;
       ds.decoder = name;
       ds.host = d.host;
       ds.epoch = ++epochs_;
@@ -56,11 +56,11 @@ public:
     }
   }
 
-  result run(std::vector<sched::run> rs, double max_time) {
+  result run(std::vector<coordinator::run> rs, double max_time) {
     for (auto& [name, p] : pools_)
-      send(to_coordinator{sched::ev_pool_status{p.status(now_)}});
+      send(to_coordinator{coordinator::ev_pool_status{p.status(now_)}});
     for (auto& [name, d] : decoders_)
-      send(to_coordinator{sched::ev_decoder_status{d.status(now_)}});
+      send(to_coordinator{coordinator::ev_decoder_status{d.status(now_)}});
     run_id_ = rs.front().id;
     jobs_ = rs.front().jobs.size();
     finals_.assign(jobs_, false);
@@ -69,7 +69,7 @@ public:
     for (auto& r : rs) {
       ids.push_back(r.id);
       open_.insert(r.id);
-      schedule(0, to_coordinator{sched::ev_submit{std::move(r)}});
+      schedule(0, to_coordinator{coordinator::ev_submit{std::move(r)}});
     }
     if (faulty())
       schedule(f_.status_interval_s, status_timer{});
@@ -119,38 +119,38 @@ private:
   // -- coordinator -------------------------------------------------------------------------
 
   void on(to_coordinator& m) {
-    std::vector<sched::effect> fx;
+    std::vector<coordinator::effect> fx;
     if (o_.time_steps) {
       auto t0 = std::chrono::steady_clock::now();
-      fx = sched::step(s_, m.e, now_);
+      fx = coordinator::step(s_, m.e, now_);
       res_.step_seconds.push_back(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     } else {
-      fx = sched::step(s_, m.e, now_);
+      fx = coordinator::step(s_, m.e, now_);
     }
     if (o_.check_index)
-      if (auto bad = sched::check_index(s_); !bad.empty())
+      if (auto bad = coordinator::check_index(s_); !bad.empty())
         violation("scheduler index: " + bad);
     touched_.clear();
     for (auto& e : fx) {
-      if (auto* pj = std::get_if<sched::fx_persist_job>(&e))
+      if (auto* pj = std::get_if<coordinator::fx_persist_job>(&e))
         if (pj->run_id == run_id_)
           touched_.push_back(pj->index);
-      if (auto* o = std::get_if<sched::fx_send_sample>(&e)) {
-        send(to_pool{o->order.pool, pooling::ev_order{o->order}});
-      } else if (auto* o = std::get_if<sched::fx_send_decode>(&e)) {
-        send(to_decoder{o->order.decoder, decoding::ev_order{o->order}});
-      } else if (auto* a = std::get_if<sched::fx_ack>(&e)) {
+      if (auto* o = std::get_if<coordinator::fx_send_sample>(&e)) {
+        send(to_pool{o->order.pool, pool::ev_order{o->order}});
+      } else if (auto* o = std::get_if<coordinator::fx_send_decode>(&e)) {
+        send(to_decoder{o->order.decoder, decoder::ev_order{o->order}});
+      } else if (auto* a = std::get_if<coordinator::fx_ack>(&e)) {
         if (a->target.rfind("pool:", 0) == 0)
-          send(to_pool{a->target.substr(5), pooling::ev_ack{a->attempt}});
+          send(to_pool{a->target.substr(5), pool::ev_ack{a->attempt}});
         else
-          send(to_decoder{a->target.substr(8), decoding::ev_ack{a->attempt, a->discard}});
-      } else if (auto* g = std::get_if<sched::fx_grant>(&e)) {
+          send(to_decoder{a->target.substr(8), decoder::ev_ack{a->attempt, a->discard}});
+      } else if (auto* g = std::get_if<coordinator::fx_grant>(&e)) {
         if (g->target.rfind("pool:", 0) == 0)
-          send(to_pool{g->target.substr(5), pooling::ev_grant{g->grant, 0}});
+          send(to_pool{g->target.substr(5), pool::ev_grant{g->grant, 0}});
         else
-          send(to_decoder{g->target.substr(8), decoding::ev_grant{g->grant, 0}});
-      } else if (auto* fin = std::get_if<sched::fx_job_final>(&e)) {
+          send(to_decoder{g->target.substr(8), decoder::ev_grant{g->grant, 0}});
+      } else if (auto* fin = std::get_if<coordinator::fx_job_final>(&e)) {
         if (fin->run_id != run_id_)
           continue;
         if (fin->index >= finals_.size())
@@ -158,21 +158,21 @@ private:
         if (finals_[fin->index])
           violation("job " + std::to_string(fin->index) + " reached a final state twice");
         finals_[fin->index] = true;
-      } else if (auto* mi = std::get_if<sched::fx_make_input>(&e)) {
+      } else if (auto* mi = std::get_if<coordinator::fx_make_input>(&e)) {
         if (mi->latent) {  // a latent handed over is the source's latent, as it is
           const std::string sha = !mi->output_sha256.empty() ? mi->output_sha256
                                   : to_hex(sha256_of(mi->run_id + "/" + std::to_string(mi->source)
                                                      + "/latent"));
-          send(to_coordinator{sched::ev_input_made{mi->run_id, mi->index, mi->name, sha, 1, ""}});
+          send(to_coordinator{coordinator::ev_input_made{mi->run_id, mi->index, mi->name, sha, 1, ""}});
           continue;
         }
         // The coordinator's shell makes a frame input at once (a sim frame is a hash).
         std::string frame = config::graph::sim_frame(mi->output_sha256, mi->frame);
         if (frame.empty())
           frame = mi->run_id + "/" + std::to_string(mi->source) + "/" + std::to_string(mi->frame);
-        send(to_coordinator{sched::ev_input_made{mi->run_id, mi->index, mi->name,
+        send(to_coordinator{coordinator::ev_input_made{mi->run_id, mi->index, mi->name,
                                                  to_hex(sha256_of(frame)), frame.size(), ""}});
-      } else if (auto* d = std::get_if<sched::fx_run_done>(&e)) {
+      } else if (auto* d = std::get_if<coordinator::fx_run_done>(&e)) {
         open_.erase(d->run_id);
         if (open_.empty())
           done_ = true;
@@ -182,9 +182,9 @@ private:
     // coordinator ticks every status interval; here a tick comes when the first one ends.
     if (retry_tick_ && *retry_tick_ <= now_)
       retry_tick_.reset();  // it has come
-    if (auto at = sched::next_retry(s_); at && (!retry_tick_ || *retry_tick_ > *at)) {
+    if (auto at = coordinator::next_retry(s_); at && (!retry_tick_ || *retry_tick_ > *at)) {
       retry_tick_ = *at;
-      schedule(*at, to_coordinator{sched::ev_tick{}});
+      schedule(*at, to_coordinator{coordinator::ev_tick{}});
     }
   }
 
@@ -195,24 +195,24 @@ private:
     if (it == pools_.end() || (m.epoch != 0 && m.epoch != it->second.epoch))
       return;  // a timer of a pool that has crashed since
     // Times a worker measures are its own, on arrival.
-    if (auto* s = std::get_if<pooling::ev_sampled>(&m.e))
+    if (auto* s = std::get_if<pool::ev_sampled>(&m.e))
       s->mono_s = now_;
-    if (auto* g = std::get_if<pooling::ev_grant>(&m.e))
+    if (auto* g = std::get_if<pool::ev_grant>(&m.e))
       g->mono_s = now_;
-    auto fx = pooling::step(it->second, m.e, now_);
+    auto fx = pool::step(it->second, m.e, now_);
     for (auto& e : fx) {
-      if (auto* c = std::get_if<pooling::fx_condition>(&e))
+      if (auto* c = std::get_if<pool::fx_condition>(&e))
         condition(it->second, c->order);
-      else if (auto* sm = std::get_if<pooling::fx_sample>(&e))
+      else if (auto* sm = std::get_if<pool::fx_sample>(&e))
         sample(it->second, sm->order);
-      else if (std::holds_alternative<pooling::fx_report>(e))
-        send(to_coordinator{sched::ev_pool_status{it->second.status(now_)}});
-      else if (auto* c = std::get_if<pooling::fx_commit>(&e))
+      else if (std::holds_alternative<pool::fx_report>(e))
+        send(to_coordinator{coordinator::ev_pool_status{it->second.status(now_)}});
+      else if (auto* c = std::get_if<pool::fx_commit>(&e))
         committed("sampled", c->order.job, it->first);
     }
   }
 
-  void condition(const pooling::state& p, const msg::sample_order& o) {
+  void condition(const pool::state& p, const msg::sample_order& o) {
     auto& enc = encoders_[p.host];
     double ready;
     auto known = enc.ready_at.find(o.job.prompt_sha256);
@@ -226,11 +226,11 @@ private:
     if (ready > now_)
       span(p.pool, "conditioning", o.job.index, now_, ready);
     schedule(ready, to_pool{p.pool,
-                            pooling::ev_conditioned{o.attempt, true, "cond", ready - now_, ""},
+                            pool::ev_conditioned{o.attempt, true, "cond", ready - now_, ""},
                             p.epoch});
   }
 
-  void sample(const pooling::state& p, const msg::sample_order& o) {
+  void sample(const pool::state& p, const msg::sample_order& o) {
     // Cold: its first job, its GPUs were taken meanwhile, or another model is loaded.
     auto w = warm_.find({p.pool, p.epoch});
     bool cold = w == warm_.end() || w->second != o.job.model;
@@ -242,7 +242,7 @@ private:
     auto st = t_.sample(s_.pools.at(p.pool).kind, o.job, cold);
     double end = now_ + st.seconds;
     span(p.pool, "sampling", o.job.index, now_, end);
-    pooling::ev_sampled ev;
+    pool::ev_sampled ev;
     ev.attempt = o.attempt;
     ev.elapsed_s = st.seconds;
     ev.cold = cold;
@@ -270,36 +270,36 @@ private:
     if (it == decoders_.end() || (m.epoch != 0 && m.epoch != it->second.epoch))
       return;
     auto& d = it->second;
-    if (auto* dd = std::get_if<decoding::ev_decoded>(&m.e))
+    if (auto* dd = std::get_if<decoder::ev_decoded>(&m.e))
       dd->mono_s = now_;
-    if (auto* g = std::get_if<decoding::ev_grant>(&m.e))
+    if (auto* g = std::get_if<decoder::ev_grant>(&m.e))
       g->mono_s = now_;
-    auto fx = decoding::step(d, m.e, now_);
+    auto fx = decoder::step(d, m.e, now_);
     const auto& kind = s_.decoders.at(m.decoder).kind;
     for (auto& e : fx) {
-      if (auto* f = std::get_if<decoding::fx_fetch>(&e)) {
+      if (auto* f = std::get_if<decoder::fx_fetch>(&e)) {
         double secs = t_.handoff_between
                         ? t_.handoff_between(f->order.source_host, d.host, kind,
                                              f->order.latent_bytes)
                         : t_.handoff ? t_.handoff(kind, f->order.latent_bytes) : 0;
         double end = now_ + secs;
         span(d.decoder, "handoff", f->order.job.index, now_, end);
-        schedule(end, to_decoder{d.decoder, decoding::ev_fetched{f->order.attempt, "ok", ""},
+        schedule(end, to_decoder{d.decoder, decoder::ev_fetched{f->order.attempt, "ok", ""},
                                  d.epoch});
-      } else if (auto* dc = std::get_if<decoding::fx_decode>(&e)) {
+      } else if (auto* dc = std::get_if<decoder::fx_decode>(&e)) {
         // A decoder on a pool's GPU unloads the pool's model.
         for (auto& other : s_.decoders.at(m.decoder).shares_gpu_with)
           if (auto q = pools_.find(other); q != pools_.end())
             warm_.erase({other, q->second.epoch});
         double secs = t_.decode(kind, dc->order.job);
         span(d.decoder, "decode", dc->order.job.index, now_, now_ + secs);
-        decoding::ev_decoded ev{dc->order.attempt, "ok", "", "out", "", secs, "out", 0};
+        decoder::ev_decoded ev{dc->order.attempt, "ok", "", "out", "", secs, "out", 0};
         schedule(now_ + secs, to_decoder{d.decoder, ev, d.epoch});
-      } else if (std::holds_alternative<decoding::fx_report>(e)) {
-        send(to_coordinator{sched::ev_decoder_status{d.status(now_)}});
-      } else if (auto* c = std::get_if<decoding::fx_commit>(&e)) {
+      } else if (std::holds_alternative<decoder::fx_report>(e)) {
+        send(to_coordinator{coordinator::ev_decoder_status{d.status(now_)}});
+      } else if (auto* c = std::get_if<decoder::fx_commit>(&e)) {
         committed("decoded", c->order.job, m.decoder);
-      } else if (auto* x = std::get_if<decoding::fx_discard>(&e)) {
+      } else if (auto* x = std::get_if<decoder::fx_discard>(&e)) {
         if (x->published)
           uncommitted("decoded", x->index);
       }
@@ -310,10 +310,10 @@ private:
 
   void on(status_timer&) {
     for (auto& [name, p] : pools_)
-      send(to_coordinator{sched::ev_pool_status{p.status(now_)}});
+      send(to_coordinator{coordinator::ev_pool_status{p.status(now_)}});
     for (auto& [name, d] : decoders_)
-      send(to_coordinator{sched::ev_decoder_status{d.status(now_)}});
-    send(to_coordinator{sched::ev_tick{}});
+      send(to_coordinator{coordinator::ev_decoder_status{d.status(now_)}});
+    send(to_coordinator{coordinator::ev_tick{}});
     schedule(now_ + f_.status_interval_s, status_timer{});
   }
 
@@ -324,7 +324,7 @@ private:
     std::size_t k = std::uniform_int_distribution<std::size_t>(0, n - 1)(rng_);
     if (k < pools_.size()) {
       auto it = std::next(pools_.begin(), static_cast<long>(k));
-      pooling::state fresh;
+      pool::state fresh;
       fresh.pool = it->second.pool;
       fresh.host = it->second.host;
       fresh.epoch = ++epochs_;
@@ -336,7 +336,7 @@ private:
       for (auto& r : it->second.unacked)
         if (r.outcome == msg::outcome::ok)
           ++crash_lost_[r.index];
-      decoding::state fresh;
+      decoder::state fresh;
       fresh.decoder = it->second.decoder;
       fresh.host = it->second.host;
       fresh.epoch = ++epochs_;
@@ -368,16 +368,16 @@ private:
     }
   }
 
-  void check_decoder(const std::string& name, const decoding::state& d) {
+  void check_decoder(const std::string& name, const decoder::state& d) {
     if (d.pending() > 1)
       violation("decoder " + name + " has " + std::to_string(d.pending()) + " pending");
-    if (d.holding.size() > decoding::state::capacity)
+    if (d.holding.size() > decoder::state::capacity)
       violation("decoder " + name + " holds " + std::to_string(d.holding.size()));
   }
 
-  void check_job(const sched::job& j) {
-    bool final_now = j.state == sched::job_state::succeeded
-                     || j.state == sched::job_state::failed;
+  void check_job(const coordinator::job& j) {
+    bool final_now = j.state == coordinator::job_state::succeeded
+                     || j.state == coordinator::job_state::failed;
     if (j.spec.index >= final_state_.size())
       final_state_.resize(j.spec.index + 1, no_final);
     auto& was = final_state_[j.spec.index];
@@ -411,7 +411,7 @@ private:
     res_.spans.push_back(stage_span{lane, stage, job, a, b});
   }
 
-  sched::state s_;
+  coordinator::state s_;
   const timing& t_;
   faults f_;
   sim_options o_;
@@ -421,8 +421,8 @@ private:
   uint64_t epochs_ = 0;
   double now_ = 0;
   std::optional<double> retry_tick_;  ///< a tick scheduled for the end of a retry backoff
-  std::map<std::string, pooling::state> pools_;
-  std::map<std::string, decoding::state> decoders_;
+  std::map<std::string, pool::state> pools_;
+  std::map<std::string, decoder::state> decoders_;
   std::map<std::string, encoder_model> encoders_;
   /// (pool, epoch) -> the model it holds loaded.
   std::map<std::pair<std::string, uint64_t>, std::string> warm_;
@@ -443,15 +443,15 @@ private:
 
 } // namespace
 
-result simulate(sched::state s, sched::run r, const timing& t, const faults& f,
+result simulate(coordinator::state s, coordinator::run r, const timing& t, const faults& f,
                 double max_time, const sim_options& o) {
   line l(std::move(s), t, f, o);
-  std::vector<sched::run> rs;
+  std::vector<coordinator::run> rs;
   rs.push_back(std::move(r));
   return l.run(std::move(rs), max_time);
 }
 
-result simulate_runs(sched::state s, std::vector<sched::run> rs, const timing& t,
+result simulate_runs(coordinator::state s, std::vector<coordinator::run> rs, const timing& t,
                      const faults& f, double max_time, const sim_options& o) {
   if (rs.empty())
     return result{};
@@ -459,4 +459,4 @@ result simulate_runs(sched::state s, std::vector<sched::run> rs, const timing& t
   return l.run(std::move(rs), max_time);
 }
 
-} // namespace vidline::planner
+} // namespace vidline::actors::planner

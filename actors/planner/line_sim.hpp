@@ -22,7 +22,7 @@
 
 #include "actors/coordinator/scheduler.hpp"
 
-namespace vidline::planner {
+namespace vidline::actors::planner {
 
 /// How long a sampling attempt takes, or that it runs out of memory after `seconds`.
 struct sample_time {
@@ -62,7 +62,7 @@ struct faults {
 /// What else the simulation does besides running the line.
 struct sim_options {
   /// After every coordinator step, compare the scheduler's index with a rebuilt one
-  /// (sched::check_index); a difference is a violation. Costly: for tests.
+  /// (coordinator::check_index); a difference is a violation. Costly: for tests.
   bool check_index = false;
   /// Record the wall time of every coordinator step in result::step_seconds.
   bool time_steps = false;
@@ -84,27 +84,27 @@ struct stage_span {
 };
 
 struct result {
-  sched::run run;                    ///< the run as the coordinator finished it
+  coordinator::run run;                    ///< the run as the coordinator finished it
   std::vector<stage_span> spans;
   uint64_t events = 0;
   std::vector<std::string> violations;  ///< invariant breaches (empty = none)
   bool finished = false;                ///< every job reached a final state
   double end_time = 0;
   std::vector<double> step_seconds;     ///< wall time per coordinator step (time_steps)
-  std::vector<sched::run> others;       ///< simulate_runs: the runs after the first, in order
+  std::vector<coordinator::run> others;       ///< simulate_runs: the runs after the first, in order
 };
 
 /// Runs `r` (jobs filled in, mode set) on a line whose coordinator state is `s` (from
-/// dispatching::initial_state), pools and decoders placed on the hosts `s` names.
+/// coordinator::initial_state), pools and decoders placed on the hosts `s` names.
 /// `max_time` bounds the virtual clock (a run that cannot finish ends there).
-result simulate(sched::state s, sched::run r, const timing& t, const faults& f = {},
+result simulate(coordinator::state s, coordinator::run r, const timing& t, const faults& f = {},
                 double max_time = 1e9, const sim_options& o = {});
 
 /// Several runs submitted together at time 0, in this order (distinct ids): the line
 /// shares its pools among them (the queue) and goes on until every one is finished or
 /// max_time. result::run is the first (the invariants are checked on it), result::others
 /// the rest.
-result simulate_runs(sched::state s, std::vector<sched::run> rs, const timing& t,
+result simulate_runs(coordinator::state s, std::vector<coordinator::run> rs, const timing& t,
                      const faults& f = {}, double max_time = 1e9, const sim_options& o = {});
 
-} // namespace vidline::planner
+} // namespace vidline::actors::planner

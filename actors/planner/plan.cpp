@@ -10,18 +10,18 @@
 #include "common/sha256.hpp"
 #include "common/text.hpp"
 
-namespace vidline::planner {
+namespace vidline::actors::planner {
 
-using namespace dispatching;
+using namespace coordinator;
 
 namespace {
 
-profiles::job_size size_of(const msg::job_spec& j) { return profiles::job_size{j.width, j.height, j.seconds}; }
+config::profile::job_size size_of(const msg::job_spec& j) { return config::profile::job_size{j.width, j.height, j.seconds}; }
 
 /// Fills out.energy_j / wh_per_clip from the finished jobs' stage clocks and the profile's
 /// power figures (or names the kinds without one in out.unpowered).
-void plan_energy(plan_result& out, const sched::state& s0, const profiles::profile& prof,
-                 const sched::run& r) {
+void plan_energy(plan_result& out, const coordinator::state& s0, const config::profile::profile& prof,
+                 const coordinator::run& r) {
   std::set<std::string> unpowered;
   double joules = 0;
   auto watts = [&](const auto& entries, const std::string& kind, const char* what) {
@@ -33,7 +33,7 @@ void plan_energy(plan_result& out, const sched::state& s0, const profiles::profi
     return e->second.power->watts;
   };
   for (auto& j : r.jobs) {
-    if (j.state != sched::job_state::succeeded)
+    if (j.state != coordinator::job_state::succeeded)
       continue;
     if (auto p = s0.pools.find(j.pool); p != s0.pools.end() && j.ran.pool_start >= 0)
       joules += watts(prof.pools(), p->second.kind, "pool")
@@ -51,7 +51,7 @@ void plan_energy(plan_result& out, const sched::state& s0, const profiles::profi
 
 } // namespace
 
-timing line_timing(const dispatching::profile_estimates& est) {
+timing line_timing(const coordinator::profile_estimates& est) {
   timing t;
   t.sample = [&est](const std::string& kind, const msg::job_spec& j, bool cold) {
     if (!est.profile().fits(kind, size_of(j)))
@@ -63,7 +63,7 @@ timing line_timing(const dispatching::profile_estimates& est) {
   t.handoff_between = [&est](const std::string& from, const std::string& to,
                              const std::string&, uint64_t) { return est.profile().handoff(from == to).s; };
   t.decode = [&est](const std::string& kind, const msg::job_spec& j) {
-    sched::decoder_view d;
+    coordinator::decoder_view d;
     d.kind = kind;
     return est.decode(d, j);
   };
@@ -71,7 +71,7 @@ timing line_timing(const dispatching::profile_estimates& est) {
   return t;
 }
 
-plan_result plan(const sched::state& s0, const profile_estimates& est, const request& req,
+plan_result plan(const coordinator::state& s0, const profile_estimates& est, const request& req,
                  const sim_options& o) {
   plan_result out;
   out.mode = req.mode;
@@ -107,14 +107,14 @@ plan_result plan(const sched::state& s0, const profile_estimates& est, const req
   if (!out.refused.empty())
     return out;
 
-  sched::run r;
+  coordinator::run r;
   r.id = "plan";
   r.mode = req.mode;
   if (!req.shots.empty()) {
     // Each prompt its own conditioning key, as the coordinator's SHA-256 of it would be.
     std::map<std::string, std::string> keys;
-    for (auto& spec : shot_jobs(req.shots, r.id, "", "", req.catalog, req.critical_path_first)) {
-      sched::job j;
+    for (auto& spec : coordinator::shot_jobs(req.shots, r.id, "", "", req.catalog, req.critical_path_first)) {
+      coordinator::job j;
       j.spec = std::move(spec);
       auto k = keys.emplace(j.spec.prompt, "plan-prompt-" + std::to_string(keys.size()));
       j.spec.prompt_sha256 = k.first->second;
@@ -123,7 +123,7 @@ plan_result plan(const sched::state& s0, const profile_estimates& est, const req
   } else {
     r.jobs.reserve(req.count);
     for (uint32_t i = 0; i < req.count; ++i) {
-      sched::job j;
+      coordinator::job j;
       j.spec = msg::job_spec{r.id, i, req.seed + i, req.width, req.height, req.seconds,
                              req.prompt, "plan-prompt", ""};
       r.jobs.push_back(std::move(j));
@@ -133,7 +133,7 @@ plan_result plan(const sched::state& s0, const profile_estimates& est, const req
   out.finished = res.finished;
   out.violations = std::move(res.violations);
   out.events = res.events;
-  out.summary = sched::summarize(res.run);
+  out.summary = coordinator::summarize(res.run);
   plan_energy(out, s0, est.profile(), res.run);
   out.step_seconds = std::move(res.step_seconds);
   out.detailed = o.record_spans;
@@ -152,7 +152,7 @@ plan_result plan(const sched::state& s0, const profile_estimates& est, const req
     pj.decoder = j.decoder;
     pj.cold = j.cold;
     pj.model = j.spec.model;
-    pj.state = sched::to_string(j.state);
+    pj.state = coordinator::to_string(j.state);
     for (auto& in : j.spec.inputs)
       if (in.from_index >= 0)
         pj.takes_from.push_back(static_cast<uint32_t>(in.from_index));
@@ -176,13 +176,13 @@ plan_result plan(const sched::state& s0, const profile_estimates& est, const req
   return out;
 }
 
-std::vector<std::string> modes_to_compare(const sched::state& s, const config::cluster& c) {
+std::vector<std::string> modes_to_compare(const coordinator::state& s, const config::cluster& c) {
   std::vector<std::string> out;
   for (auto& m : c.modes)
     out.push_back(m.name);
-  if (s.modes.count(auto_mode) && std::find(out.begin(), out.end(), auto_mode) == out.end())
+  if (s.modes.count(coordinator::auto_mode) && std::find(out.begin(), out.end(), auto_mode) == out.end())
     out.push_back(auto_mode);
   return out;
 }
 
-} // namespace vidline::planner
+} // namespace vidline::actors::planner

@@ -22,7 +22,7 @@
 #include "config/config.hpp"
 #include "config/workflows.hpp"
 
-namespace vidline::planner {
+namespace vidline::actors::planner {
 
 /// One batch to plan: uniform (width, height, seconds, count seeds from seed), or a shot
 /// list when `shots` is not empty (the uniform fields are then ignored).
@@ -64,7 +64,7 @@ struct plan_result {
   std::vector<std::string> pools;     ///< the mode's pools, in order
   std::vector<std::string> decoders;
   std::string refused;                ///< why it was not planned ("" = it was)
-  sched::summary summary;
+  coordinator::summary summary;
   /// `jobs` and `spans` were kept (sim_options::record_spans); otherwise only the summary.
   bool detailed = true;
   std::vector<planned_job> jobs;
@@ -83,18 +83,18 @@ struct plan_result {
   uint64_t events = 0;
 };
 
-/// Plans `req` on a state from dispatching::initial_state + configure. Refuses up front (result
+/// Plans `req` on a state from coordinator::initial_state + configure. Refuses up front (result
 /// `refused`) an unknown mode, a mode without pools or decoders, or a size no pool of the
 /// mode can hold.
-plan_result plan(const sched::state& s, const dispatching::profile_estimates& est, const request& req,
+plan_result plan(const coordinator::state& s, const coordinator::profile_estimates& est, const request& req,
                  const sim_options& o = {});
 
 /// The modes of `s` in the order `vidline plan --mode all` shows them: the config's, then
 /// auto.
-std::vector<std::string> modes_to_compare(const sched::state& s, const config::cluster& c);
+std::vector<std::string> modes_to_compare(const coordinator::state& s, const config::cluster& c);
 
 /// The stage times line_sim runs the line with (the sim backend's, from the profile of
 /// `est`).
-timing line_timing(const dispatching::profile_estimates& est);
+timing line_timing(const coordinator::profile_estimates& est);
 
-} // namespace vidline::planner
+} // namespace vidline::actors::planner

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string_view>
 
-namespace vidline::planner {
+namespace vidline::actors::planner {
 
 struct reference_row {
   std::string_view name;   ///< short id for RESULT lines
@@ -37,4 +37,4 @@ inline const reference_row* find_reference_row(std::string_view mode, uint32_t w
   return nullptr;
 }
 
-} // namespace vidline::planner
+} // namespace vidline::actors::planner

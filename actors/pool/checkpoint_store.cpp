@@ -10,7 +10,7 @@
 #include "common/files.hpp"
 #include "common/sha256.hpp"
 
-namespace vidline::actors {
+namespace vidline::actors::pool {
 namespace {
 
 namespace fs = std::filesystem;
@@ -146,4 +146,4 @@ resume_file make_resume_file(const context& ctx, const msg::job_spec& job,
   return r;
 }
 
-} // namespace vidline::actors
+} // namespace vidline::actors::pool

@@ -19,7 +19,7 @@
 #include "actors/context.hpp"
 #include "messages/messages.hpp"
 
-namespace vidline::actors {
+namespace vidline::actors::pool {
 
 /// The note beside a checkpoint in the latent store: "<run> <index> checkpoint <step>
 /// <attempt>" (a latent's note is "<run> <index>").
@@ -47,4 +47,4 @@ struct resume_file {
 resume_file make_resume_file(const context& ctx, const msg::job_spec& job,
                              const msg::checkpoint_ref& c, const std::atomic<bool>* cancel);
 
-} // namespace vidline::actors
+} // namespace vidline::actors::pool

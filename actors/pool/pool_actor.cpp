@@ -24,14 +24,14 @@
 #include "config/workflows.hpp"
 #include "messages/actor_types.hpp"
 
-namespace vidline::actors {
+namespace vidline::actors::pool {
 namespace {
 
 /// Everything the shell keeps beside the pure state.
 struct shell {
   context ctx;
   config::pool pool;
-  pooling::state st;
+  pool::state st;
   std::shared_ptr<backends::sampler_backend> backend;
   std::shared_ptr<std::atomic<bool>> cancel = std::make_shared<std::atomic<bool>>(false);
   /// Set by fx_preempt_stage: the running sampler checkpoints and stops at its next step.
@@ -71,7 +71,7 @@ void observe(shell& sh) {
   if (sh.st.stalls > sh.seen.stalls)
     reg.add("vidline_sampling_stalls_total", lane, static_cast<double>(sh.st.stalls - sh.seen.stalls));
   sh.seen.stalls = sh.st.stalls;
-  sh.seen.busy = sh.st.at != pooling::phase::idle;
+  sh.seen.busy = sh.st.at != pool::phase::idle;
   if (sh.st.sampling_started_at != sh.seen.sampling_started_at) {
     sh.seen.sampling_started_at = sh.st.sampling_started_at;
     if (sh.st.sampling_started_at >= 0 && sh.st.started_at >= 0)
@@ -173,15 +173,15 @@ void warm_start(pool_role::pointer self, const std::shared_ptr<shell>& sh,
 }
 
 void execute(pool_role::pointer self, const std::shared_ptr<shell>& sh,
-           std::vector<pooling::effect> fx);
+           std::vector<pool::effect> fx);
 
 void condition(pool_role::pointer self, const std::shared_ptr<shell>& sh,
                const msg::sample_order& o) {
   // Typed: the compiler checks the request and its answer against the encoder's contract.
-  auto enc = caf::actor_cast<encoder_role>(sh->ctx.out->local("encoder"));
+  auto enc = caf::actor_cast<encoder::encoder_role>(sh->ctx.out->local("encoder"));
   uint64_t attempt = o.attempt;
   if (!enc) {
-    execute(self, sh, pooling::step(sh->st, pooling::ev_conditioned{attempt, false, "", 0,
+    execute(self, sh, pool::step(sh->st, pool::ev_conditioned{attempt, false, "", 0,
                                                                    "no encoder on this host"},
                                   sh->ctx.run_now()));
     return;
@@ -191,15 +191,15 @@ void condition(pool_role::pointer self, const std::shared_ptr<shell>& sh,
   self->request(enc, timeout, msg::encode_request{o.job.prompt_sha256, o.job.prompt})
     .then(
       [self, sh, attempt](msg::encode_reply& r) {
-        execute(self, sh, pooling::step(sh->st,
-                                      pooling::ev_conditioned{attempt, r.error.empty(),
+        execute(self, sh, pool::step(sh->st,
+                                      pool::ev_conditioned{attempt, r.error.empty(),
                                                               r.conditioning_path, r.encode_s,
                                                               r.error},
                                       sh->ctx.run_now()));
       },
       [self, sh, attempt](caf::error& err) {
-        execute(self, sh, pooling::step(sh->st,
-                                      pooling::ev_conditioned{attempt, false, "", 0,
+        execute(self, sh, pool::step(sh->st,
+                                      pool::ev_conditioned{attempt, false, "", 0,
                                                               to_string(err)},
                                       sh->ctx.run_now()));
       });
@@ -334,7 +334,7 @@ void sample(pool_role::pointer self, const std::shared_ptr<shell>& sh,
 
 /// Publishes a latent within its lease: into the store under its digest, receipt, ledger
 /// (records::publish, the sequence the decoder's videos follow too).
-void commit_latent(shell& sh, const pooling::fx_commit& c) {
+void commit_latent(shell& sh, const pool::fx_commit& c) {
   const auto& job = c.order.job;
   const std::string latents = latent_dir(sh.ctx);
   const std::string work = work_dir(sh.ctx) + "/" + std::to_string(c.order.attempt);
@@ -355,7 +355,7 @@ void commit_latent(shell& sh, const pooling::fx_commit& c) {
 }
 
 /// Removes a latent whose lease ended: logged (by the machine), counted in the ledger.
-void discard_latent(shell& sh, const pooling::fx_discard& d) {
+void discard_latent(shell& sh, const pool::fx_discard& d) {
   const std::string work = work_dir(sh.ctx) + "/" + std::to_string(d.order.attempt);
   if (d.staged.rfind(work + "/", 0) != 0)
     return;  // reused: another attempt's latent, not this one's to remove
@@ -364,34 +364,34 @@ void discard_latent(shell& sh, const pooling::fx_discard& d) {
 }
 
 void execute(pool_role::pointer self, const std::shared_ptr<shell>& sh,
-           std::vector<pooling::effect> fx) {
+           std::vector<pool::effect> fx) {
   for (auto& e : fx) {
-    if (auto* c = std::get_if<pooling::fx_commit>(&e)) {
+    if (auto* c = std::get_if<pool::fx_commit>(&e)) {
       commit_latent(*sh, *c);
       continue;
     }
-    if (auto* d = std::get_if<pooling::fx_discard>(&e)) {
+    if (auto* d = std::get_if<pool::fx_discard>(&e)) {
       discard_latent(*sh, *d);
       continue;
     }
-    if (auto* x = std::get_if<pooling::fx_preempt_stage>(&e)) {
+    if (auto* x = std::get_if<pool::fx_preempt_stage>(&e)) {
       if (sh->st.current && sh->st.current->attempt == x->attempt)
         *sh->preempt = true;
       continue;
     }
-    if (auto* x = std::get_if<pooling::fx_cancel_stage>(&e)) {
+    if (auto* x = std::get_if<pool::fx_cancel_stage>(&e)) {
       // The backend returns promptly with "cancelled" (backends/backend.hpp).
       if (sh->st.current && sh->st.current->attempt == x->attempt)
         *sh->cancel = true;
       continue;
     }
-    if (auto* c = std::get_if<pooling::fx_condition>(&e))
+    if (auto* c = std::get_if<pool::fx_condition>(&e))
       condition(self, sh, c->order);
-    else if (auto* s = std::get_if<pooling::fx_sample>(&e))
+    else if (auto* s = std::get_if<pool::fx_sample>(&e))
       sample(self, sh, s->order, s->conditioning_path);
-    else if (std::holds_alternative<pooling::fx_report>(e))
+    else if (std::holds_alternative<pool::fx_report>(e))
       report(*sh);
-    else if (auto* l = std::get_if<pooling::fx_log>(&e))
+    else if (auto* l = std::get_if<pool::fx_log>(&e))
       log_at(l->level, "pool " + sh->pool.name, l->text);
   }
   observe(*sh);
@@ -444,10 +444,10 @@ pool_role::behavior_type pool_actor(pool_role::pointer self, context ctx, config
                        o.attempt, why, sh->refused);
         return;
       }
-      execute(self, sh, pooling::step(sh->st, pooling::ev_order{std::move(o)}, sh->ctx.run_now()));
+      execute(self, sh, pool::step(sh->st, pool::ev_order{std::move(o)}, sh->ctx.run_now()));
     },
     [self, sh](msg::result_ack& a) {
-      execute(self, sh, pooling::step(sh->st, pooling::ev_ack{a.attempt}, sh->ctx.run_now()));
+      execute(self, sh, pool::step(sh->st, pool::ev_ack{a.attempt}, sh->ctx.run_now()));
     },
     [self, sh](msg::stage_done& d) {
       if (d.attempt == warm_attempt) {
@@ -465,33 +465,33 @@ pool_role::behavior_type pool_actor(pool_role::pointer self, context ctx, config
                                {"outcome", d.outcome}});
       }
       execute(self, sh,
-            pooling::step(sh->st,
-                          pooling::ev_sampled{d.attempt, d.outcome, d.error, d.sha256, d.bytes,
+            pool::step(sh->st,
+                          pool::ev_sampled{d.attempt, d.outcome, d.error, d.sha256, d.bytes,
                                               d.elapsed_s, d.cold, d.product_path,
                                               sh->ctx.mono_now(), d.model, d.model_identity,
                                               d.bad_checkpoint},
                           sh->ctx.run_now()));
     },
     [self, sh](msg::checkpoint_saved& c) {
-      execute(self, sh, pooling::step(sh->st, pooling::ev_checkpoint{c.attempt, std::move(c.c)},
+      execute(self, sh, pool::step(sh->st, pool::ev_checkpoint{c.attempt, std::move(c.c)},
                                       sh->ctx.run_now()));
     },
     [self, sh](msg::lease_grant& g) {
-      execute(self, sh, pooling::step(sh->st, pooling::ev_grant{std::move(g), sh->ctx.mono_now()},
+      execute(self, sh, pool::step(sh->st, pool::ev_grant{std::move(g), sh->ctx.mono_now()},
                                       sh->ctx.run_now()));
     },
     [self, sh](msg::latent_budget b) {
-      execute(self, sh, pooling::step(sh->st, pooling::ev_budget{b.accepting}, sh->ctx.run_now()));
+      execute(self, sh, pool::step(sh->st, pool::ev_budget{b.accepting}, sh->ctx.run_now()));
     },
     [self, sh, interval](msg::status_atom) {
       if (sh->st.current) {  // the watchdog's look at the running sampler's steps
-        pooling::ev_progress p{sh->st.current->attempt, 0};
+        pool::ev_progress p{sh->st.current->attempt, 0};
         {
           std::lock_guard<std::mutex> l(sh->progress->m);
           if (sh->progress->attempt == p.attempt)
             p.step = sh->progress->step;
         }
-        execute(self, sh, pooling::step(sh->st, p, sh->ctx.run_now()));
+        execute(self, sh, pool::step(sh->st, p, sh->ctx.run_now()));
       }
       observe(*sh);
       report(*sh);
@@ -503,4 +503,4 @@ pool_role::behavior_type pool_actor(pool_role::pointer self, context ctx, config
   };
 }
 
-} // namespace vidline::actors
+} // namespace vidline::actors::pool

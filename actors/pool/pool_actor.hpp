@@ -1,5 +1,5 @@
 #pragma once
-/// The pool actor: the CAF shell around pooling::step. Runs each sampling attempt through
+/// The pool actor: the CAF shell around pool::step. Runs each sampling attempt through
 /// its backend on a worker thread and reports `pool_status` to the coordinator.
 
 #include <caf/replies_to.hpp>
@@ -8,7 +8,7 @@
 #include "actors/context.hpp"
 #include "messages/actor_types.hpp"
 
-namespace vidline::actors {
+namespace vidline::actors::pool {
 
 /// The pool's contract: every message it handles, each with who sends it. It answers none
 /// (its results and status go to the coordinator through the bus). The compiler checks
@@ -33,4 +33,4 @@ using pool_role = caf::typed_actor<
 
 pool_role::behavior_type pool_actor(pool_role::pointer self, context ctx, config::pool pool);
 
-} // namespace vidline::actors
+} // namespace vidline::actors::pool

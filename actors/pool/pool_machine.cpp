@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace vidline::pooling {
+namespace vidline::actors::pool {
 namespace {
 
 constexpr std::size_t recent_done_kept = 256;
@@ -288,4 +288,4 @@ std::vector<effect> step(state& s, const event& e, double now) {
   return fx;
 }
 
-} // namespace vidline::pooling
+} // namespace vidline::actors::pool

@@ -41,12 +41,12 @@
 #include "actors/decoder/decoder_machine.hpp"
 #include "messages/messages.hpp"
 
-namespace vidline::pooling {
+namespace vidline::actors::pool {
 
 enum class phase { idle, conditioning, sampling, confirming };
 
-using decoding::lease_margin;
-using decoding::sent_reports;
+using decoder::lease_margin;
+using decoder::sent_reports;
 
 struct state {
   std::string pool;
@@ -138,4 +138,4 @@ using effect = std::variant<fx_condition, fx_sample, fx_report, fx_log, fx_commi
 
 std::vector<effect> step(state& s, const event& e, double now);
 
-} // namespace vidline::pooling
+} // namespace vidline::actors::pool

@@ -8,7 +8,7 @@
 
 #include "common/metrics.hpp"
 
-namespace vidline::actors {
+namespace vidline::actors::supervisor {
 namespace {
 
 struct child {
@@ -83,4 +83,4 @@ supervisor_role::behavior_type supervisor(supervisor_role::pointer self,
   };
 }
 
-} // namespace vidline::actors
+} // namespace vidline::actors::supervisor

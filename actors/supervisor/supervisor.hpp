@@ -16,7 +16,7 @@
 #include "common/restart_budget.hpp"
 #include "config/knobs.hpp"
 
-namespace vidline::actors {
+namespace vidline::actors::supervisor {
 
 /// The supervisor's contract: the one message its behavior handles. Its children's exits
 /// and downs come to its exit and down handlers (system messages, outside any contract).
@@ -47,4 +47,4 @@ struct supervisor_options {
 supervisor_role::behavior_type supervisor(supervisor_role::pointer self,
                                           supervisor_options opts);
 
-} // namespace vidline::actors
+} // namespace vidline::actors::supervisor

@@ -6,7 +6,7 @@
 #include <map>
 #include <string>
 
-namespace vidline::backends {
+namespace vidline::backends::exec {
 namespace {
 
 namespace fs = std::filesystem;
@@ -69,4 +69,4 @@ void checkpoint_watch::look() {
   }
 }
 
-} // namespace vidline::backends
+} // namespace vidline::backends::exec

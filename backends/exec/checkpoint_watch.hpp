@@ -16,7 +16,7 @@
 
 #include "backends/backend.hpp"
 
-namespace vidline::backends {
+namespace vidline::backends::exec {
 
 /// Watches env.checkpoint_dir from construction to stop() (or destruction).
 class checkpoint_watch {
@@ -43,4 +43,4 @@ private:
   std::thread thread_;
 };
 
-} // namespace vidline::backends
+} // namespace vidline::backends::exec

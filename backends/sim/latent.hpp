@@ -23,7 +23,7 @@
 
 namespace vidline::backends::sim {
 
-using profiles::profile;  // the latent's length comes from the timing profile
+using config::profile::profile;  // the latent's length comes from the timing profile
 
 /// What a latent is a function of: the job's seed, size and ident.
 struct latent_key {

@@ -17,11 +17,11 @@
 namespace vidline::backends::sim {
 
 // The timing profile the sim backend paces itself by (config/profile/).
-using profiles::capacity_limit;
-using profiles::job_size;
-using profiles::model_state;
-using profiles::profile;
-using profiles::profile_error;
+using config::profile::capacity_limit;
+using config::profile::job_size;
+using config::profile::model_state;
+using config::profile::profile;
+using config::profile::profile_error;
 
 /// How one sim backend instance runs.
 struct sim_settings {

@@ -57,7 +57,7 @@ int endpoint_main(const args& a) {
   spdlog::set_default_logger(spdlog::stderr_color_mt("endpoint"));
   spdlog::set_level(spdlog::level::warn);
 
-  nodes::bus_options o;
+  nodes::bus::bus_options o;
   o.self = a.need("self");
   o.bind_endpoint = a.need("bind");
   const std::string peer_spec = a.need("peer");
@@ -82,10 +82,10 @@ int endpoint_main(const args& a) {
     // CURVE as a node runs it: DIR/<self>.key and .pub, DIR/<peer>.pub (vidline keygen).
     const std::string dir = a.get("keys");
     o.security.plaintext = false;
-    o.security.secret_z85 = nodes::read_secret_key(dir + "/" + o.self + ".key");
-    o.security.public_z85 = nodes::read_public_key(dir + "/" + o.self + ".pub");
+    o.security.secret_z85 = nodes::bus::read_secret_key(dir + "/" + o.self + ".key");
+    o.security.public_z85 = nodes::bus::read_public_key(dir + "/" + o.self + ".pub");
     o.security.host_keys[o.self] = o.security.public_z85;
-    o.security.host_keys[peer] = nodes::read_public_key(dir + "/" + peer + ".pub");
+    o.security.host_keys[peer] = nodes::bus::read_public_key(dir + "/" + peer + ".pub");
   } else {
     o.security.plaintext_anywhere = true;  // the unauthenticated baseline, namespaces too
   }
@@ -128,17 +128,17 @@ int endpoint_main(const args& a) {
       std::string sha, dest;
       uint64_t bytes = 0;
       in >> sha >> bytes >> dest;
-      std::promise<nodes::fetch_result> done;
+      std::promise<nodes::data::fetch_result> done;
       auto f = done.get_future();
       const auto t0 = steady::now();
       b.fetch_latent(peer, sha, bytes, dest,
-                     [&done](const nodes::fetch_result& r) { done.set_value(r); });
+                     [&done](const nodes::data::fetch_result& r) { done.set_value(r); });
       if (f.wait_for(std::chrono::seconds(120)) != std::future_status::ready)
         die(o.self + ": fetch of " + sha + " did not end in 120 s");
-      const nodes::fetch_result r = f.get();
+      const nodes::data::fetch_result r = f.get();
       const auto t_fetched = steady::now();
-      if (r.outcome != nodes::fetch_outcome::ok) {
-        std::printf("fail %s %s\n", nodes::to_string(r.outcome), r.error.c_str());
+      if (r.outcome != nodes::data::fetch_outcome::ok) {
+        std::printf("fail %s %s\n", nodes::bus::to_string(r.outcome), r.error.c_str());
       } else {
         // The acknowledgement: the source hears that the latent is safe here.
         msgpack::sbuffer body;  // every message body is a map

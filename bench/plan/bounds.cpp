@@ -68,14 +68,14 @@ double simplex_max(std::vector<std::vector<double>> A, std::vector<double> b,
 /// the decoders' rates.
 double upper_bound(const setup& s, uint32_t w, uint32_t h, uint32_t secs) {
   const auto& prof = s.est->profile();
-  profiles::job_size size{w, h, secs};
+  config::profile::job_size size{w, h, secs};
   std::vector<std::string> pools;
   for (auto& p : s.cluster.pools)
     if (prof.fits(p.profile_key, size))
       pools.push_back(p.name);
   auto rate = [&](const std::string& name) {
     auto& pv = s.state.pools.at(name);
-    return 1 / prof.sampling(pv.kind, size, profiles::model_state::warm).s;
+    return 1 / prof.sampling(pv.kind, size, config::profile::model_state::warm).s;
   };
   auto conflict = [&](const std::string& a, const std::string& b) {
     return s.state.pools.at(a).conflicts.count(b) != 0;
@@ -110,7 +110,7 @@ double upper_bound(const setup& s, uint32_t w, uint32_t h, uint32_t secs) {
 /// the first latent on. The best layout. No schedule that keeps one layout does better.
 double makespan_bound(const setup& s, uint32_t w, uint32_t h, uint32_t secs, uint32_t count) {
   const auto& prof = s.est->profile();
-  profiles::job_size size{w, h, secs};
+  config::profile::job_size size{w, h, secs};
   msg::job_spec spec;
   spec.width = w;
   spec.height = h;
@@ -124,8 +124,8 @@ double makespan_bound(const setup& s, uint32_t w, uint32_t h, uint32_t secs, uin
     if (!prof.fits(p.profile_key, size))
       continue;
     double cond = s.est->conditioning(p.host);
-    double cold = prof.sampling(p.profile_key, size, profiles::model_state::cold).s;
-    double warm = prof.sampling(p.profile_key, size, profiles::model_state::warm).s;
+    double cold = prof.sampling(p.profile_key, size, config::profile::model_state::cold).s;
+    double warm = prof.sampling(p.profile_key, size, config::profile::model_state::warm).s;
     double tail = 1e300;
     for (auto& d : s.state.decoders)
       tail = std::min(tail, s.est->handoff(p.host, d.second, spec) + s.est->decode(d.second, spec));
@@ -210,14 +210,14 @@ double mix_upper_bound(const setup& s, const std::vector<std::array<uint32_t, 3>
     b[r] = 1;
   }
   for (std::size_t c = 0; c < C; ++c) {
-    profiles::job_size size{sizes[c][0], sizes[c][1], sizes[c][2]};
+    config::profile::job_size size{sizes[c][0], sizes[c][1], sizes[c][2]};
     auto made = row(), decoded = row();
     A[made][nX] = share[c];
     A[decoded][nX] = share[c];
     for (std::size_t p = 0; p < P; ++p) {
       const auto& key = s.state.pools.at(pools[p]).kind;
       if (prof.fits(key, size))
-        A[made][nx + p * C + c] = -1 / prof.sampling(key, size, profiles::model_state::warm).s;
+        A[made][nx + p * C + c] = -1 / prof.sampling(key, size, config::profile::model_state::warm).s;
     }
     for (std::size_t d = 0; d < D; ++d)
       A[decoded][ny + d * C + c] = -1 / prof.decode(s.cluster.decoders[d].profile_key, size).s;

@@ -17,8 +17,8 @@ namespace vidline::bench::plan_bench {
 struct setup {
   std::string name;
   config::cluster cluster;
-  std::shared_ptr<dispatching::profile_estimates> est;
-  sched::state state;
+  std::shared_ptr<actors::coordinator::profile_estimates> est;
+  actors::coordinator::state state;
 };
 
 setup make_setup(const std::string& name, const char* json,
@@ -27,10 +27,10 @@ setup make_setup(const std::string& name, const char* json,
 /// The same cluster without one decoder.
 setup without_decoder(const setup& from, const std::string& decoder);
 
-planner::plan_result plan(const setup& s, const std::string& mode, uint32_t w, uint32_t h,
+actors::planner::plan_result plan(const setup& s, const std::string& mode, uint32_t w, uint32_t h,
                           uint32_t secs, uint32_t count);
 
-bool complete(const planner::plan_result& p, uint32_t count);
+bool complete(const actors::planner::plan_result& p, uint32_t count);
 
 // -- the bounds (bounds.cpp) -------------------------------------------------------------------
 

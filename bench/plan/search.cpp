@@ -23,7 +23,7 @@ namespace {
 /// the latent now, or none (wait) when some decoder cannot take it now; with one decoder, earliest-sampled-first without idling is optimal for
 /// identical decodes and is not branched on. A branch whose lower bound reaches the best
 /// makespan found is cut (pruned: no more choices recorded, its end ignored).
-class search_policy : public sched::dispatch_policy {
+class search_policy : public actors::coordinator::dispatch_policy {
 public:
   search_policy(std::vector<int> path, double incumbent, double min_sample_s,
                 double min_tail_s, double decode_rate, std::size_t decoders)
@@ -31,7 +31,7 @@ public:
         min_tail_s_(min_tail_s), decode_rate_(decode_rate), decoders_(decoders) {}
   const char* name() const override { return "search"; }
 
-  std::optional<sched::assignment> next(const sched::dispatch_view& v) const override {
+  std::optional<actors::coordinator::assignment> next(const actors::coordinator::dispatch_view& v) const override {
     if (pruned_ || v.queue.queued.empty())
       return std::nullopt;
     if (bound(v.r, v.now) >= incumbent_ - 1e-6) {
@@ -45,7 +45,7 @@ public:
     const auto& head = v.r.jobs[*v.queue.queued.begin()];
     std::vector<uint32_t> offer;
     for (uint32_t id : v.free)
-      if (!declined_.count(id) && sched::pool_may_take(v.pool(id), head))
+      if (!declined_.count(id) && actors::coordinator::pool_may_take(v.pool(id), head))
         offer.push_back(id);
     if (offer.empty())
       return std::nullopt;
@@ -56,23 +56,23 @@ public:
     }
     for (int k = 0; k < c; ++k)  // passed over: taking them after this one is a permutation
       declined_.insert(offer[static_cast<std::size_t>(k)]);
-    return sched::assignment{*v.queue.queued.begin(), offer[static_cast<std::size_t>(c)]};
+    return actors::coordinator::assignment{*v.queue.queued.begin(), offer[static_cast<std::size_t>(c)]};
   }
 
-  sched::decoder_view* pick_decoder(const sched::state& s, const sched::run& r,
-                                    const sched::job& j,
-                                    const std::vector<sched::decoder_view*>& decoders,
+  actors::coordinator::decoder_view* pick_decoder(const actors::coordinator::state& s, const actors::coordinator::run& r,
+                                    const actors::coordinator::job& j,
+                                    const std::vector<actors::coordinator::decoder_view*>& decoders,
                                     double now) const override {
     if (decoders_ <= 1 || pruned_)
       return dispatch_policy::pick_decoder(s, r, j, decoders, now);
     // Each decoder that can take it now, or none: waiting for one that cannot (a send now
     // dominates a send later to the same decoder, so waiting is offered only then).
-    std::vector<sched::decoder_view*> offer;
+    std::vector<actors::coordinator::decoder_view*> offer;
     bool some_cannot = false;
     for (auto* d : decoders) {
       if (!d->alive)
         continue;
-      if (d->credits() > 0 && !sched::decoder_blocked(s, *d))
+      if (d->credits() > 0 && !actors::coordinator::decoder_blocked(s, *d))
         offer.push_back(d);
       else
         some_cannot = true;
@@ -100,13 +100,13 @@ private:
   /// No schedule from here ends sooner: a queued job still needs sampling (at least the
   /// fastest warm time) and a handoff and decode; and every job not yet decoding needs a
   /// decode, at most at the decoders' summed rate.
-  double bound(const sched::run& r, double now) const {
+  double bound(const actors::coordinator::run& r, double now) const {
     std::size_t queued = 0, undecoded = 0;
     for (auto& j : r.jobs) {
-      if (j.state == sched::job_state::queued)
+      if (j.state == actors::coordinator::job_state::queued)
         ++queued;
-      if (j.state == sched::job_state::queued || j.state == sched::job_state::sampling
-          || j.state == sched::job_state::sampled)
+      if (j.state == actors::coordinator::job_state::queued || j.state == actors::coordinator::job_state::sampling
+          || j.state == actors::coordinator::job_state::sampled)
         ++undecoded;
     }
     double b = now;
@@ -134,7 +134,7 @@ search_result best_schedule(const setup& c, uint32_t w, uint32_t h, uint32_t sec
                             uint32_t count, uint64_t max_schedules) {
   search_result out;
   const auto& prof = c.est->profile();
-  profiles::job_size size{w, h, secs};
+  config::profile::job_size size{w, h, secs};
   msg::job_spec spec;
   spec.width = w;
   spec.height = h;
@@ -143,7 +143,7 @@ search_result best_schedule(const setup& c, uint32_t w, uint32_t h, uint32_t sec
   for (auto& p : c.cluster.pools)
     if (prof.fits(p.profile_key, size))
       min_sample = std::min(min_sample,
-                            prof.sampling(p.profile_key, size, profiles::model_state::warm).s);
+                            prof.sampling(p.profile_key, size, config::profile::model_state::warm).s);
   for (auto& [name, d] : c.state.decoders) {
     decode_rate += 1 / c.est->decode(d, spec);
     for (auto& p : c.cluster.pools)
@@ -160,19 +160,19 @@ search_result best_schedule(const setup& c, uint32_t w, uint32_t h, uint32_t sec
     auto s = c.state;
     auto pol = std::make_shared<search_policy>(path, out.best, min_sample, min_tail,
                                                decode_rate, c.state.decoders.size());
-    s.mode_policy[dispatching::auto_mode] = pol;
-    sched::run r;
+    s.mode_policy[actors::coordinator::auto_mode] = pol;
+    actors::coordinator::run r;
     r.id = "search";
-    r.mode = dispatching::auto_mode;
+    r.mode = actors::coordinator::auto_mode;
     for (uint32_t i = 0; i < count; ++i) {
-      sched::job j;
+      actors::coordinator::job j;
       j.spec = msg::job_spec{r.id, i, 987654321123ull + i, w, h, secs, "p", "p-sha", ""};
       r.jobs.push_back(std::move(j));
     }
     double limit = out.best < 1e300 ? out.best : 1e12;
-    auto res = planner::simulate(s, std::move(r), planner::line_timing(*c.est), {}, limit);
+    auto res = actors::planner::simulate(s, std::move(r), actors::planner::line_timing(*c.est), {}, limit);
     ++out.schedules;
-    auto sum = sched::summarize(res.run);
+    auto sum = actors::coordinator::summarize(res.run);
     if (res.finished && sum.succeeded == count && sum.makespan_s < out.best - 1e-6) {
       out.best = sum.makespan_s;
       out.jobs_per_pool.clear();

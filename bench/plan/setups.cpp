@@ -11,10 +11,10 @@ setup make_setup(const std::string& name, const char* json,
   setup s;
   s.name = name;
   s.cluster = config::parse(json, "");
-  s.est = std::make_shared<dispatching::profile_estimates>(s.cluster,
-                                                       profiles::profile::reference());
-  s.state = dispatching::initial_state(s.cluster, 1.0);
-  dispatching::configure(s.state, s.cluster, s.est, policies);
+  s.est = std::make_shared<actors::coordinator::profile_estimates>(s.cluster,
+                                                       config::profile::profile::reference());
+  s.state = actors::coordinator::initial_state(s.cluster, 1.0);
+  actors::coordinator::configure(s.state, s.cluster, s.est, policies);
   return s;
 }
 
@@ -27,26 +27,26 @@ setup without_decoder(const setup& from, const std::string& decoder) {
   ds.erase(std::remove_if(ds.begin(), ds.end(),
                           [&](const config::decoder& d) { return d.name == decoder; }),
            ds.end());
-  s.est = std::make_shared<dispatching::profile_estimates>(s.cluster,
-                                                       profiles::profile::reference());
-  s.state = dispatching::initial_state(s.cluster, 1.0);
-  dispatching::configure(s.state, s.cluster, s.est);
+  s.est = std::make_shared<actors::coordinator::profile_estimates>(s.cluster,
+                                                       config::profile::profile::reference());
+  s.state = actors::coordinator::initial_state(s.cluster, 1.0);
+  actors::coordinator::configure(s.state, s.cluster, s.est);
   return s;
 }
 
-planner::plan_result plan(const setup& s, const std::string& mode, uint32_t w, uint32_t h,
+actors::planner::plan_result plan(const setup& s, const std::string& mode, uint32_t w, uint32_t h,
                           uint32_t secs, uint32_t count) {
-  planner::request req;
+  actors::planner::request req;
   req.mode = mode;
   req.width = w;
   req.height = h;
   req.seconds = secs;
   req.count = count;
   req.seed = 987654321123ull;
-  return planner::plan(s.state, *s.est, req);
+  return actors::planner::plan(s.state, *s.est, req);
 }
 
-bool complete(const planner::plan_result& p, uint32_t count) {
+bool complete(const actors::planner::plan_result& p, uint32_t count) {
   return p.refused.empty() && p.finished && p.summary.succeeded == count
          && p.violations.empty();
 }

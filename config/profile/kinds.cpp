@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cctype>
 
-namespace vidline::profiles {
+namespace vidline::config::profile {
 
 const std::vector<renamed_kind>& renamed_kinds() {
   static const std::vector<renamed_kind> all = {{"xtx", "rx7900xtx"}};
@@ -30,4 +30,4 @@ std::string current_kind(const std::string& key) {
   return now ? *now : key;
 }
 
-} // namespace vidline::profiles
+} // namespace vidline::config::profile

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-namespace vidline::profiles {
+namespace vidline::config::profile {
 
 /// A kind's old name and the name it has now.
 struct renamed_kind {
@@ -32,4 +32,4 @@ std::string current_kind(const std::string& key);
 /// The current name when `key` is an old one, else nullopt.
 std::optional<std::string> renamed(const std::string& key);
 
-} // namespace vidline::profiles
+} // namespace vidline::config::profile

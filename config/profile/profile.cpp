@@ -6,7 +6,7 @@
 #include <stdexcept>
 
 
-namespace vidline::profiles {
+namespace vidline::config::profile {
 
 uint64_t job_size::load() const noexcept {
   unsigned __int128 l = static_cast<unsigned __int128>(width) * height * seconds;
@@ -227,4 +227,4 @@ uint64_t profile::latent_bytes(const job_size& size) const {
   return static_cast<uint64_t>(n);
 }
 
-} // namespace vidline::profiles
+} // namespace vidline::config::profile

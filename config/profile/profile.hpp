@@ -15,7 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace vidline::profiles {
+namespace vidline::config::profile {
 
 /// A job's size. Its load, width x height x seconds, is what unmeasured sizes are
 /// interpolated by and what capacity limits are stated in.
@@ -220,4 +220,4 @@ private:
   std::vector<old_name> renamed_;
 };
 
-} // namespace vidline::profiles
+} // namespace vidline::config::profile

@@ -13,7 +13,7 @@
 #include "config/profile/kinds.hpp"
 #include "config/profile/profile.hpp"
 
-namespace vidline::profiles {
+namespace vidline::config::profile {
 
 using json = nlohmann::json;
 
@@ -374,4 +374,4 @@ profile profile::load(const std::string& file) {
   }
 }
 
-} // namespace vidline::profiles
+} // namespace vidline::config::profile

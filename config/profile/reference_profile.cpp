@@ -2,7 +2,7 @@
 
 #include "config/profile/profile.hpp"
 
-namespace vidline::profiles {
+namespace vidline::config::profile {
 namespace {
 
 constexpr std::string_view reference_text = R"json({
@@ -234,4 +234,4 @@ std::string_view profile::reference_json() { return reference_text; }
 
 profile profile::reference() { return parse(std::string(reference_text)); }
 
-} // namespace vidline::profiles
+} // namespace vidline::config::profile

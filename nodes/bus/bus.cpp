@@ -5,7 +5,7 @@
 
 #include "nodes/bus/bus_impl.hpp"
 
-namespace vidline::nodes {
+namespace vidline::nodes::bus {
 namespace bus_detail {
 
 /// Reads and discards the remaining parts of a multipart message (they arrive together).
@@ -75,7 +75,7 @@ bus::impl::impl(bus_options o, message_handler m, peer_handler p)
           },
           [this](std::function<void()> task) { post(std::move(task)); },
           [this] { return now_ms(); }),
-      server(opt.latent_dir, opt.knobs.max_frame_bytes - chunk_frame_overhead_bytes,
+      server(opt.latent_dir, opt.knobs.max_frame_bytes - data::chunk_frame_overhead_bytes,
              opt.corrupt_every_nth_chunk),
       inputs(opt.input_dir) {
   server.set_output_dir(opt.output_dir);
@@ -315,7 +315,7 @@ uint64_t bus::reply(const std::string& reply_to, std::string_view type, std::str
 }
 
 void bus::fetch_latent(const std::string& host, const std::string& sha256_hex, uint64_t bytes,
-                       const std::string& dest_path, fetch_callback callback,
+                       const std::string& dest_path, data::fetch_callback callback,
                        const std::string& kind) {
   impl& d = *impl_;
   if (!is_sha256_hex(sha256_hex))
@@ -329,7 +329,7 @@ void bus::fetch_latent(const std::string& host, const std::string& sha256_hex, u
   };
   if (!d.started.load() || !d.post(std::move(task))) {
     if (callback)
-      callback(fetch_result{fetch_outcome::transient, "bus not running", 0, 0});
+      callback(data::fetch_result{data::fetch_outcome::transient, "bus not running", 0, 0});
   }
 }
 
@@ -338,4 +338,4 @@ bus_stats bus::stats() const {
   return impl_->counters;
 }
 
-} // namespace vidline::nodes
+} // namespace vidline::nodes::bus

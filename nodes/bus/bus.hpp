@@ -24,7 +24,7 @@
 #include "messages/messages.hpp"
 #include "nodes/data/transfer.hpp"
 
-namespace vidline::nodes {
+namespace vidline::nodes::bus {
 
 /// One message delivered by the bus (or the reply a client receives).
 struct inbound {
@@ -228,7 +228,7 @@ public:
   /// Throws std::invalid_argument for a malformed digest, unknown host or empty path.
   /// `kind` "input": an input (nodes/data/inputs.hpp) from the host's input_dir instead.
   void fetch_latent(const std::string& host, const std::string& sha256_hex, uint64_t bytes,
-                    const std::string& dest_path, fetch_callback callback,
+                    const std::string& dest_path, data::fetch_callback callback,
                     const std::string& kind = "");
 
   /// A snapshot of the counters.
@@ -239,4 +239,4 @@ private:
   std::unique_ptr<impl> impl_;
 };
 
-} // namespace vidline::nodes
+} // namespace vidline::nodes::bus

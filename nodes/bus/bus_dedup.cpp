@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <stdexcept>
 
-namespace vidline::nodes {
+namespace vidline::nodes::bus {
 
 namespace {
 constexpr std::size_t word_bits = 64;
@@ -82,4 +82,4 @@ void bus_dedup::forget_sender(const std::string& sender) {
   }
 }
 
-} // namespace vidline::nodes
+} // namespace vidline::nodes::bus

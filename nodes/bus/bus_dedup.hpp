@@ -15,7 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
-namespace vidline::nodes {
+namespace vidline::nodes::bus {
 
 /// The duplicate filter; not thread-safe (the bus's I/O thread owns it).
 class bus_dedup {
@@ -49,4 +49,4 @@ private:
   std::list<std::string> lru_;  ///< most recently used first
 };
 
-} // namespace vidline::nodes
+} // namespace vidline::nodes::bus

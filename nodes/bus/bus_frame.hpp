@@ -9,7 +9,7 @@
 
 #include "messages/envelope.hpp"
 
-namespace vidline::nodes {
+namespace vidline::nodes::bus {
 
 /// One ZeroMQ message holding encode_frame(env, body), with the body copied once.
 inline zmq::message_t make_frame(const msg::envelope& env, std::string_view body) {
@@ -21,4 +21,4 @@ inline zmq::message_t make_frame(const msg::envelope& env, std::string_view body
   return m;
 }
 
-} // namespace vidline::nodes
+} // namespace vidline::nodes::bus

@@ -33,7 +33,7 @@
 #include "nodes/bus/liveness.hpp"
 #include "nodes/bus/bus.hpp"
 
-namespace vidline::nodes {
+namespace vidline::nodes::bus {
 namespace bus_detail {
 
 using steady = std::chrono::steady_clock;
@@ -177,7 +177,7 @@ struct bus::impl {
   std::deque<std::function<void()>> tasks;
   bool closed = false;  ///< the I/O thread has taken the last of them
 
-  std::atomic<uint64_t> next_id{first_envelope_id()};
+  std::atomic<uint64_t> next_id{data::first_envelope_id()};
   std::atomic<uint64_t> loop_turns{0};
 
   mutable std::mutex stats_mutex;
@@ -186,9 +186,9 @@ struct bus::impl {
   // The I/O thread's own state.
   liveness live;
   bus_dedup dedup;
-  latent_fetcher fetcher;
-  latent_server server;
-  input_store inputs;  ///< uploads (input_put) land here: opt.input_dir
+  data::latent_fetcher fetcher;
+  data::latent_server server;
+  data::input_store inputs;  ///< uploads (input_put) land here: opt.input_dir
   std::deque<zmq::message_t> local;  ///< frames to this host, waiting their turn
   std::vector<int64_t> next_beat_ms;  ///< per dealer
   /// Per dealer: when its connections are dialled afresh next while its peer is down
@@ -285,4 +285,4 @@ void bus::impl::guarded(const char* what, F&& f) {
   }
 }
 
-} // namespace vidline::nodes
+} // namespace vidline::nodes::bus

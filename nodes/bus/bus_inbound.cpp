@@ -5,7 +5,7 @@
 
 #include "nodes/bus/bus_impl.hpp"
 
-namespace vidline::nodes {
+namespace vidline::nodes::bus {
 
 void bus::impl::handle(std::shared_ptr<zmq::message_t> m, const ingress& in) {
   count(&bus_stats::frames_received);
@@ -226,4 +226,4 @@ void bus::impl::drop(msg::decode_error e, const ingress& in, std::string_view de
                msg::to_string(e), detail.empty() ? "" : ", ", detail, note);
 }
 
-} // namespace vidline::nodes
+} // namespace vidline::nodes::bus

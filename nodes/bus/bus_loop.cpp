@@ -4,7 +4,7 @@
 
 #include "nodes/bus/bus_impl.hpp"
 
-namespace vidline::nodes {
+namespace vidline::nodes::bus {
 
 void bus::impl::run() {
   io_id.store(std::this_thread::get_id());
@@ -319,4 +319,4 @@ void bus::impl::shutdown_io() {
     zap.close();
 }
 
-} // namespace vidline::nodes
+} // namespace vidline::nodes::bus

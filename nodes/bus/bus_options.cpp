@@ -6,7 +6,7 @@
 
 #include "nodes/bus/bus_impl.hpp"
 
-namespace vidline::nodes {
+namespace vidline::nodes::bus {
 namespace bus_detail {
 namespace {
 
@@ -79,9 +79,9 @@ void validate(const bus_options& o) {
     invalid("knobs.transfer_timeout_ms must be positive");
   if (k.chunk_bytes == 0 || k.chunk_window <= 0)
     invalid("knobs.chunk_bytes and knobs.chunk_window must be positive");
-  if (uint64_t{k.chunk_bytes} + chunk_frame_overhead_bytes > k.max_frame_bytes)
+  if (uint64_t{k.chunk_bytes} + data::chunk_frame_overhead_bytes > k.max_frame_bytes)
     invalid("knobs.chunk_bytes (" + std::to_string(k.chunk_bytes) + ") + " +
-            std::to_string(chunk_frame_overhead_bytes) +
+            std::to_string(data::chunk_frame_overhead_bytes) +
             " bytes of headers must fit in knobs.max_frame_bytes (" +
             std::to_string(k.max_frame_bytes) + ")");
   if (o.socket_hwm <= 0 || o.max_queued == 0)
@@ -172,4 +172,4 @@ uint64_t random_boot_id() {
   return id;
 }
 
-} // namespace vidline::nodes
+} // namespace vidline::nodes::bus

@@ -6,7 +6,7 @@
 
 #include "nodes/bus/bus_impl.hpp"
 
-namespace vidline::nodes {
+namespace vidline::nodes::bus {
 namespace bus_detail {
 
 /// Constant-time comparison of two secrets.
@@ -299,4 +299,4 @@ void bus::impl::security(security_event e, const std::string& detail) {
                s.impersonations);
 }
 
-} // namespace vidline::nodes
+} // namespace vidline::nodes::bus

@@ -1,6 +1,6 @@
 #include "nodes/bus/hello.hpp"
 
-namespace vidline::nodes {
+namespace vidline::nodes::bus {
 namespace {
 
 std::string shown(const std::string& digest) {
@@ -26,4 +26,4 @@ std::optional<std::string> hello_mismatch(const hello_identity& ours,
   return std::nullopt;
 }
 
-} // namespace vidline::nodes
+} // namespace vidline::nodes::bus

@@ -13,7 +13,7 @@
 
 #include "messages/messages.hpp"
 
-namespace vidline::nodes {
+namespace vidline::nodes::bus {
 
 /// What a node announces of itself in its hello.
 struct hello_identity {
@@ -26,4 +26,4 @@ struct hello_identity {
 std::optional<std::string> hello_mismatch(const hello_identity& ours,
                                           const msg::heartbeat& theirs);
 
-} // namespace vidline::nodes
+} // namespace vidline::nodes::bus

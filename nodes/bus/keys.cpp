@@ -20,7 +20,7 @@
 
 #include "common/files.hpp"
 
-namespace vidline::nodes {
+namespace vidline::nodes::bus {
 namespace {
 
 constexpr std::size_t z85_key_chars = 40;
@@ -235,4 +235,4 @@ client_security client_security_for(const config::cluster& c, const std::string&
                            "cluster):" + tried);
 }
 
-} // namespace vidline::nodes
+} // namespace vidline::nodes::bus

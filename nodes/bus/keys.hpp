@@ -13,7 +13,7 @@
 #include "config/config.hpp"
 #include "nodes/bus/bus.hpp"
 
-namespace vidline::nodes {
+namespace vidline::nodes::bus {
 
 /// How a client authenticates to a node: plaintext (loopback only), or CURVE with the
 /// node's public key and a key pair the node lists (the CLI uses a host's pair:
@@ -75,4 +75,4 @@ bus_security bus_security_for(const config::cluster& c, const std::string& host)
 /// any host of the cluster. Throws std::runtime_error listing what it tried.
 client_security client_security_for(const config::cluster& c, const std::string& node);
 
-} // namespace vidline::nodes
+} // namespace vidline::nodes::bus

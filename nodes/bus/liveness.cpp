@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <stdexcept>
 
-namespace vidline::nodes {
+namespace vidline::nodes::bus {
 
 liveness::liveness(const std::vector<std::string>& peers, int64_t interval_ms, int misses) {
   if (interval_ms <= 0)
@@ -132,4 +132,4 @@ const char* to_string(liveness_effect::kind k) {
   return "unknown";
 }
 
-} // namespace vidline::nodes
+} // namespace vidline::nodes::bus

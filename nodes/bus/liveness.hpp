@@ -29,7 +29,7 @@
 #include <string>
 #include <vector>
 
-namespace vidline::nodes {
+namespace vidline::nodes::bus {
 
 /// What the liveness machine tells its owner to do or announce.
 struct liveness_effect {
@@ -109,4 +109,4 @@ private:
 /// A name for an effect kind, for logs.
 const char* to_string(liveness_effect::kind k);
 
-} // namespace vidline::nodes
+} // namespace vidline::nodes::bus

@@ -16,7 +16,7 @@
 
 #include "common/files.hpp"
 
-namespace vidline::nodes {
+namespace vidline::nodes::data {
 namespace {
 
 std::string errno_text() { return std::strerror(errno); }
@@ -193,4 +193,4 @@ input_store::whole_result input_store::put_whole(const std::string& sha, std::st
   return {201, ""};
 }
 
-} // namespace vidline::nodes
+} // namespace vidline::nodes::data

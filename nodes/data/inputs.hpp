@@ -21,7 +21,7 @@
 #include "config/knobs.hpp"
 #include "messages/messages.hpp"
 
-namespace vidline::nodes {
+namespace vidline::nodes::data {
 
 /// The largest input (reference image) a host stores or a client uploads, in bytes.
 inline constexpr uint64_t max_input_bytes = 64ull << 20;
@@ -84,4 +84,4 @@ private:
   std::map<std::string, upload> uploads_;  ///< by who + " " + sha256
 };
 
-} // namespace vidline::nodes
+} // namespace vidline::nodes::data

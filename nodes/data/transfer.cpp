@@ -21,7 +21,7 @@
 #include "common/files.hpp"
 #include "messages/envelope.hpp"
 
-namespace vidline::nodes {
+namespace vidline::nodes::data {
 
 uint64_t first_envelope_id() {
   using namespace std::chrono;
@@ -689,4 +689,4 @@ bool latent_server::serve(const msg::latent_fetch& req, const body_allocator& al
   return true;
 }
 
-} // namespace vidline::nodes
+} // namespace vidline::nodes::data

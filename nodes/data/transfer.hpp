@@ -37,7 +37,7 @@
 #include "config/knobs.hpp"
 #include "messages/messages.hpp"
 
-namespace vidline::nodes {
+namespace vidline::nodes::data {
 
 /// The first envelope id (and transfer id) of a sender's boot: its start time in
 /// microseconds since the Unix epoch, so a restarted sender's ids continue above those of
@@ -202,4 +202,4 @@ private:
   uint64_t served_ = 0;
 };
 
-} // namespace vidline::nodes
+} // namespace vidline::nodes::data

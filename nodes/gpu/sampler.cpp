@@ -81,7 +81,7 @@ msg::gpu_report sampler::sample_once(double unix_now, double mono_now) {
   for (auto& g : rep.gpus) {
     const std::string key = g.id.empty() ? "#" + std::to_string(g.index) : g.id;
     auto& hs = health_[key];
-    if (vidline::gpu::step(hs, g, params_, mono_now))
+    if (vidline::actors::gpu::step(hs, g, params_, mono_now))
       spdlog::log(g.health == "sick" ? spdlog::level::warn : spdlog::level::info,
                   "gpu {} ({}): {}", key, g.name,
                   g.health == "sick" ? "sick: " + g.health_reason : "well again");
@@ -112,7 +112,7 @@ msg::gpu_report sampler::sample_once(double unix_now, double mono_now) {
       auto seen = xid_seen_.find(key);
       const int64_t before = seen == xid_seen_.end() ? 0 : seen->second;
       if (g.xid_events > before) {
-        const char* meaning = vidline::gpu::xid_meaning(g.xid_last);
+        const char* meaning = vidline::actors::gpu::xid_meaning(g.xid_last);
         spdlog::warn("gpu {} ({}): Xid {}{}{}; Xids since the node started: {}", key, g.name,
                      g.xid_last, *meaning != '\0' ? ", " : "", meaning, g.xid_events);
       }

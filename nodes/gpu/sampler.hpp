@@ -37,8 +37,8 @@ private:
   std::string host_;
   std::shared_ptr<actors::outbox> out_;
   reader reader_;
-  vidline::gpu::health_params params_;
-  std::map<std::string, vidline::gpu::health_state> health_;   ///< by card key
+  vidline::actors::gpu::health_params params_;
+  std::map<std::string, vidline::actors::gpu::health_state> health_;   ///< by card key
   std::map<std::string, double> energy_seen_;         ///< card key -> its counter last read
   std::map<std::string, std::pair<double, double>> power_seen_;  ///< (mono, watts) last read
   std::map<std::string, int64_t> xid_seen_;           ///< card key -> its Xid count last read

@@ -10,7 +10,7 @@
 #include "common/crash_points.hpp"
 #include "common/sha256.hpp"
 
-namespace vidline::nodes {
+namespace vidline::nodes::state {
 namespace {
 
 /// A prepared statement that finalizes itself.
@@ -155,7 +155,7 @@ std::optional<std::string> sqlite_journal::find_request(const std::string& reque
   return get.text(0);
 }
 
-void sqlite_journal::load_jobs(sched::run& r) {
+void sqlite_journal::load_jobs(actors::coordinator::run& r) {
   statement get(db_, "SELECT idx, record, checksum FROM jobs WHERE run_id=?1 ORDER BY idx");
   get.bind(1, r.id);
   while (get.step()) {
@@ -165,7 +165,7 @@ void sqlite_journal::load_jobs(sched::run& r) {
       spdlog::error("journal: job record {}/{} is damaged; skipped", r.id, get.integer(0));
       continue;
     }
-    auto j = actors::job_from_record(nlohmann::json::parse(rec));
+    auto j = actors::coordinator::job_from_record(nlohmann::json::parse(rec));
     if (j.spec.index != r.jobs.size()) {
       ++damaged_;
       spdlog::error("journal: run {} misses job {}; later jobs skipped", r.id, r.jobs.size());
@@ -175,7 +175,7 @@ void sqlite_journal::load_jobs(sched::run& r) {
   }
 }
 
-std::optional<sched::run> sqlite_journal::load_run(const std::string& id) {
+std::optional<actors::coordinator::run> sqlite_journal::load_run(const std::string& id) {
   statement get(db_, "SELECT record, checksum FROM runs WHERE id=?1");
   get.bind(1, id);
   if (!get.step())
@@ -183,14 +183,14 @@ std::optional<sched::run> sqlite_journal::load_run(const std::string& id) {
   auto rec = get.text(0);
   if (checksum(rec) != get.text(1))
     throw std::runtime_error("journal: the record of run " + id + " is damaged");
-  auto r = actors::run_from_record(nlohmann::json::parse(rec));
+  auto r = actors::coordinator::run_from_record(nlohmann::json::parse(rec));
   load_jobs(r);
   return r;
 }
 
-std::deque<sched::run> sqlite_journal::load_newest(std::size_t limit,
+std::deque<actors::coordinator::run> sqlite_journal::load_newest(std::size_t limit,
                                                    const std::set<std::string>& skip) {
-  std::deque<sched::run> out;
+  std::deque<actors::coordinator::run> out;
   statement get(db_, "SELECT id, record, checksum FROM runs ORDER BY seq DESC");
   while ((limit == 0 || out.size() < limit) && get.step()) {
     auto id = get.text(0);
@@ -201,15 +201,15 @@ std::deque<sched::run> sqlite_journal::load_newest(std::size_t limit,
       spdlog::error("journal: run record {} is damaged; skipped", id);
       continue;
     }
-    out.push_front(actors::run_from_record(nlohmann::json::parse(rec)));
+    out.push_front(actors::coordinator::run_from_record(nlohmann::json::parse(rec)));
   }
   for (auto& r : out)
     load_jobs(r);
   return out;
 }
 
-void sqlite_journal::write(const std::vector<const sched::run*>& runs,
-                           const std::vector<const sched::job*>& jobs, uint64_t next_attempt) {
+void sqlite_journal::write(const std::vector<const actors::coordinator::run*>& runs,
+                           const std::vector<const actors::coordinator::job*>& jobs, uint64_t next_attempt) {
   crash::point("journal.before_append");
   exec("BEGIN IMMEDIATE");
   try {
@@ -217,7 +217,7 @@ void sqlite_journal::write(const std::vector<const sched::run*>& runs,
                       "INSERT INTO runs(id, record, checksum) VALUES(?1, ?2, ?3) ON CONFLICT(id)"
                       " DO UPDATE SET record=excluded.record, checksum=excluded.checksum");
     for (auto* r : runs) {
-      auto rec = actors::run_record(*r).dump();
+      auto rec = actors::coordinator::run_record(*r).dump();
       put_run.bind(1, r->id);
       put_run.bind(2, rec);
       put_run.bind(3, checksum(rec));
@@ -229,7 +229,7 @@ void sqlite_journal::write(const std::vector<const sched::run*>& runs,
                       " ON CONFLICT(run_id, idx) DO UPDATE SET record=excluded.record,"
                       " checksum=excluded.checksum");
     for (auto* j : jobs) {
-      auto rec = actors::job_record(*j).dump();
+      auto rec = actors::coordinator::job_record(*j).dump();
       put_job.bind(1, j->spec.run_id);
       put_job.bind(2, static_cast<int64_t>(j->spec.index));
       put_job.bind(3, rec);
@@ -251,7 +251,7 @@ void sqlite_journal::write(const std::vector<const sched::run*>& runs,
   }
 }
 
-void sqlite_journal::load(std::deque<sched::run>& runs, uint64_t& next_attempt) {
+void sqlite_journal::load(std::deque<actors::coordinator::run>& runs, uint64_t& next_attempt) {
   damaged_ = 0;
   runs.clear();
   std::map<std::string, std::size_t> index_of;
@@ -264,7 +264,7 @@ void sqlite_journal::load(std::deque<sched::run>& runs, uint64_t& next_attempt) 
       continue;
     }
     index_of[get_runs.text(0)] = runs.size();
-    runs.push_back(actors::run_from_record(nlohmann::json::parse(rec)));
+    runs.push_back(actors::coordinator::run_from_record(nlohmann::json::parse(rec)));
   }
   statement get_jobs(db_, "SELECT run_id, idx, record, checksum FROM jobs ORDER BY run_id, idx");
   while (get_jobs.step()) {
@@ -279,7 +279,7 @@ void sqlite_journal::load(std::deque<sched::run>& runs, uint64_t& next_attempt) 
       continue;
     }
     auto& r = runs[it->second];
-    auto j = actors::job_from_record(nlohmann::json::parse(rec));
+    auto j = actors::coordinator::job_from_record(nlohmann::json::parse(rec));
     if (j.spec.index != r.jobs.size()) {
       ++damaged_;
       spdlog::error("journal: run {} misses job {}; later jobs skipped", r.id, r.jobs.size());
@@ -297,13 +297,13 @@ void sqlite_journal::load(std::deque<sched::run>& runs, uint64_t& next_attempt) 
       next_attempt = std::max(next_attempt, j.attempt + 1);
 }
 
-} // namespace vidline::nodes
+} // namespace vidline::nodes::state
 
-namespace vidline::nodes {
+namespace vidline::nodes::state {
 
 // Drains are one JSON document in the meta table (a few entries at most), with its
 // checksum beside it; a damaged one is dropped with a warning (the pools take orders).
-void sqlite_journal::write_drains(const std::map<std::string, sched::drain>& drains) {
+void sqlite_journal::write_drains(const std::map<std::string, actors::coordinator::drain>& drains) {
   nlohmann::json doc = nlohmann::json::object();
   for (auto& [target, d] : drains) {
     nlohmann::json gpus = nlohmann::json::array();
@@ -333,8 +333,8 @@ void sqlite_journal::write_drains(const std::map<std::string, sched::drain>& dra
   }
 }
 
-std::map<std::string, sched::drain> sqlite_journal::load_drains() {
-  std::map<std::string, sched::drain> out;
+std::map<std::string, actors::coordinator::drain> sqlite_journal::load_drains() {
+  std::map<std::string, actors::coordinator::drain> out;
   statement get(db_, "SELECT value FROM meta WHERE key=?1");
   get.bind(1, std::string("drains"));
   if (!get.step())
@@ -350,7 +350,7 @@ std::map<std::string, sched::drain> sqlite_journal::load_drains() {
   try {
     auto doc = nlohmann::json::parse(text);
     for (auto& [target, v] : doc.items()) {
-      sched::drain d;
+      actors::coordinator::drain d;
       d.by_hand = v.value("by_hand", false);
       d.reason = v.value("reason", std::string());
       d.since = v.value("since", -1.0);
@@ -366,4 +366,4 @@ std::map<std::string, sched::drain> sqlite_journal::load_drains() {
   return out;
 }
 
-} // namespace vidline::nodes
+} // namespace vidline::nodes::state

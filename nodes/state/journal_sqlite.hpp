@@ -10,9 +10,9 @@
 
 struct sqlite3;
 
-namespace vidline::nodes {
+namespace vidline::nodes::state {
 
-class sqlite_journal : public actors::journal {
+class sqlite_journal : public actors::coordinator::journal {
 public:
   /// Opens (creating if needed) the journal at `path`. Throws std::runtime_error.
   explicit sqlite_journal(const std::string& path);
@@ -20,16 +20,16 @@ public:
   sqlite_journal(const sqlite_journal&) = delete;
   sqlite_journal& operator=(const sqlite_journal&) = delete;
 
-  void write(const std::vector<const sched::run*>& runs,
-             const std::vector<const sched::job*>& jobs, uint64_t next_attempt) override;
-  void load(std::deque<sched::run>& runs, uint64_t& next_attempt) override;
-  std::optional<sched::run> load_run(const std::string& id) override;
-  std::deque<sched::run> load_newest(std::size_t limit,
+  void write(const std::vector<const actors::coordinator::run*>& runs,
+             const std::vector<const actors::coordinator::job*>& jobs, uint64_t next_attempt) override;
+  void load(std::deque<actors::coordinator::run>& runs, uint64_t& next_attempt) override;
+  std::optional<actors::coordinator::run> load_run(const std::string& id) override;
+  std::deque<actors::coordinator::run> load_newest(std::size_t limit,
                                      const std::set<std::string>& skip) override;
   void drop(const std::vector<std::string>& run_ids) override;
   std::optional<std::string> find_request(const std::string& request_id) override;
-  void write_drains(const std::map<std::string, sched::drain>& drains) override;
-  std::map<std::string, sched::drain> load_drains() override;
+  void write_drains(const std::map<std::string, actors::coordinator::drain>& drains) override;
+  std::map<std::string, actors::coordinator::drain> load_drains() override;
 
   /// Free pages given back to the file system: at open (a drop cut short by a crash) and
   /// after each drop.
@@ -42,10 +42,10 @@ private:
   void exec(const char* sql);
   int64_t pragma(const char* sql);
   /// The jobs of run `r` as recorded, appended to r.jobs (checked like load's).
-  void load_jobs(sched::run& r);
+  void load_jobs(actors::coordinator::run& r);
   sqlite3* db_ = nullptr;
   std::string path_;
   int damaged_ = 0;
 };
 
-} // namespace vidline::nodes
+} // namespace vidline::nodes::state

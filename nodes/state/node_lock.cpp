@@ -13,7 +13,7 @@
 
 #include "common/files.hpp"
 
-namespace vidline::nodes {
+namespace vidline::nodes::state {
 namespace {
 
 std::string errno_text() { return std::strerror(errno); }
@@ -152,4 +152,4 @@ std::optional<node_lock_info> node_lock_holder(const std::string& data_dir, doub
   return info;
 }
 
-} // namespace vidline::nodes
+} // namespace vidline::nodes::state

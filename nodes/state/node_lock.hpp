@@ -21,7 +21,7 @@
 
 #include <sys/types.h>
 
-namespace vidline::nodes {
+namespace vidline::nodes::state {
 
 /// `<data_dir>/run/node.lock`.
 std::string node_lock_path(const std::string& data_dir);
@@ -75,4 +75,4 @@ private:
 std::optional<node_lock_info> node_lock_holder(const std::string& data_dir,
                                                double settle_s = 1.0);
 
-} // namespace vidline::nodes
+} // namespace vidline::nodes::state

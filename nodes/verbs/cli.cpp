@@ -31,7 +31,7 @@
 #include "nodes/verbs/verbs.hpp"
 #include "vidline/version.hpp"
 
-namespace vidline::nodes {
+namespace vidline::nodes::verbs {
 namespace {
 
 std::string self_exe(const char* argv0) {
@@ -157,7 +157,7 @@ bool is_source_stem(const std::vector<msg::shot>& shots, const std::string& stem
 /// be taken even where the cluster no longer holds the video. 0, or the exit code.
 int offer_collection(coordinator_client& cl, const config::cluster& cluster,
                      const std::string& dir, msg::submit_run& req) {
-  auto offers = read_collection(cluster, dir, sched::graph::max_collected_outputs);
+  auto offers = read_collection(cluster, dir, actors::coordinator::max_collected_outputs);
   for (auto& n : offers.notes)
     std::fprintf(stderr, "note: --collect: %s\n", n.c_str());
   for (auto& v : offers.videos) {
@@ -197,7 +197,7 @@ int do_run(const run_args& a) {
                          "later with `vidline wait RUN --collect DIR`)\n");
     return exit_code::usage;
   }
-  if (auto why = cli_checks::seed_range_error(a.seed, a.count); a.jobs.empty() && !why.empty()) {
+  if (auto why = verbs::seed_range_error(a.seed, a.count); a.jobs.empty() && !why.empty()) {
     std::fprintf(stderr, "error: %s\n", why.c_str());
     return exit_code::usage;
   }
@@ -217,13 +217,13 @@ int do_run(const run_args& a) {
   std::vector<std::size_t> shot_lines;  // the shot file's line of each shot
   if (!a.jobs.empty()) {
     shot_list list;
-    const auto cat = dispatching::run_catalog(cluster, a.mode);
+    const auto cat = actors::coordinator::run_catalog(cluster, a.mode);
     why = read_shot_file(a.jobs, cluster.knobs, run_max_jobs, list, &cat);
     if (why.empty()) {
       // Capacity as the coordinator will judge it, named by line (the coordinator checks
       // again, by shot number: its word is final).
-      auto s = dispatching::initial_state(cluster, 1.0);
-      dispatching::configure_dispatch(s, cluster);
+      auto s = actors::coordinator::initial_state(cluster, 1.0);
+      actors::coordinator::configure_dispatch(s, cluster);
       if (s.modes.count(a.mode))
         why = shot_file_capacity(a.jobs, list, s, a.mode);
     }
@@ -344,7 +344,7 @@ int do_status(const std::string& config, const std::string& run_id, bool json,
   }
   if (!gantt.empty()) {
     try {
-      files::write_atomic(gantt, planner::gantt_svg({run_gantt(*st)}));
+      files::write_atomic(gantt, actors::planner::gantt_svg({run_gantt(*st)}));
     } catch (const nlohmann::json::exception& e) {
       std::fprintf(stderr, "error: the run's status has no stage times for a chart (%s); is "
                            "the coordinator older than this client?\n", e.what());
@@ -406,8 +406,8 @@ void add_line_verbs(CLI::App& app, verb_list& out, node_runner run_node) {
   out.push_back({node, [o, run_node] { return run_node(config::load(o->config_path), o->host); }});
 
   auto& ra = o->ra;
-  using cli_checks::seconds;
-  using cli_checks::whole_number;
+  using verbs::seconds;
+  using verbs::whole_number;
   auto* run = app.add_subcommand("run", "Submit a batch and follow it (or --background)");
   run->add_option("--config", ra.config, "Cluster config (JSON)")->required();
   run->add_option("--mode", ra.mode, "Mode: which pools and decoders are active")->required();
@@ -428,7 +428,7 @@ void add_line_verbs(CLI::App& app, verb_list& out, node_runner run_node) {
   run->add_option("--reference-file", ra.reference_file, "Reference image for the jobs");
   run->add_option("--priority", ra.priority,
                   "The run's place in the queue: higher goes first, then older (default 0)")
-    ->check(CLI::Range(-actors::max_priority, actors::max_priority));
+    ->check(CLI::Range(-actors::coordinator::max_priority, actors::coordinator::max_priority));
   run->add_flag("--background", ra.background, "Print the run id and return at once");
   run->add_flag("--rerender", ra.rerender,
                 "Render every job, even one whose job key names an output the cluster or the "
@@ -564,4 +564,4 @@ int cli_main(int argc, char** argv, node_runner run_node) {
   return exit_code::usage;
 }
 
-} // namespace vidline::nodes
+} // namespace vidline::nodes::verbs

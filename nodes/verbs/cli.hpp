@@ -7,7 +7,7 @@ namespace vidline::config {
 struct cluster;
 }
 
-namespace vidline::nodes {
+namespace vidline::nodes::verbs {
 
 /// What `vidline node` runs: host `host`'s node in the foreground, until it is stopped
 /// (its exit code). The executable hands in the node's run_node (nodes/node.hpp), so the
@@ -18,4 +18,4 @@ using node_runner = int (*)(const config::cluster& c, const std::string& host);
 /// (0 ok, 1 a job failed, 2 usage or config error, 3 timeout).
 int cli_main(int argc, char** argv, node_runner run_node);
 
-} // namespace vidline::nodes
+} // namespace vidline::nodes::verbs

@@ -14,7 +14,7 @@
 
 #include <CLI/CLI.hpp>
 
-namespace vidline::nodes::cli_checks {
+namespace vidline::nodes::verbs {
 
 /// A whole number written with digits only (no sign, no spaces) from `lo` to `hi`.
 inline CLI::Validator whole_number(uint64_t lo, uint64_t hi) {
@@ -69,4 +69,4 @@ inline std::string seed_range_error(uint64_t seed, uint64_t count) {
          + "); the largest --seed for this count is " + std::to_string(UINT64_MAX - (count - 1));
 }
 
-} // namespace vidline::nodes::cli_checks
+} // namespace vidline::nodes::verbs

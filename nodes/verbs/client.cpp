@@ -19,22 +19,22 @@
 #include "nodes/bus/bus_frame.hpp"
 #include "nodes/data/inputs.hpp"
 
-namespace vidline::nodes {
+namespace vidline::nodes::verbs {
 
 struct client::sockets {
   zmq::context_t ctx{1};
   zmq::socket_t dealer;
 };
 
-client::client(std::string endpoint, const config::knobs& knobs, client_security security)
+client::client(std::string endpoint, const config::knobs& knobs, bus::client_security security)
     : endpoint_(std::move(endpoint)),
       knobs_(knobs),
       security_(std::move(security)),
-      limits_(wire_limits(knobs)),
+      limits_(bus::wire_limits(knobs)),
       sender_("cli:" + std::to_string(::getpid())),
-      next_id_(first_envelope_id()),
+      next_id_(data::first_envelope_id()),
       s_(std::make_unique<sockets>()) {
-  if (security_.plaintext && !is_loopback_endpoint(endpoint_))
+  if (security_.plaintext && !bus::is_loopback_endpoint(endpoint_))
     throw std::invalid_argument("client: plaintext to " + endpoint_ +
                                 " refused: it is not loopback (use CURVE keys)");
   reset();
@@ -62,7 +62,7 @@ void client::reset() {
   d.connect(endpoint_);
 }
 
-std::optional<inbound> client::request(const std::string& target, std::string_view type,
+std::optional<bus::inbound> client::request(const std::string& target, std::string_view type,
                                        std::string_view body, int timeout_ms) {
   using clock = std::chrono::steady_clock;
   const auto deadline = clock::now() + std::chrono::milliseconds(std::max(0, timeout_ms));
@@ -77,7 +77,7 @@ std::optional<inbound> client::request(const std::string& target, std::string_vi
   env.sender = sender_;
   env.target = target;
   last_id_ = env.id;
-  zmq::message_t frame = make_frame(env, body);
+  zmq::message_t frame = bus::make_frame(env, body);
 
   auto& d = s_->dealer;
   // With ZMQ_IMMEDIATE a blocking send waits for the connection, up to the timeout.
@@ -118,7 +118,7 @@ std::optional<inbound> client::request(const std::string& target, std::string_vi
       continue;
     if (f.env.correlation != env.id)
       continue;  // a late reply to an earlier request
-    return inbound{f.env, std::string(f.body), ""};
+    return bus::inbound{f.env, std::string(f.body), ""};
   }
   reset();  // Lazy Pirate: nothing from this request may leak into the next
   return std::nullopt;
@@ -141,13 +141,13 @@ std::string upload_input(client& cl, const config::knobs& k, const std::string& 
   const auto total = static_cast<uint64_t>(st.st_size);
   if (total == 0)
     return path + " is empty";
-  if (total > max_input_bytes)
+  if (total > data::max_input_bytes)
     return fmt::format("{} is {} bytes, over the limit of {} bytes for a reference image", path,
-                       total, max_input_bytes);
+                       total, data::max_input_bytes);
   const int timeout_ms = std::max(2000, k.transfer_timeout_ms);
   constexpr int max_silences = 6;  // consecutive unanswered requests before giving up
   constexpr int max_restarts = 3;  // the node asked to start over this often: give up
-  const auto limits = wire_limits(k);
+  const auto limits = bus::wire_limits(k);
   std::vector<char> buf(k.chunk_bytes);
   uint64_t offset = 0;
   bool probed = false;
@@ -205,4 +205,4 @@ std::string upload_input(client& cl, const config::knobs& k, const std::string& 
   }
 }
 
-} // namespace vidline::nodes
+} // namespace vidline::nodes::verbs

@@ -18,7 +18,7 @@
 #include "nodes/bus/bus.hpp"
 #include "nodes/bus/keys.hpp"
 
-namespace vidline::nodes {
+namespace vidline::nodes::verbs {
 
 /// A synchronous request/reply client of one node. Not thread-safe.
 class client {
@@ -27,7 +27,7 @@ public:
   /// ("tcp://ADDR:PORT"). Frame limits and reconnect backoff come from `knobs`. Throws
   /// std::invalid_argument for plaintext to an endpoint that is not loopback.
   explicit client(std::string endpoint, const config::knobs& knobs = {},
-                  client_security security = {});
+                  bus::client_security security = {});
   ~client();
   client(const client&) = delete;
   client& operator=(const client&) = delete;
@@ -35,11 +35,11 @@ public:
   /// Sends a message to actor `target` on the node and waits up to `timeout_ms` for the
   /// reply whose correlation is this request's id. None on timeout or when the node is
   /// unreachable; replies to earlier requests and bad frames are skipped.
-  std::optional<inbound> request(const std::string& target, std::string_view type,
+  std::optional<bus::inbound> request(const std::string& target, std::string_view type,
                                  std::string_view body, int timeout_ms);
 
   template <class T>
-  std::optional<inbound> request(const std::string& target, const T& m, int timeout_ms) {
+  std::optional<bus::inbound> request(const std::string& target, const T& m, int timeout_ms) {
     return request(target, T::wire_name, msg::pack_body(m), timeout_ms);
   }
 
@@ -55,7 +55,7 @@ private:
 
   std::string endpoint_;
   config::knobs knobs_;
-  client_security security_;
+  bus::client_security security_;
   msg::decode_limits limits_;
   std::string sender_;
   uint64_t next_id_;
@@ -70,4 +70,4 @@ private:
 std::string upload_input(client& cl, const config::knobs& k, const std::string& path,
                          const std::string& sha256, bool* already = nullptr);
 
-} // namespace vidline::nodes
+} // namespace vidline::nodes::verbs

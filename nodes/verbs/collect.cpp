@@ -25,7 +25,7 @@
 #include "nodes/verbs/client.hpp"
 #include "nodes/bus/keys.hpp"
 
-namespace vidline::nodes {
+namespace vidline::nodes::verbs {
 namespace {
 
 using nlohmann::json;
@@ -73,7 +73,7 @@ std::string fetch_video(client& cl, const config::knobs& knobs, const std::strin
     std::filesystem::remove(part, ec);
     return why;
   };
-  const auto limits = wire_limits(knobs);
+  const auto limits = bus::wire_limits(knobs);
   const uint32_t chunk = knobs.chunk_bytes;
   const int timeout_ms = std::max(1000, knobs.transfer_timeout_ms);
   constexpr int max_silences = 6;  // consecutive unanswered requests before giving up
@@ -160,7 +160,7 @@ std::string fetch_output(const config::cluster& c, const std::string& host,
   if (h == nullptr)
     return "no host " + host + " in the config";
   client cl("tcp://" + h->address + ":" + std::to_string(h->port), c.knobs,
-            client_security_for(c, h->name));
+            bus::client_security_for(c, h->name));
   return fetch_video(cl, c.knobs, host, sha, dest + ".part", dest, bytes);
 }
 
@@ -170,7 +170,7 @@ std::string fetch_latent(const config::cluster& c, const std::string& host,
   if (h == nullptr)
     return "no host " + host + " in the config";
   client cl("tcp://" + h->address + ":" + std::to_string(h->port), c.knobs,
-            client_security_for(c, h->name));
+            bus::client_security_for(c, h->name));
   return fetch_video(cl, c.knobs, host, sha, dest + ".part", dest, bytes, "");
 }
 
@@ -234,7 +234,7 @@ struct collector::impl {
   const config::cluster& c;
   std::string dir;
   std::string index;
-  actors::output_index::cache idx;
+  actors::decoder::cache idx;
   std::map<std::string, std::unique_ptr<client>> clients;  // by host
   std::set<std::string> handled;                           // "<index>:<sha>": done, found or refused
   std::map<std::string, std::string> refusals;             // key -> its problem line
@@ -270,7 +270,7 @@ void collector::impl::join_sequences(const std::string& run_id, const json& stat
       }
       paths.push_back(it->second.first);
       shas.push_back(it->second.second);
-      sim = sim && actors::decoder_backend_type(c, str_or(p, "decoder")) == "sim";
+      sim = sim && actors::coordinator::decoder_backend_type(c, str_or(p, "decoder")) == "sim";
       parts.push_back({{"name", std::filesystem::path(it->second.first).stem().string()},
                        {"output_sha256", it->second.second}});
     }
@@ -290,7 +290,7 @@ void collector::impl::join_sequences(const std::string& run_id, const json& stat
                            + " exists; it is not overwritten");
       continue;
     }
-    if (auto why = nodes::join_sequence(sim, paths, shas, dest); !why.empty()) {
+    if (auto why = nodes::verbs::join_sequence(sim, paths, shas, dest); !why.empty()) {
       r.problems.push_back("sequence " + name + ": not joined: " + why);
       continue;
     }
@@ -299,7 +299,7 @@ void collector::impl::join_sequences(const std::string& run_id, const json& stat
     json l = {{"name", name}, {"file", file}, {"run_id", run_id}, {"sequence", true},
               {"parts", std::move(parts)}, {"output_sha256", sha}, {"bytes", bytes}};
     try {
-      actors::output_index::append_line(idx, index, name, sha, l.dump());
+      actors::decoder::append_line(idx, index, name, sha, l.dump());
       ++r.collected;
     } catch (const std::exception& e) {
       r.problems.push_back("sequence " + name + ": joined, but its index line was not written: "
@@ -309,7 +309,7 @@ void collector::impl::join_sequences(const std::string& run_id, const json& stat
 }
 
 /// A verdict given since the job's line went into this index: the line again with it, as
-/// the decoder's index does (output_index::append_review).
+/// the decoder's index does (actors::decoder::append_review).
 void collector::impl::index_review(const std::string& key, const json& job,
                                    const std::string& file, const std::string& sha,
                                    const std::string& label) {
@@ -321,7 +321,7 @@ void collector::impl::index_review(const std::string& key, const json& job,
   if (auto it = reviewed.find(key); it != reviewed.end() && it->second >= revision)
     return;
   try {
-    actors::output_index::append_review(index, file, sha, review);
+    actors::decoder::append_review(index, file, sha, review);
     reviewed[key] = revision;
     failures.erase(key);
   } catch (const std::exception& e) {
@@ -332,7 +332,7 @@ void collector::impl::index_review(const std::string& key, const json& job,
 collector::collector(const config::cluster& c, std::string dir)
     : p_(std::make_unique<impl>(impl{c, std::move(dir), "", {}, {}, {}, {}, {}, {}, {}, {}, {}, {}})) {
   files::make_dirs(p_->dir);
-  p_->index = p_->dir + "/" + actors::output_index::file_name;
+  p_->index = p_->dir + "/" + actors::decoder::file_name;
   // The folder's videos by digest: a reused video whose bytes it holds under another name
   // is copied from there, not fetched (it may be gone from the cluster).
   std::ifstream in(p_->index);
@@ -431,7 +431,7 @@ void collector::pass(const json& status, bool final) {
       try {
         if (!cl)
           cl = std::make_unique<client>("tcp://" + h->address + ":" + std::to_string(h->port),
-                                        P.c.knobs, client_security_for(P.c, h->name));
+                                        P.c.knobs, bus::client_security_for(P.c, h->name));
         why = fetch_video(*cl, P.c.knobs, h->name, sha, dest + ".part", dest, bytes);
       } catch (const std::exception& e) {
         why = e.what();
@@ -445,7 +445,7 @@ void collector::pass(const json& status, bool final) {
       ++r_.collected;
     }
     try {
-      actors::output_index::append_line(P.idx, P.index, stem, sha,
+      actors::decoder::append_line(P.idx, P.index, stem, sha,
                                         collected_line(run_id, j, bytes));
       P.handled.insert(key);
       P.files[j.value("index", uint64_t{0})] = {dest, sha};
@@ -485,4 +485,4 @@ std::string format_collect_report(const collect_report& r, const std::string& di
   return s;
 }
 
-} // namespace vidline::nodes
+} // namespace vidline::nodes::verbs

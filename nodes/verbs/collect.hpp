@@ -22,7 +22,7 @@
 
 #include "config/config.hpp"
 
-namespace vidline::nodes {
+namespace vidline::nodes::verbs {
 
 /// What collect_run did.
 struct collect_report {
@@ -84,4 +84,4 @@ std::string fetch_latent(const config::cluster& c, const std::string& host,
 /// One line for the user: "collected N, M already there, ... into DIR".
 std::string format_collect_report(const collect_report& r, const std::string& dir);
 
-} // namespace vidline::nodes
+} // namespace vidline::nodes::verbs

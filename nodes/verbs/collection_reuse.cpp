@@ -16,7 +16,7 @@
 #include "common/files.hpp"
 #include "common/sha256.hpp"
 
-namespace vidline::nodes {
+namespace vidline::nodes::verbs {
 
 using nlohmann::json;
 
@@ -32,7 +32,7 @@ std::string str_of(const json& j, const char* k) {
 collection_offers read_collection(const config::cluster& c, const std::string& dir,
                                   std::size_t max) {
   collection_offers out;
-  std::ifstream in(dir + "/" + actors::output_index::file_name);
+  std::ifstream in(dir + "/" + actors::decoder::file_name);
   if (!in)
     return out;
   // file -> (its last line's position, the line): the last line of a name holds.
@@ -69,7 +69,7 @@ collection_offers read_collection(const config::cluster& c, const std::string& d
     v.offer.index = l.value("index", 0u);
     v.path = dir + "/" + v.offer.file;
     v.name = str_of(l, "name");
-    v.sim = actors::decoder_backend_type(c, v.offer.decoder) == "sim";
+    v.sim = actors::coordinator::decoder_backend_type(c, v.offer.decoder) == "sim";
     std::error_code ec;
     if (!std::filesystem::is_regular_file(v.path, ec)) {
       out.notes.push_back(v.path + " is gone: its job renders again");
@@ -88,4 +88,4 @@ collection_offers read_collection(const config::cluster& c, const std::string& d
   return out;
 }
 
-} // namespace vidline::nodes
+} // namespace vidline::nodes::verbs

@@ -2,7 +2,7 @@
 /// A collection folder as a source of outputs to reuse (`vidline run --collect DIR`,
 /// docs/shots.md, "Job keys"): the videos its index names that are still there with the
 /// bytes their line says. The client reads and hashes them (the only I/O); the coordinator
-/// decides which job reuses which (sched::graph: a job whose key matches).
+/// decides which job reuses which (actors::coordinator::graph: a job whose key matches).
 ///
 /// What is handled:
 /// - a video whose file was removed, or altered (its SHA-256 is not its line's): not
@@ -19,7 +19,7 @@
 #include "config/config.hpp"
 #include "messages/messages.hpp"
 
-namespace vidline::nodes {
+namespace vidline::nodes::verbs {
 
 /// One video of the folder that may be reused, verified now.
 struct collection_video {
@@ -41,4 +41,4 @@ struct collection_offers {
 collection_offers read_collection(const config::cluster& c, const std::string& dir,
                                   std::size_t max);
 
-} // namespace vidline::nodes
+} // namespace vidline::nodes::verbs

@@ -23,7 +23,7 @@
 #include "nodes/bus/keys.hpp"
 #include "nodes/verbs/line_text.hpp"
 
-namespace vidline::nodes {
+namespace vidline::nodes::verbs {
 
 using nlohmann::json;
 
@@ -104,8 +104,8 @@ bool final_state(const std::string& s) {
 
 } // namespace
 
-planner::gantt_chart run_gantt(const json& st) {
-  planner::gantt_chart c;
+actors::planner::gantt_chart run_gantt(const json& st) {
+  actors::planner::gantt_chart c;
   // Lanes: the pools, then the decoders, in the order the config lists them for the run's
   // mode (the status's `lanes`); a status without them (an older coordinator): by name.
   std::map<std::string, std::string> host_of;  // lane -> host
@@ -171,7 +171,7 @@ planner::gantt_chart run_gantt(const json& st) {
       c.lanes.push_back(name);
   if (st.contains("outages"))
     for (auto& o : st["outages"]) {
-      planner::gantt_chart::outage out;
+      actors::planner::gantt_chart::outage out;
       out.host = o.at("host").get<std::string>();
       out.from = o.at("from_s").get<double>();
       out.to = o.at("to_s").is_null() ? -1 : o.at("to_s").get<double>();
@@ -254,13 +254,13 @@ std::vector<double> planned_finishes(const config::cluster& c, const json& st) {
   if (jobs.empty() || jobs.size() > wait_plan_max_jobs)
     return {};
   try {
-    auto est = dispatching::estimates_for(c);
-    auto s = dispatching::initial_state(c, 1.0);
+    auto est = actors::coordinator::estimates_for(c);
+    auto s = actors::coordinator::initial_state(c, 1.0);
     std::map<std::string, std::string> policies;
     for (auto& m : c.modes)
       policies[m.name] = m.policy;
-    dispatching::configure(s, c, est, policies);
-    planner::request req;
+    actors::coordinator::configure(s, c, est, policies);
+    actors::planner::request req;
     req.mode = st["mode"].get<std::string>();
     req.width = jobs[0]["width"].get<uint32_t>();
     req.height = jobs[0]["height"].get<uint32_t>();
@@ -282,7 +282,7 @@ std::vector<double> planned_finishes(const config::cluster& c, const json& st) {
         sh.seed = j["seed"].get<uint64_t>();
         req.shots.push_back(std::move(sh));
       }
-    auto p = planner::plan(s, *est, req);
+    auto p = actors::planner::plan(s, *est, req);
     if (!p.refused.empty() || !p.finished)
       return {};
     std::vector<double> out;
@@ -521,4 +521,4 @@ int wait_for_run(coordinator_client& cl, const std::string& run_id, const wait_o
   }
 }
 
-} // namespace vidline::nodes
+} // namespace vidline::nodes::verbs

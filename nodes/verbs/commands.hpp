@@ -17,7 +17,7 @@
 #include "nodes/verbs/client.hpp"
 #include "nodes/verbs/coordinator_client.hpp"
 
-namespace vidline::nodes {
+namespace vidline::nodes::verbs {
 
 /// Where the last config used by `run`/`demo` is remembered, so `wait` and `status` need
 /// no --config: $VIDLINE_STATE_DIR, else $XDG_STATE_HOME/vidline, else ~/.local/state/vidline.
@@ -73,9 +73,9 @@ std::string format_status(const nlohmann::json& status);
 /// pool and per decoder that ran a stage, in the order they first started one, and a bar per
 /// stage the jobs finished (the status's per-job `stages`). Throws nlohmann::json::exception
 /// on a status without them.
-planner::gantt_chart run_gantt(const nlohmann::json& status);
+actors::planner::gantt_chart run_gantt(const nlohmann::json& status);
 
 /// `vidline demo`: two nodes on loopback as the reference hosts, the reference 6-job batch.
 int run_demo(bool json, const std::string& self_exe);
 
-} // namespace vidline::nodes
+} // namespace vidline::nodes::verbs

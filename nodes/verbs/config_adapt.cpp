@@ -12,7 +12,7 @@
 #include "config/profile/kinds.hpp"
 #include "nodes/verbs/exit_codes.hpp"
 
-namespace vidline::nodes {
+namespace vidline::nodes::verbs {
 namespace {
 
 using json = nlohmann::json;
@@ -115,7 +115,7 @@ nlohmann::json adapt_host_map(const nlohmann::json& map) {
                                                      : config::default_profile_key(base.model, 1);
         if (profile.empty())
           throw config_error(g.path_of("model"), "gives no profile kind: add \"profile\"");
-        base.kind = profiles::current_kind(profile);
+        base.kind = config::profile::current_kind(profile);
         base.short_name = g.has("name") ? g.string("name") : profile;
         if (base.short_name.empty())
           throw config_error(g.path_of("name"), "must not be empty; leave it out to name the "
@@ -390,4 +390,4 @@ int run_config_adapt(const std::string& host_map_file, const std::string& out_fi
   return exit_code::ok;
 }
 
-} // namespace vidline::nodes
+} // namespace vidline::nodes::verbs

@@ -24,7 +24,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace vidline::nodes {
+namespace vidline::nodes::verbs {
 
 /// The cluster config for a host map. Pure. Throws config::config_error at the host map's
 /// field (e.g. "/hosts/1/gpus/0/count") when it cannot be adapted.
@@ -38,4 +38,4 @@ nlohmann::json adapt_host_map(const nlohmann::json& host_map);
 int run_config_adapt(const std::string& host_map_file, const std::string& out_file,
                      const std::string& keys_dir = "");
 
-} // namespace vidline::nodes
+} // namespace vidline::nodes::verbs

@@ -10,7 +10,7 @@
 #include "nodes/verbs/exit_codes.hpp"
 #include "nodes/bus/keys.hpp"
 
-namespace vidline::nodes {
+namespace vidline::nodes::verbs {
 
 using nlohmann::json;
 
@@ -33,7 +33,7 @@ public:
   explicit bus_way(const config::cluster& c)
       : endpoint_(endpoint_of_coordinator(c)),
         knobs_(c.knobs),
-        security_(client_security_for(c, c.coordinator)) {}
+        security_(bus::client_security_for(c, c.coordinator)) {}
 
   std::string where() const override { return "at " + endpoint_; }
 
@@ -46,7 +46,7 @@ public:
       return std::nullopt;
     Reply r;
     if (reply->env.type != Reply::wire_name
-        || !msg::unpack_body_as(reply->body, wire_limits(knobs_), r))
+        || !msg::unpack_body_as(reply->body, bus::wire_limits(knobs_), r))
       throw coordinator_error(exit_code::refused,
                               std::string("the coordinator answered something else than a ")
                                 + Reply::wire_name);
@@ -56,7 +56,7 @@ public:
 private:
   std::string endpoint_;
   config::knobs knobs_;
-  client_security security_;
+  bus::client_security security_;
   std::unique_ptr<client> cl_;
 };
 
@@ -81,7 +81,7 @@ coordinator_client::coordinator_client(const config::cluster& c,
                                        std::shared_ptr<coordinator_calls> calls)
     : endpoint_(endpoint_of_coordinator(c)),
       knobs_(c.knobs),
-      security_(client_security_for(c, c.coordinator)),
+      security_(bus::client_security_for(c, c.coordinator)),
       calls_(std::move(calls)) {}
 
 template <class Reply, class Request>
@@ -104,7 +104,7 @@ Reply coordinator_client::ask(const Request& req, int timeout_ms, bool throw_rep
 std::string coordinator_client::upload_input(const std::string& path, const std::string& sha,
                                              bool* already, bool* unreachable) {
   client cl(endpoint_, knobs_, security_);
-  auto why = nodes::upload_input(cl, knobs_, path, sha, already);
+  auto why = nodes::verbs::upload_input(cl, knobs_, path, sha, already);
   if (unreachable)
     *unreachable = why.rfind("the coordinator's node did not answer", 0) == 0;
   return why;
@@ -237,4 +237,4 @@ msg::review_reply coordinator_client::review(const msg::review_take& req, int ti
   return ask<msg::review_reply>(req, timeout_ms, false);
 }
 
-} // namespace vidline::nodes
+} // namespace vidline::nodes::verbs

@@ -21,7 +21,7 @@
 #include "messages/review.hpp"
 #include "nodes/verbs/client.hpp"
 
-namespace vidline::nodes {
+namespace vidline::nodes::verbs {
 
 /// A request to the coordinator that did not succeed: what to print, and the exit code
 /// (nodes/exit_codes.hpp) it means: unreachable, no_such_run, refused, too_large.
@@ -158,8 +158,8 @@ private:
 
   std::string endpoint_;
   config::knobs knobs_;
-  client_security security_;
+  bus::client_security security_;
   std::shared_ptr<coordinator_calls> calls_;
 };
 
-} // namespace vidline::nodes
+} // namespace vidline::nodes::verbs

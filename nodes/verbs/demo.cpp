@@ -19,7 +19,7 @@
 #include "nodes/bus/keys.hpp"
 
 
-namespace vidline::nodes {
+namespace vidline::nodes::verbs {
 namespace {
 
 /// The reference line's measured row for the demo's batch (docs/reference.md).
@@ -110,7 +110,7 @@ int run_demo(bool json, const std::string& self_exe) {
     h["port"] = ports[i];
     h["bulk_port"] = ports[n + i];
     h["data_dir"] = dir + "/" + name;
-    const auto keys = write_curve_keypair(dir + "/keys", name);
+    const auto keys = bus::write_curve_keypair(dir + "/keys", name);
     h["public_key"] = keys.public_z85;
     h["secret_key_file"] = keys.secret_path;
   }
@@ -218,4 +218,4 @@ int run_demo(bool json, const std::string& self_exe) {
   return code != exit_code::ok ? code : stopped;
 }
 
-} // namespace vidline::nodes
+} // namespace vidline::nodes::verbs

@@ -3,7 +3,7 @@
 /// tell them apart. Every verb returns one of these; docs/exit-codes.md is the same table
 /// for users (change both together).
 
-namespace vidline::nodes::exit_code {
+namespace vidline::nodes::verbs::exit_code {
 
 inline constexpr int ok = 0;
 inline constexpr int job_failed = 1;     ///< wait/run/resume/demo: a job failed; plan: not every job would finish
@@ -19,4 +19,4 @@ inline constexpr int cancelled = 10;     ///< wait/run/resume: the run was cance
 inline constexpr int not_collected = 11; ///< run/wait/resume --collect: a video was refused (another file at its name) or could not be collected
 inline constexpr int crash_point = 86;   ///< a named crash point fired (fault injection)
 
-} // namespace vidline::nodes::exit_code
+} // namespace vidline::nodes::verbs::exit_code

@@ -15,7 +15,7 @@
 #include "nodes/verbs/commands.hpp"
 #include "nodes/verbs/verbs.hpp"
 
-namespace vidline::nodes {
+namespace vidline::nodes::verbs {
 
 using nlohmann::json;
 
@@ -134,7 +134,7 @@ int do_drain(const gpu_options& o, bool drain) {
 
 void add_gpu_verbs(CLI::App& app, verb_list& out) {
   auto o = std::make_shared<gpu_options>();
-  using cli_checks::seconds;
+  using verbs::seconds;
 
   auto* gpus = app.add_subcommand(
     "gpus", "Every host's cards as the coordinator last heard: temperature, power, memory, "
@@ -165,4 +165,4 @@ void add_gpu_verbs(CLI::App& app, verb_list& out) {
   }
 }
 
-} // namespace vidline::nodes
+} // namespace vidline::nodes::verbs

@@ -13,7 +13,7 @@
 #include "nodes/bus/keys.hpp"
 #include "nodes/verbs/verbs.hpp"
 
-namespace vidline::nodes {
+namespace vidline::nodes::verbs {
 namespace {
 
 /// This machine's host name, as the default --name.
@@ -33,9 +33,9 @@ struct keygen_options {
 
 int run_keygen(const keygen_options& o) {
   const std::string name = o.name.empty() ? local_host_name() : o.name;
-  keygen_result r;
+  bus::keygen_result r;
   try {
-    r = write_curve_keypair(o.out, name, o.force);
+    r = bus::write_curve_keypair(o.out, name, o.force);
   } catch (const std::invalid_argument& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return exit_code::usage;
@@ -59,4 +59,4 @@ void add_security_verbs(CLI::App& app, verb_list& out) {
   out.push_back({keygen, [o] { return run_keygen(*o); }});
 }
 
-} // namespace vidline::nodes
+} // namespace vidline::nodes::verbs

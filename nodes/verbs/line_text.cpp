@@ -11,7 +11,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-namespace vidline::nodes {
+namespace vidline::nodes::verbs {
 
 using nlohmann::json;
 
@@ -168,4 +168,4 @@ std::string format_cluster(const json& v) {
   return out.str();
 }
 
-} // namespace vidline::nodes
+} // namespace vidline::nodes::verbs

@@ -9,7 +9,7 @@
 
 #include "config/config.hpp"
 
-namespace vidline::nodes {
+namespace vidline::nodes::verbs {
 
 /// A job's shot in words, from its status record: its name (or shot and take) and the
 /// prompt's first words, e.g. `city-night-take-2 "a neon city at dusk, rain..."`; "" when
@@ -33,4 +33,4 @@ std::string hosts_down_warning(const std::vector<std::string>& down, const confi
 /// `vidline status @cluster` in words: hosts, pools, decoders.
 std::string format_cluster(const nlohmann::json& cluster_view);
 
-} // namespace vidline::nodes
+} // namespace vidline::nodes::verbs

@@ -19,7 +19,7 @@
 #include "nodes/verbs/shot_file.hpp"
 #include "nodes/verbs/verbs.hpp"
 
-namespace vidline::nodes {
+namespace vidline::nodes::verbs {
 
 using nlohmann::json;
 
@@ -28,23 +28,23 @@ plan_setup load_plan_setup(const std::string& config_file, const std::string& pr
   plan_setup out;
   out.cluster = config_file.empty() ? config::parse(embedded::reference_config, "")
                                     : config::load(config_file);
-  auto est = dispatching::estimates_for(out.cluster, profile_file, &out.profile_source);
+  auto est = actors::coordinator::estimates_for(out.cluster, profile_file, &out.profile_source);
   out.est = est;
-  out.state = dispatching::initial_state(out.cluster, 1.0);
+  out.state = actors::coordinator::initial_state(out.cluster, 1.0);
   std::map<std::string, std::string> policies;
   for (auto& m : out.cluster.modes)
     policies[m.name] = m.policy;
   if (!policy.empty())
     for (auto& m : out.cluster.modes)
-      if (m.name != dispatching::auto_mode)
+      if (m.name != actors::coordinator::auto_mode)
         policies[m.name] = policy;
-  dispatching::configure(out.state, out.cluster, est, policies);
+  actors::coordinator::configure(out.state, out.cluster, est, policies);
   return out;
 }
 
 namespace {
 
-json span_json(const std::optional<planner::planned_job::span>& s) {
+json span_json(const std::optional<actors::planner::planned_job::span>& s) {
   if (!s)
     return nullptr;
   return {{"start_s", s->start}, {"end_s", s->end}};
@@ -56,7 +56,7 @@ std::string fmt(const char* f, double v) {
   return buf;
 }
 
-std::string span_text(const std::optional<planner::planned_job::span>& s) {
+std::string span_text(const std::optional<actors::planner::planned_job::span>& s) {
   if (!s)
     return "-";
   return fmt("%.1f", s->start) + "-" + fmt("%.1f", s->end);
@@ -69,7 +69,7 @@ std::string join(const std::vector<std::string>& v, const char* sep = ", ") {
   return out;
 }
 
-std::string size_text(const planner::request& r) {
+std::string size_text(const actors::planner::request& r) {
   if (!r.shots.empty())
     return "a shot list of " + std::to_string(r.shots.size()) + " shots";
   return std::to_string(r.width) + "x" + std::to_string(r.height) + ", "
@@ -77,7 +77,7 @@ std::string size_text(const planner::request& r) {
 }
 
 /// "1.234 Wh per clip (12.3 Wh in all)", or why the energy is unknown.
-std::string energy_text(const planner::plan_result& p) {
+std::string energy_text(const actors::planner::plan_result& p) {
   if (p.energy_j >= 0)
     return fmt("%.3f Wh per clip", p.wh_per_clip) + fmt(" (%.1f Wh in all", p.energy_j / 3600)
            + ", from the profile's power figures)";
@@ -87,18 +87,18 @@ std::string energy_text(const planner::plan_result& p) {
   return "unknown: no clip finished";
 }
 
-bool complete(const planner::plan_result& p) {
+bool complete(const actors::planner::plan_result& p) {
   return p.refused.empty() && p.finished && p.summary.failed == 0;
 }
 
 /// True when plan `p` ends as early as the best (to the millisecond).
-bool ties(const planner::plan_result& p, const planner::plan_result& best) {
+bool ties(const actors::planner::plan_result& p, const actors::planner::plan_result& best) {
   return complete(p) && std::abs(p.summary.makespan_s - best.summary.makespan_s) < 1e-3;
 }
 
 /// The best of several plans: all jobs done, then the earliest makespan (first listed wins
 /// a tie). -1 when none finished.
-int best_of(const std::vector<planner::plan_result>& plans) {
+int best_of(const std::vector<actors::planner::plan_result>& plans) {
   int best = -1;
   for (std::size_t i = 0; i < plans.size(); ++i)
     if (complete(plans[i])
@@ -107,8 +107,8 @@ int best_of(const std::vector<planner::plan_result>& plans) {
   return best;
 }
 
-planner::gantt_chart chart_of(const planner::plan_result& p, const planner::request& req) {
-  planner::gantt_chart c;
+actors::planner::gantt_chart chart_of(const actors::planner::plan_result& p, const actors::planner::request& req) {
+  actors::planner::gantt_chart c;
   c.title = p.mode + " (" + p.policy + "): " + std::to_string(req.count) + " x "
             + size_text(req) + ", makespan " + fmt("%.1f", p.summary.makespan_s) + " s";
   c.lanes = p.pools;
@@ -120,7 +120,7 @@ planner::gantt_chart chart_of(const planner::plan_result& p, const planner::requ
   return c;
 }
 
-void print_plan(const planner::plan_result& p, const planner::request& req,
+void print_plan(const actors::planner::plan_result& p, const actors::planner::request& req,
                 const std::string& profile) {
   if (req.shots.empty())
     std::printf("plan: %u x %s on mode %s (policy %s)\n", req.count, size_text(req).c_str(),
@@ -156,15 +156,15 @@ void print_plan(const planner::plan_result& p, const planner::request& req,
 }
 
 /// The reference line's measurement of this batch, when the embedded cluster is planned.
-const planner::reference_row* measured(const plan_options& o, const std::string& mode) {
+const actors::planner::reference_row* measured(const plan_options& o, const std::string& mode) {
   if (!o.config.empty() || !o.profile.empty() || !o.jobs.empty())
     return nullptr;
-  return planner::find_reference_row(mode, o.width, o.height, o.seconds, o.count);
+  return actors::planner::find_reference_row(mode, o.width, o.height, o.seconds, o.count);
 }
 
 } // namespace
 
-json plan_json(const planner::plan_result& p, const planner::request& req) {
+json plan_json(const actors::planner::plan_result& p, const actors::planner::request& req) {
   json out = {{"mode", p.mode},
               {"policy", p.policy},
               {"pools", p.pools},
@@ -231,7 +231,7 @@ int run_plan(const plan_options& o_in) {
     // The knobs of the config planned on (the reference's when none is given).
     auto c = o.config.empty() ? config::parse(embedded::reference_config, "")
                               : config::load(o.config);
-    const auto cat = dispatching::run_catalog(c, o.mode);
+    const auto cat = actors::coordinator::run_catalog(c, o.mode);
     if (auto why = read_shot_file(o.jobs, c.knobs, plan_max_jobs, list, &cat); !why.empty()) {
       std::fprintf(stderr, "error: --jobs: %s\n", why.c_str());
       return exit_code::usage;
@@ -260,12 +260,12 @@ int run_plan(const plan_options& o_in) {
                  plan_detail_max_jobs, o.count);
     return exit_code::usage;
   }
-  if (auto why = cli_checks::seed_range_error(o.seed, o.count); !why.empty()) {
+  if (auto why = verbs::seed_range_error(o.seed, o.count); !why.empty()) {
     std::fprintf(stderr, "error: %s\n", why.c_str());
     return exit_code::usage;
   }
   plan_setup setup = load_plan_setup(o.config, o.profile, o.policy);
-  planner::request req;
+  actors::planner::request req;
   req.width = o.width;
   req.height = o.height;
   req.seconds = o.seconds;
@@ -273,7 +273,7 @@ int run_plan(const plan_options& o_in) {
   req.seed = o.seed;
   req.shots = list.shots;
   // Each shot's model, from its workflow: switches between models are cold stages.
-  const config::catalog plan_catalog = dispatching::run_catalog(setup.cluster, o.mode);
+  const config::catalog plan_catalog = actors::coordinator::run_catalog(setup.cluster, o.mode);
   req.catalog = &plan_catalog;
   if (!req.shots.empty() && o.mode != "all" && setup.state.modes.count(o.mode))
     if (auto why = shot_file_capacity(o.jobs, list, setup.state, o.mode); !why.empty()) {
@@ -284,16 +284,16 @@ int run_plan(const plan_options& o_in) {
   std::vector<std::string> modes;
   const bool all = o.mode == "all";
   if (all)
-    modes = planner::modes_to_compare(setup.state, setup.cluster);
+    modes = actors::planner::modes_to_compare(setup.state, setup.cluster);
   else
     modes = {o.mode};
 
-  std::vector<planner::plan_result> plans;
-  planner::sim_options so;
+  std::vector<actors::planner::plan_result> plans;
+  actors::planner::sim_options so;
   so.record_spans = o.count <= plan_detail_max_jobs;
   for (auto& m : modes) {
     req.mode = m;
-    plans.push_back(planner::plan(setup.state, *setup.est, req, so));
+    plans.push_back(actors::planner::plan(setup.state, *setup.est, req, so));
   }
 
   if (!all && !plans[0].refused.empty()) {
@@ -322,7 +322,7 @@ int run_plan(const plan_options& o_in) {
 
   int best = best_of(plans);
   if (!o.gantt.empty()) {
-    std::vector<planner::gantt_chart> charts;
+    std::vector<actors::planner::gantt_chart> charts;
     for (std::size_t i = 0; i < plans.size(); ++i) {
       if (!plans[i].refused.empty())
         continue;
@@ -332,7 +332,7 @@ int run_plan(const plan_options& o_in) {
         c.title += "  (best)";
       charts.push_back(std::move(c));
     }
-    files::write_atomic(o.gantt, planner::gantt_svg(charts));
+    files::write_atomic(o.gantt, actors::planner::gantt_svg(charts));
   }
 
   if (o.json) {
@@ -432,7 +432,7 @@ void add_plan_verbs(CLI::App& app, verb_list& out) {
     "plan", "Plan a batch on a virtual clock with the coordinator's own scheduler (no GPUs)");
   plan->add_option("--mode", o->mode, "Mode to plan, 'auto', or 'all' to compare every mode")
     ->required();
-  using cli_checks::whole_number;
+  using verbs::whole_number;
   // The uniform batch's options: required unless --jobs names a shot list, which excludes
   // them (checked in run_plan, naming the option).
   std::vector<CLI::Option*> uniform = {
@@ -466,7 +466,7 @@ void add_plan_verbs(CLI::App& app, verb_list& out) {
                      o->given.push_back("--seed");
                    try {
                      return run_plan(*o);
-                   } catch (const profiles::profile_error& e) {
+                   } catch (const config::profile::profile_error& e) {
                      std::fprintf(stderr, "profile error: %s\n", e.what());
                      return exit_code::usage;
                    } catch (const std::invalid_argument& e) {
@@ -476,4 +476,4 @@ void add_plan_verbs(CLI::App& app, verb_list& out) {
                  }});
 }
 
-} // namespace vidline::nodes
+} // namespace vidline::nodes::verbs

@@ -12,26 +12,26 @@
 #include "actors/planner/plan.hpp"
 #include "config/config.hpp"
 
-namespace vidline::nodes {
+namespace vidline::nodes::verbs {
 
 /// A cluster ready to plan on: its config, the profile, and the coordinator's state.
 struct plan_setup {
   config::cluster cluster;
-  std::shared_ptr<const dispatching::profile_estimates> est;
-  sched::state state;
+  std::shared_ptr<const actors::coordinator::profile_estimates> est;
+  actors::coordinator::state state;
   std::string profile_source;  ///< "embedded reference" or the file
 };
 
 /// Loads a config (empty = the embedded reference cluster) and a profile (empty = the one
 /// the config's sim backends name, else the embedded reference); each mode dispatches by
 /// its configured policy, or `policy` (if not empty) for every mode but auto. Throws config::config_error,
-/// profiles::profile_error, std::invalid_argument.
+/// config::profile::profile_error, std::invalid_argument.
 plan_setup load_plan_setup(const std::string& config_file, const std::string& profile_file,
                            const std::string& policy = "");
 
 /// One planned batch as JSON: the request, the mode, per job its pool and stage times, and a
 /// "summary" with the status contract's names (first_finish_s, makespan_s, clips_per_hour).
-nlohmann::json plan_json(const planner::plan_result& p, const planner::request& req);
+nlohmann::json plan_json(const actors::planner::plan_result& p, const actors::planner::request& req);
 
 /// The most jobs `vidline plan` plans at once. The planner runs the coordinator's own
 /// scheduler, which holds every job of the batch in memory; this bounds a plan's memory
@@ -56,4 +56,4 @@ struct plan_options {
 /// Runs `vidline plan`; returns the exit code.
 int run_plan(const plan_options& o);
 
-} // namespace vidline::nodes
+} // namespace vidline::nodes::verbs

@@ -41,7 +41,7 @@
 #include "nodes/bus/keys.hpp"
 #include "nodes/verbs/service.hpp"
 
-namespace vidline::nodes {
+namespace vidline::nodes::verbs {
 namespace {
 
 using lvl = check_line::level;
@@ -272,7 +272,7 @@ void check_keys(report& r, const config::cluster& c, const config::host& h, std:
     return;
   }
   try {
-    (void)bus_security_for(c, h.name);
+    (void)bus::bus_security_for(c, h.name);
     r.ok(name, h.secret_key_file + " is the secret half of host " + h.name + "'s public_key, readable by its owner only");
   } catch (const std::exception& e) {
     r.fail(name, e.what(),
@@ -554,9 +554,9 @@ std::vector<check_line> run_preflight(const preflight_options& o) {
     return r.lines;
   }
   // As run and plan resolve it: "auto" is every pool and decoder.
-  const std::optional<config::mode> m = dispatching::resolve_mode(c, o.mode);
+  const std::optional<config::mode> m = actors::coordinator::resolve_mode(c, o.mode);
   if (!m) {
-    r.fail("mode", "no mode '" + o.mode + "' in the config", "use one of: " + dispatching::known_modes(c));
+    r.fail("mode", "no mode '" + o.mode + "' in the config", "use one of: " + actors::coordinator::known_modes(c));
     return r.lines;
   }
   r.ok("mode", m->name + ": pools " + join(m->pools) + "; decoders " + join(m->decoders) +
@@ -662,4 +662,4 @@ bool any_failed(const std::vector<check_line>& lines) {
   return std::any_of(lines.begin(), lines.end(), [](const check_line& l) { return l.status == lvl::fail; });
 }
 
-} // namespace vidline::nodes
+} // namespace vidline::nodes::verbs

@@ -14,7 +14,7 @@
 #include "config/config.hpp"
 #include "nodes/gpu/telemetry.hpp"
 
-namespace vidline::nodes {
+namespace vidline::nodes::verbs {
 
 /// One line of the report.
 struct check_line {
@@ -66,4 +66,4 @@ std::vector<check_line> check_gpu_cards(const config::cluster& c, const config::
                                         const std::vector<std::string>& gpu_ids,
                                         const gpu::reader_options& o);
 
-} // namespace vidline::nodes
+} // namespace vidline::nodes::verbs

@@ -7,7 +7,7 @@
 
 #include "nodes/verbs/preflight.hpp"
 
-namespace vidline::nodes {
+namespace vidline::nodes::verbs {
 namespace {
 
 using lvl = check_line::level;
@@ -126,4 +126,4 @@ std::vector<check_line> check_gpu_cards(const config::cluster& c, const config::
   return out;
 }
 
-} // namespace vidline::nodes
+} // namespace vidline::nodes::verbs

@@ -7,7 +7,7 @@
 #include "config/profile/profile.hpp"
 #include "nodes/verbs/preflight.hpp"
 
-namespace vidline::nodes {
+namespace vidline::nodes::verbs {
 
 std::vector<check_line> check_profile_kinds(const config::cluster& c, const config::mode& m) {
   using lvl = check_line::level;
@@ -16,9 +16,9 @@ std::vector<check_line> check_profile_kinds(const config::cluster& c, const conf
   for (auto& p : c.pools)
     if (auto* b = c.find_backend(p.backend); b != nullptr && b->type == "sim" && !b->profile.empty())
       from = b->profile;
-  std::optional<profiles::profile> loaded;
+  std::optional<config::profile::profile> loaded;
   try {
-    loaded = from.empty() ? profiles::profile::reference() : profiles::profile::load(from);
+    loaded = from.empty() ? config::profile::profile::reference() : config::profile::profile::load(from);
   } catch (const std::exception& e) {
     out.push_back({lvl::fail, "profile", from + ": " + e.what(), "fix the profile file", ""});
     return out;
@@ -70,4 +70,4 @@ std::vector<check_line> check_profile_kinds(const config::cluster& c, const conf
   return out;
 }
 
-} // namespace vidline::nodes
+} // namespace vidline::nodes::verbs

@@ -13,7 +13,7 @@
 #include "nodes/verbs/exit_codes.hpp"
 #include "nodes/state/journal_sqlite.hpp"
 
-namespace vidline::nodes {
+namespace vidline::nodes::verbs {
 
 using nlohmann::json;
 
@@ -62,7 +62,7 @@ std::string size_of(const msg::job_spec& j) {
 }
 
 uint64_t load_of(const std::string& size) {
-  auto s = profiles::job_size::parse(size);
+  auto s = config::profile::job_size::parse(size);
   return s ? s->load() : 0;
 }
 
@@ -117,12 +117,12 @@ struct history {
   std::size_t stages = 0;
 };
 
-history collect(const std::deque<sched::run>& runs) {
+history collect(const std::deque<actors::coordinator::run>& runs) {
   history h;
   for (auto& r : runs)
     for (auto& j : r.jobs) {
       for (auto& kind : j.capacity_failed) {
-        auto load = sched::job_load(j.spec);
+        auto load = actors::coordinator::job_load(j.spec);
         auto it = h.out_of_memory.find(kind);
         if (it == h.out_of_memory.end() || load < it->second.first)
           h.out_of_memory[kind] = {load, r.id + " (" + size_of(j.spec) + ")"};
@@ -145,7 +145,7 @@ history collect(const std::deque<sched::run>& runs) {
         h.conditioning[j.encoder_kind].add(j.conditioning_s, r.id);
         ++h.stages;
       }
-      if (j.state == sched::job_state::succeeded && !j.decoder_kind.empty()) {
+      if (j.state == actors::coordinator::job_state::succeeded && !j.decoder_kind.empty()) {
         h.decode[j.decoder_kind][size_of(j.spec)].add(j.decode_s, r.id);
         double span = j.ran.decode_start >= 0 && j.ran.decode_end >= 0
                         ? j.ran.decode_end - j.ran.decode_start
@@ -290,7 +290,7 @@ void current_kind_names(json& base) {
     json& t = base[table];
     std::vector<std::pair<std::string, std::string>> moves;
     for (auto& [key, value] : t.items())
-      if (auto now = profiles::renamed(key); now && !t.contains(*now))
+      if (auto now = config::profile::renamed(key); now && !t.contains(*now))
         moves.emplace_back(key, *now);
     for (auto& [old, now] : moves) {
       t[now] = std::move(t[old]);
@@ -302,12 +302,12 @@ void current_kind_names(json& base) {
       if (d.is_object() && d.contains("scale_of") && d["scale_of"].is_object()
           && d["scale_of"].value("decoder", json()).is_string())
         d["scale_of"]["decoder"] =
-          profiles::current_kind(d["scale_of"]["decoder"].get<std::string>());
+          config::profile::current_kind(d["scale_of"]["decoder"].get<std::string>());
 }
 
 } // namespace
 
-json profile_from_history(const std::deque<sched::run>& runs, json base,
+json profile_from_history(const std::deque<actors::coordinator::run>& runs, json base,
                           const std::string& base_name) {
   auto h = collect(runs);
   if (h.stages == 0)
@@ -372,17 +372,17 @@ int run_profile_build(const profile_build_options& o) {
                  o.journal.empty() ? " (--data names the coordinator host's data_dir)" : "");
     return exit_code::usage;
   }
-  std::deque<sched::run> runs;
+  std::deque<actors::coordinator::run> runs;
   uint64_t next_attempt = 0;
   try {
-    sqlite_journal(path).load(runs, next_attempt);
-    auto base = json::parse(o.base.empty() ? std::string(profiles::profile::reference_json())
+    state::sqlite_journal(path).load(runs, next_attempt);
+    auto base = json::parse(o.base.empty() ? std::string(config::profile::profile::reference_json())
                                            : files::read_all(o.base));
     auto learned = profile_from_history(runs, std::move(base),
                                         o.base.empty() ? "embedded reference" : o.base);
-    profiles::profile::from_json(learned);  // refuses what the reader would refuse
+    config::profile::profile::from_json(learned);  // refuses what the reader would refuse
     files::write_atomic(o.out, learned.dump(2) + "\n");
-  } catch (const profiles::profile_error& e) {
+  } catch (const config::profile::profile_error& e) {
     std::fprintf(stderr, "profile error: %s\n", e.what());
     return exit_code::usage;
   } catch (const std::exception& e) {
@@ -408,4 +408,4 @@ void add_profile_verbs(CLI::App& app, verb_list& out) {
   out.push_back({build, [o] { return run_profile_build(*o); }});
 }
 
-} // namespace vidline::nodes
+} // namespace vidline::nodes::verbs

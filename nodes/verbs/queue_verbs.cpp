@@ -18,7 +18,7 @@
 #include "nodes/verbs/shot_file.hpp"
 #include "nodes/verbs/verbs.hpp"
 
-namespace vidline::nodes {
+namespace vidline::nodes::verbs {
 
 using nlohmann::json;
 
@@ -133,7 +133,7 @@ std::string submit_shot_list(const queue_options& o, const config::cluster& clus
                              coordinator_client& cl, msg::submit_jobs& req, int& rc) {
   rc = exit_code::usage;
   shot_list list;
-  const auto cat = dispatching::run_catalog(cluster, "");  // the run's mode: the coordinator's check
+  const auto cat = actors::coordinator::run_catalog(cluster, "");  // the run's mode: the coordinator's check
   if (auto why = read_shot_file(o.jobs, cluster.knobs, run_max_jobs, list, &cat); !why.empty())
     return "--jobs: " + why;
   for (std::size_t i = 0; i < list.shots.size(); ++i) {
@@ -167,7 +167,7 @@ int do_submit(const queue_options& o) {
                  o.missing.front().c_str());
     return exit_code::usage;
   }
-  if (auto why = cli_checks::seed_range_error(o.seed, o.count); !why.empty()) {
+  if (auto why = verbs::seed_range_error(o.seed, o.count); !why.empty()) {
     std::fprintf(stderr, "error: %s\n", why.c_str());
     return exit_code::usage;
   }
@@ -221,8 +221,8 @@ int do_submit(const queue_options& o) {
 
 void add_queue_verbs(CLI::App& app, verb_list& out) {
   auto o = std::make_shared<queue_options>();
-  using cli_checks::seconds;
-  using cli_checks::whole_number;
+  using verbs::seconds;
+  using verbs::whole_number;
 
   auto* runs = app.add_subcommand("runs", "List the coordinator's runs: state, done/total, ETA, priority");
   runs->add_option("--config", o->config, "Cluster config (default: the last one used)");
@@ -273,4 +273,4 @@ void add_queue_verbs(CLI::App& app, verb_list& out) {
                  }});
 }
 
-} // namespace vidline::nodes
+} // namespace vidline::nodes::verbs

@@ -7,7 +7,7 @@
 #include "common/files.hpp"
 #include "config/shot_graph.hpp"
 
-namespace vidline::nodes {
+namespace vidline::nodes::verbs {
 
 namespace {
 
@@ -95,4 +95,4 @@ std::string join_sequence(bool sim, const std::vector<std::string>& parts,
   }
 }
 
-} // namespace vidline::nodes
+} // namespace vidline::nodes::verbs

@@ -9,11 +9,11 @@
 #include <string>
 #include <vector>
 
-namespace vidline::nodes {
+namespace vidline::nodes::verbs {
 
 /// Joins `parts` (files, in order; `part_sha256s` their digests) into `dest`. "" when
 /// joined, else why not (nothing is left at `dest`).
 std::string join_sequence(bool sim, const std::vector<std::string>& parts,
                           const std::vector<std::string>& part_sha256s, const std::string& dest);
 
-} // namespace vidline::nodes
+} // namespace vidline::nodes::verbs

@@ -34,7 +34,7 @@
 #include "nodes/state/node_lock.hpp"
 
 
-namespace vidline::nodes {
+namespace vidline::nodes::verbs {
 namespace {
 
 namespace fs = std::filesystem;
@@ -145,7 +145,7 @@ pid_t spawn_node(const service_options& o, const std::string& config, const conf
 bool node_answers(const config::cluster& cluster, const config::host& h, double timeout_s) {
   try {
     client c("tcp://" + h.address + ":" + std::to_string(h.port), cluster.knobs,
-             client_security_for(cluster, h.name));
+             bus::client_security_for(cluster, h.name));
     msg::latent_fetch probe;
     probe.transfer_id = (static_cast<uint64_t>(::getpid()) << 20) | 1;
     probe.sha256 = std::string(64, '0');
@@ -262,12 +262,12 @@ std::string endpoint_text(const config::host& h) {
 void remove_stale_pid_file(const config::host& h, pid_t recorded, host_result& r, reporter& out) {
   if (recorded <= 0 && !fs::exists(pid_file(h)))
     return;
-  if (node_lock_holder(h.data_dir, 0))
+  if (state::node_lock_holder(h.data_dir, 0))
     return;
   std::error_code ec;
   fs::remove(pid_file(h), ec);
   std::string note = "stale pid file " + pid_file(h) + " removed (pid " + std::to_string(recorded) +
-                     ": no process holds " + node_lock_path(h.data_dir) + ")";
+                     ": no process holds " + state::node_lock_path(h.data_dir) + ")";
   out.say("%s: %s\n", h.name.c_str(), note.c_str());
   r.notes.push_back(note);
 }
@@ -277,7 +277,7 @@ void remove_stale_pid_file(const config::host& h, pid_t recorded, host_result& r
 bool node_gone(const config::host& h, pid_t pid) {
   if (exited(pid))
     return true;
-  auto holder = node_lock_holder(h.data_dir, 0);
+  auto holder = state::node_lock_holder(h.data_dir, 0);
   return !holder || holder->pid != pid;
 }
 
@@ -290,10 +290,10 @@ int start_nodes(const service_options& o) {
   remember_config(o.config);
   std::optional<config::mode> mode;
   if (!o.mode.empty()) {
-    mode = dispatching::resolve_mode(c, o.mode);
+    mode = actors::coordinator::resolve_mode(c, o.mode);
     if (!mode)
       throw config::config_error("/modes", "no mode '" + o.mode + "' (known: " +
-                                             dispatching::known_modes(c) + ")");
+                                             actors::coordinator::known_modes(c) + ")");
   }
   auto hosts = hosts_here(c, o.hosts);
   if (hosts.empty()) {
@@ -319,7 +319,7 @@ int start_nodes(const service_options& o) {
       start_lock lock(h->data_dir + "/run");
       pid_t recorded = read_pid(pid_file(*h));
       // The node of this data directory, if one lives: the kernel says who holds its lock.
-      if (auto holder = node_lock_holder(h->data_dir)) {
+      if (auto holder = state::node_lock_holder(h->data_dir)) {
         r.pid = holder->pid;
         r.token = holder->token;
         if (holder->host != h->name || holder->config_digest != digest) {
@@ -328,7 +328,7 @@ int start_nodes(const service_options& o) {
                             (holder->host.empty() ? std::string() : ", host " + holder->host) +
                             (holder->config.empty() ? std::string() : ", config " + holder->config) +
                             (holder->host == h->name ? ", another version of the config" : "") +
-                            "), which holds " + node_lock_path(h->data_dir) +
+                            "), which holds " + state::node_lock_path(h->data_dir) +
                             "; stop it first (vidline stop), or give each host its own data_dir";
           out.error("%s: %s\n", h->name.c_str(), why.c_str());
           fail("refused", why);
@@ -341,7 +341,7 @@ int start_nodes(const service_options& o) {
           out.say("%s: a vidline node not started by 'vidline start' already runs on %s (pid %d "
                   "holds %s); leaving it (vidline stop stops it)\n",
                   h->name.c_str(), h->data_dir.c_str(), holder->pid,
-                  node_lock_path(h->data_dir).c_str());
+                  state::node_lock_path(h->data_dir).c_str());
         out.add(r);
         continue;
       }
@@ -351,13 +351,13 @@ int start_nodes(const service_options& o) {
         r.action = "left_alone";
         out.say("%s: a vidline node not started by 'vidline start' already answers at %s, "
                 "without holding %s; leaving it (stop it yourself to hand it over)\n",
-                h->name.c_str(), r.endpoint.c_str(), node_lock_path(h->data_dir).c_str());
+                h->name.c_str(), r.endpoint.c_str(), state::node_lock_path(h->data_dir).c_str());
         out.add(r);
         continue;
       }
       // The keys as the node's bus will load them (a 0644 secret key is refused there).
       try {
-        (void)bus_security_for(c, h->name);
+        (void)bus::bus_security_for(c, h->name);
       } catch (const std::exception& e) {
         std::string why = std::string("not started: cannot authenticate its links: ") + e.what();
         out.error("%s: %s\n", h->name.c_str(), why.c_str());
@@ -378,7 +378,7 @@ int start_nodes(const service_options& o) {
           break;
         }
         // Ready: it holds its data directory's lock (so an answer is its own) and answers.
-        auto holder = node_lock_holder(h->data_dir, 0.2);
+        auto holder = state::node_lock_holder(h->data_dir, 0.2);
         if (holder && holder->pid == pid && node_answers(c, *h, 0.5)) {
           r.token = holder->token;
           ready = true;
@@ -463,7 +463,7 @@ int stop_nodes(const service_options& o) {
         lock.emplace(h->data_dir + "/run");
       pid_t recorded = read_pid(pid_file(*h));
       // The node is whoever holds the data directory's lock, whatever config path started it.
-      auto holder = node_lock_holder(h->data_dir);
+      auto holder = state::node_lock_holder(h->data_dir);
       if (!holder) {
         r.action = "not_running";
         out.say("%s: not running\n", h->name.c_str());
@@ -476,7 +476,7 @@ int stop_nodes(const service_options& o) {
       r.token = holder->token;
       if (::kill(pid, SIGTERM) != 0)
         throw std::runtime_error("cannot signal the node (pid " + std::to_string(pid) + ", holding " +
-                                 node_lock_path(h->data_dir) + "): " + std::strerror(errno));
+                                 state::node_lock_path(h->data_dir) + "): " + std::strerror(errno));
       auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(o.grace_s);
       while (!node_gone(*h, pid) && std::chrono::steady_clock::now() < deadline)
         std::this_thread::sleep_for(std::chrono::milliseconds(50));  // not our child: poll
@@ -495,7 +495,7 @@ int stop_nodes(const service_options& o) {
         out.say("%s: stopped (pid %d)%s\n", h->name.c_str(), pid,
                 recorded == pid ? "" : " (it was not started by 'vidline start')");
       }
-      if (!node_lock_holder(h->data_dir, 0)) {  // never the pid file of a live node
+      if (!state::node_lock_holder(h->data_dir, 0)) {  // never the pid file of a live node
         std::error_code ec;
         fs::remove(pid_file(*h), ec);
       }
@@ -511,4 +511,4 @@ int stop_nodes(const service_options& o) {
   return out.finish(code);
 }
 
-} // namespace vidline::nodes
+} // namespace vidline::nodes::verbs

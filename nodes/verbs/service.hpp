@@ -28,11 +28,11 @@
 
 #include "config/config.hpp"
 
-namespace vidline::nodes {
+namespace vidline::nodes::verbs {
 
 struct service_options {
   std::string config;
-  std::string mode;                 ///< start: checked to exist (dispatching::resolve_mode); "" = any
+  std::string mode;                 ///< start: checked to exist (actors::coordinator::resolve_mode); "" = any
   std::vector<std::string> hosts;   ///< empty = the config's hosts on this machine
   double ready_timeout_s = 30;      ///< start: until the node answers
   double grace_s = 60;              ///< stop: SIGTERM -> SIGKILL
@@ -52,4 +52,4 @@ bool node_answers(const config::cluster& c, const config::host& h, double timeou
 std::vector<const config::host*> hosts_here(const config::cluster& c,
                                             const std::vector<std::string>& named);
 
-} // namespace vidline::nodes
+} // namespace vidline::nodes::verbs

@@ -13,7 +13,7 @@
 #include "nodes/verbs/service.hpp"
 #include "nodes/verbs/verbs.hpp"
 
-namespace vidline::nodes {
+namespace vidline::nodes::verbs {
 namespace {
 
 std::string self_exe() {
@@ -63,7 +63,7 @@ void add_backend_verbs(CLI::App& app, verb_list& out) {
   pre->add_option("--host", o->pre.hosts, "This machine's host(s) (default: by address)");
   pre->add_option("--min-free", o->min_free, "Free disk per data directory (e.g. 500M, 20G)");
   pre->add_flag("--before-start", o->pre.before_start, "Nodes are not started yet: ports must be free");
-  pre->add_option("--timeout", o->pre.timeout_s, "Seconds per network probe")->check(cli_checks::seconds(0, true));
+  pre->add_option("--timeout", o->pre.timeout_s, "Seconds per network probe")->check(verbs::seconds(0, true));
   pre->add_flag("--json", o->pre_json, "Print the checks as one JSON object (docs/backends.md)");
   out.push_back({pre, [o] {
                    try {
@@ -99,7 +99,7 @@ void add_backend_verbs(CLI::App& app, verb_list& out) {
   start->add_option("--mode", o->svc.mode, "Mode the line will run (checked, and shown; auto as run takes it)");
   start->add_option("--host", o->svc.hosts, "Host(s) to start (default: this machine's, by address)");
   start->add_option("--timeout", o->svc.ready_timeout_s, "Seconds to wait for each node to answer")
-    ->check(cli_checks::seconds(0, true));
+    ->check(verbs::seconds(0, true));
   start->add_flag("--json", o->svc.json, "Print what was started as one JSON object (docs/backends.md)");
   out.push_back({start, [o] {
                    o->svc.self_exe = self_exe();
@@ -110,7 +110,7 @@ void add_backend_verbs(CLI::App& app, verb_list& out) {
   auto* stop = app.add_subcommand("stop", "Stop this machine's node(s) started with start");
   stop->add_option("--config", o->svc.config, "Cluster config (default: the last one used)");
   stop->add_option("--host", o->svc.hosts, "Host(s) to stop (default: this machine's, by address)");
-  stop->add_option("--grace", o->svc.grace_s, "Seconds from SIGTERM to SIGKILL")->check(cli_checks::seconds(0));
+  stop->add_option("--grace", o->svc.grace_s, "Seconds from SIGTERM to SIGKILL")->check(verbs::seconds(0));
   stop->add_flag("--json", o->svc.json, "Print what was stopped as one JSON object (docs/backends.md)");
   out.push_back({stop, [o] {
                    return with_json_errors("stop", o->svc.json, o->svc.config,
@@ -118,4 +118,4 @@ void add_backend_verbs(CLI::App& app, verb_list& out) {
                  }});
 }
 
-} // namespace vidline::nodes
+} // namespace vidline::nodes::verbs

@@ -17,7 +17,7 @@
 #include "common/files.hpp"
 #include "common/sha256.hpp"
 
-namespace vidline::nodes {
+namespace vidline::nodes::verbs {
 
 using nlohmann::json;
 
@@ -214,7 +214,7 @@ std::string shot_of(const json& j, const std::filesystem::path& folder, const co
   struct num { const char* field; uint64_t lo, hi; bool required; };
   for (const num& f : {num{"width", 8, 8192, true}, num{"height", 8, 8192, true},
                        num{"seconds", 1, 3600, true}, num{"seed", 0, UINT64_MAX, true},
-                       num{"takes", 1, dispatching::max_takes, false}}) {
+                       num{"takes", 1, actors::coordinator::max_takes, false}}) {
     if (!j.contains(f.field)) {
       if (f.required)
         return std::string(f.field) + ": missing";
@@ -250,7 +250,7 @@ std::string shot_of(const json& j, const std::filesystem::path& folder, const co
     return why;
   if (auto why = read_graph_fields(j, s); !why.empty())
     return why;
-  if (auto why = dispatching::shot_problem(s, k); !why.empty())
+  if (auto why = actors::coordinator::shot_problem(s, k); !why.empty())
     return why;
   // Last: the only field that reads a large file.
   if (j.contains("reference")) {
@@ -360,8 +360,8 @@ std::string read_shot_file(const std::string& path, const config::knobs& k, uint
       }
       std::string clash;
       for (uint32_t t = 0; t < s.takes && clash.empty(); ++t)
-        if (auto [it, fresh] = stem_line.emplace(dispatching::shot_stem(s, t), n); !fresh)
-          clash = at + "name: its output '" + dispatching::shot_stem(s, t)
+        if (auto [it, fresh] = stem_line.emplace(actors::coordinator::shot_stem(s, t), n); !fresh)
+          clash = at + "name: its output '" + actors::coordinator::shot_stem(s, t)
                   + "' is also an output of line " + std::to_string(it->second);
       if (!clash.empty()) {
         refuse(clash);
@@ -397,10 +397,10 @@ std::string read_shot_file(const std::string& path, const config::knobs& k, uint
 }
 
 std::string shot_file_capacity(const std::string& path, const shot_list& list,
-                               const sched::state& s, const std::string& mode) {
+                               const actors::coordinator::state& s, const std::string& mode) {
   for (std::size_t i = 0; i < list.shots.size(); ++i) {
     const auto& sh = list.shots[i];
-    if (auto why = dispatching::capacity_refusal(s, mode, sh.width, sh.height, sh.seconds);
+    if (auto why = actors::coordinator::capacity_refusal(s, mode, sh.width, sh.height, sh.seconds);
         !why.empty())
       return path + ":" + std::to_string(list.lines[i]) + ": size: " + why;
   }
@@ -415,4 +415,4 @@ std::string jobs_exclusive_error(const std::vector<std::string>& given) {
          + given.front() + ")";
 }
 
-} // namespace vidline::nodes
+} // namespace vidline::nodes::verbs

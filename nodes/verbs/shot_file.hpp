@@ -15,7 +15,7 @@
 #include "config/workflows.hpp"
 #include "messages/messages.hpp"
 
-namespace vidline::nodes {
+namespace vidline::nodes::verbs {
 
 /// The most jobs `vidline run` submits at once: --count's maximum, and the most a shot list's
 /// takes may add up to (a coordinator may hold fewer: knobs.max_jobs_per_run).
@@ -41,7 +41,7 @@ struct shot_list {
 /// of prompt and prompt_file (relative to the file's folder), width, height, seconds and
 /// seed given, `reference` (relative to the file's folder) an existing regular file of at
 /// most max_reference_image_bytes (its SHA-256 is recorded), each shot acceptable
-/// (dispatching::shot_problem), names and output stems unique, takes summed at most `max_jobs`.
+/// (actors::coordinator::shot_problem), names and output stems unique, takes summed at most `max_jobs`.
 /// Returns "" and fills `out`, or the errors "FILE:LINE: FIELD: what is wrong", one line each
 /// for every bad line up to max_bad_lines (nothing else of the file is kept).
 /// With `cat`, each shot's workflow, params and inputs are checked against it
@@ -63,9 +63,9 @@ std::string read_prompt_file(const std::string& path, const config::knobs& k, st
 std::string read_reference(const std::string& path, std::string& abs_path, std::string& sha256);
 
 /// The first shot of `list` (read from `path`) no pool of `mode` can hold, as
-/// "FILE:LINE: size: <dispatching::capacity_refusal>", else "".
+/// "FILE:LINE: size: <actors::coordinator::capacity_refusal>", else "".
 std::string shot_file_capacity(const std::string& path, const shot_list& list,
-                               const sched::state& s, const std::string& mode);
+                               const actors::coordinator::state& s, const std::string& mode);
 
 /// The shot-model fields of one line's object (negative_prompt, workflow, params, inputs;
 /// input paths relative to `folder`), read into `s`: "" or "FIELD: what is wrong". Shared by
@@ -75,4 +75,4 @@ std::string read_shot_model(const nlohmann::json& j, const std::string& folder, 
 /// `--jobs` with options it excludes: the error for the first such option given, else "".
 std::string jobs_exclusive_error(const std::vector<std::string>& given);
 
-} // namespace vidline::nodes
+} // namespace vidline::nodes::verbs

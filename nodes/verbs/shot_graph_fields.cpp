@@ -2,7 +2,7 @@
 
 #include "common/files.hpp"
 
-namespace vidline::nodes {
+namespace vidline::nodes::verbs {
 
 std::string read_graph_fields(const nlohmann::json& j, msg::shot& s) {
   if (!j.contains("sequence"))
@@ -15,4 +15,4 @@ std::string read_graph_fields(const nlohmann::json& j, msg::shot& s) {
   return "";
 }
 
-} // namespace vidline::nodes
+} // namespace vidline::nodes::verbs

@@ -9,9 +9,9 @@
 
 #include "messages/messages.hpp"
 
-namespace vidline::nodes {
+namespace vidline::nodes::verbs {
 
 /// Reads `sequence` into `s`: "" done, else "sequence: what is wrong".
 std::string read_graph_fields(const nlohmann::json& j, msg::shot& s);
 
-} // namespace vidline::nodes
+} // namespace vidline::nodes::verbs

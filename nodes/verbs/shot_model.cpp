@@ -7,7 +7,7 @@
 
 #include "nodes/verbs/shot_file.hpp"
 
-namespace vidline::nodes {
+namespace vidline::nodes::verbs {
 
 using nlohmann::json;
 
@@ -49,4 +49,4 @@ std::string read_shot_model(const json& j, const std::string& folder, msg::shot&
   return "";
 }
 
-} // namespace vidline::nodes
+} // namespace vidline::nodes::verbs

@@ -9,7 +9,7 @@
 
 #include "nodes/verbs/cli.hpp"
 
-namespace vidline::nodes {
+namespace vidline::nodes::verbs {
 
 /// One verb: its CLI11 sub-command and what it runs (returns the exit code).
 struct verb {
@@ -28,4 +28,4 @@ void add_profile_verbs(CLI::App& app, verb_list& out);  ///< profile build (node
 void add_security_verbs(CLI::App& app, verb_list& out);  ///< keygen (nodes/verbs/keygen.cpp)
 void add_gpu_verbs(CLI::App& app, verb_list& out);  ///< gpus, drain, undrain (nodes/verbs/gpu_verbs.cpp)
 
-} // namespace vidline::nodes
+} // namespace vidline::nodes::verbs

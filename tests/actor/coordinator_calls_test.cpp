@@ -22,10 +22,10 @@ namespace {
 int exit_code_of(const std::function<void()>& f) {
   try {
     f();
-  } catch (const nodes::coordinator_error& e) {
+  } catch (const nodes::verbs::coordinator_error& e) {
     return e.exit_code();
   }
-  return nodes::exit_code::ok;
+  return nodes::verbs::exit_code::ok;
 }
 
 } // namespace
@@ -35,12 +35,12 @@ TEST_CASE("coordinator calls in process: CAF requests answered as the bus answer
   const auto c = std::make_shared<const config::cluster>(
     config::load(write_reference_config(dir.path(), 0.01)));
   const auto& host = c->coordinator;
-  auto rt = std::make_shared<nodes::router>(host, nodes::wire_limits(c->knobs));  // no bus
+  auto rt = std::make_shared<nodes::router>(host, nodes::bus::wire_limits(c->knobs));  // no bus
   auto calls = std::make_shared<nodes::in_process_calls>(rt);
-  nodes::coordinator_client cl(*c, calls);
+  nodes::verbs::coordinator_client cl(*c, calls);
 
   // No actor system yet: no answer, as from a node not up (the request waited its time).
-  CHECK(exit_code_of([&] { cl.runs(false, 100); }) == nodes::exit_code::unreachable);
+  CHECK(exit_code_of([&] { cl.runs(false, 100); }) == nodes::verbs::exit_code::unreachable);
 
   caf::actor_system_config cfg;
   caf::actor_system sys{cfg};
@@ -51,8 +51,8 @@ TEST_CASE("coordinator calls in process: CAF requests answered as the bus answer
   ctx.data_dir = c->find_host(host)->data_dir;
   ctx.run_now = [] { return 0.0; };
   ctx.random64 = [n = uint64_t{0}]() mutable { return ++n; };
-  auto jnl = std::make_shared<nodes::sqlite_journal>(dir.path() + "/journal.db");
-  auto coordinator = sys.spawn(actors::coordinator_actor, ctx, jnl, actors::input_fetchers{});
+  auto jnl = std::make_shared<nodes::state::sqlite_journal>(dir.path() + "/journal.db");
+  auto coordinator = sys.spawn(actors::coordinator::coordinator_actor, ctx, jnl, actors::coordinator::input_fetchers{});
   rt->put("coordinator", caf::actor_cast<caf::actor>(coordinator));
   calls->attach(&sys);
 
@@ -82,9 +82,9 @@ TEST_CASE("coordinator calls in process: CAF requests answered as the bus answer
   msg::submit_run bad = run;
   bad.request_id = "in-process-2";
   bad.mode = "no_such_mode";
-  CHECK(exit_code_of([&] { cl.submit(bad); }) == nodes::exit_code::refused);
-  CHECK(exit_code_of([&] { cl.status("no-such-run"); }) == nodes::exit_code::no_such_run);
-  CHECK(exit_code_of([&] { cl.resume("no-such-run"); }) == nodes::exit_code::no_such_run);
+  CHECK(exit_code_of([&] { cl.submit(bad); }) == nodes::verbs::exit_code::refused);
+  CHECK(exit_code_of([&] { cl.status("no-such-run"); }) == nodes::verbs::exit_code::no_such_run);
+  CHECK(exit_code_of([&] { cl.resume("no-such-run"); }) == nodes::verbs::exit_code::no_such_run);
 
   msg::cancel_run cancel;
   cancel.run_id = id;
@@ -93,6 +93,6 @@ TEST_CASE("coordinator calls in process: CAF requests answered as the bus answer
 
   // Stopped: every request goes unanswered at once.
   calls->attach(nullptr);
-  CHECK(exit_code_of([&] { cl.runs(false, 60000); }) == nodes::exit_code::unreachable);
+  CHECK(exit_code_of([&] { cl.runs(false, 60000); }) == nodes::verbs::exit_code::unreachable);
   caf::anon_send_exit(coordinator, caf::exit_reason::user_shutdown);
 }

@@ -64,10 +64,10 @@ TEST_CASE("the coordinator answers CAF requests through its contract") {
   testing_support::temp_dir dir("vl-coord-requests");
   caf::actor_system_config cfg;
   caf::actor_system sys{cfg};
-  auto jnl = std::make_shared<nodes::sqlite_journal>(dir.path() + "/journal.db");
-  actors::coordinator_role coord =
-    sys.spawn(actors::coordinator_actor, coordinator_context(dir.path()), jnl,
-              actors::input_fetchers{});
+  auto jnl = std::make_shared<nodes::state::sqlite_journal>(dir.path() + "/journal.db");
+  actors::coordinator::coordinator_role coord =
+    sys.spawn(actors::coordinator::coordinator_actor, coordinator_context(dir.path()), jnl,
+              actors::coordinator::input_fetchers{});
   caf::scoped_actor self{sys};
   const auto timeout = std::chrono::seconds(10);
 

@@ -53,15 +53,15 @@ TEST_CASE("a crashed child is restarted, past its budget the supervisor gives up
   caf::actor_system sys{cfg};
   recording_registry reg;
   std::promise<std::string> gave_up;
-  actors::supervisor_options so;
+  actors::supervisor::supervisor_options so;
   so.children.push_back({"child", config::restart_policy{2, 30},
-                         [](actors::supervisor_role::pointer self) {
+                         [](actors::supervisor::supervisor_role::pointer self) {
                            return self->spawn(crashing_child);
                          }});
   so.reg = &reg;
   so.now = [] { return 0.0; };  // every crash within one period
   so.give_up = [&](const std::string& child, const std::string&) { gave_up.set_value(child); };
-  auto sup = sys.spawn(actors::supervisor, so);
+  auto sup = sys.spawn(actors::supervisor::supervisor, so);
   for (int start = 1; start <= 3; ++start) {
     auto child = reg.wait_for_start(start);
     REQUIRE(child);
@@ -80,15 +80,15 @@ TEST_CASE("crashes spread beyond the period never spend the budget") {
   recording_registry reg;
   std::atomic<double> clock{0};
   std::atomic<bool> gave_up{false};
-  actors::supervisor_options so;
+  actors::supervisor::supervisor_options so;
   so.children.push_back({"child", config::restart_policy{1, 30},
-                         [](actors::supervisor_role::pointer self) {
+                         [](actors::supervisor::supervisor_role::pointer self) {
                            return self->spawn(crashing_child);
                          }});
   so.reg = &reg;
   so.now = [&] { return clock.load(); };
   so.give_up = [&](const std::string&, const std::string&) { gave_up = true; };
-  auto sup = sys.spawn(actors::supervisor, so);
+  auto sup = sys.spawn(actors::supervisor::supervisor, so);
   for (int start = 1; start <= 5; ++start) {
     auto child = reg.wait_for_start(start);
     REQUIRE(child);

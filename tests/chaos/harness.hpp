@@ -120,7 +120,7 @@ public:
     for (auto& h : hosts_)
       start(h);
     auto cluster = vidline::config::load(config_);
-    vidline::nodes::coordinator_client cl(cluster);
+    vidline::nodes::verbs::coordinator_client cl(cluster);
     msg_req_.request_id = "chaos-" + std::to_string(seed_);
     auto t0 = std::chrono::steady_clock::now();
     auto elapsed = [&] {
@@ -261,7 +261,7 @@ private:
   /// is back, its report is answered with a discard and that video is removed
   /// (docs/reliability.md, "Leases"). Settled: every host up, and every decoder has
   /// reported since the heal with no result waiting for an ack and nothing held.
-  bool settle(vidline::nodes::coordinator_client& cl, double deadline_s) {
+  bool settle(vidline::nodes::verbs::coordinator_client& cl, double deadline_s) {
     auto t0 = std::chrono::steady_clock::now();
     std::map<std::string, std::pair<uint64_t, uint64_t>> at_heal;  // decoder: epoch, seq
     while (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()

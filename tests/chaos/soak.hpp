@@ -200,7 +200,7 @@ public:
     for (auto& h : hosts_)
       start(h);
     auto cluster = vidline::config::load(config_);
-    vidline::nodes::coordinator_client cl(cluster);
+    vidline::nodes::verbs::coordinator_client cl(cluster);
     std::ofstream csv(p_.record_dir + "/soak.csv");
     csv << "sim_h,real_s,host,pid,rss_kib,fds,threads,latents_bytes,journal_bytes,logs_bytes,"
            "other_data_bytes\n";
@@ -481,7 +481,7 @@ private:
   /// skipped); a run that has ended is verified and its videos collected. A run the
   /// coordinator no longer knows ended and left the journal before the soak read it: it
   /// cannot be verified, and says so.
-  void follow(vidline::nodes::coordinator_client& cl, soak_verdict& v, std::size_t submitted,
+  void follow(vidline::nodes::verbs::coordinator_client& cl, soak_verdict& v, std::size_t submitted,
               std::size_t& cursor) {
     int asked = 0;
     for (std::size_t looked = 0; looked < submitted && asked < 3; ++looked) {
@@ -494,8 +494,8 @@ private:
         if (!st || (*st)["state"] == "running")
           continue;
         verify(r, *st, v);
-      } catch (const vidline::nodes::coordinator_error& e) {
-        if (e.exit_code() != vidline::nodes::exit_code::no_such_run)
+      } catch (const vidline::nodes::verbs::coordinator_error& e) {
+        if (e.exit_code() != vidline::nodes::verbs::exit_code::no_such_run)
           return;  // no coordinator right now
         r.checked = true;
         ++v.unread_runs;

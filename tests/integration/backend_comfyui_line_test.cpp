@@ -101,7 +101,7 @@ json wan_example_backend(const std::string& name, const comfyui_server& s) {
   return b;
 }
 
-std::string submit(nodes::coordinator_client& cl, uint32_t count, const std::string& request_id) {
+std::string submit(nodes::verbs::coordinator_client& cl, uint32_t count, const std::string& request_id) {
   msg::submit_run req;
   req.mode = "both";
   req.prompt = "a comfy line: \"quotes\", {{seed}} braces, \\ backslash\nand a newline";
@@ -116,7 +116,7 @@ std::string submit(nodes::coordinator_client& cl, uint32_t count, const std::str
   return id;
 }
 
-json wait_run(nodes::coordinator_client& cl, const std::string& run_id, process& a, process& b) {
+json wait_run(nodes::verbs::coordinator_client& cl, const std::string& run_id, process& a, process& b) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
   for (;;) {
     auto s = cl.status(run_id, 2000);
@@ -174,7 +174,7 @@ TEST_CASE("two nodes run a batch through comfyui against test servers") {
   auto cluster = config::load(config);
   auto a = start_node(dir.path(), config, "alpha");
   auto b = start_node(dir.path(), config, "beta");
-  nodes::coordinator_client cl(cluster);
+  nodes::verbs::coordinator_client cl(cluster);
   REQUIRE(coordinator_answers(cl, 30));
 
   auto run_id = submit(cl, 6, "comfy-line");
@@ -210,7 +210,7 @@ TEST_CASE("comfyui line: a pool's server restarts mid-batch and loses its histor
   auto cluster = config::load(config);
   auto a = start_node(dir.path(), config, "alpha");
   auto b = start_node(dir.path(), config, "beta");
-  nodes::coordinator_client cl(cluster);
+  nodes::verbs::coordinator_client cl(cluster);
   REQUIRE(coordinator_answers(cl, 30));
 
   left.hold = true;  // keep the first prompt running until the restart
@@ -245,7 +245,7 @@ TEST_CASE("comfyui line: a shot list on the Wan example workflows reaches its se
   auto cluster = config::load(config);
   auto a = start_node(dir.path(), config, "alpha");
   auto b = start_node(dir.path(), config, "beta");
-  nodes::coordinator_client cl(cluster);
+  nodes::verbs::coordinator_client cl(cluster);
   REQUIRE(coordinator_answers(cl, 30));
 
   // What each shot should reach its server with; "" = the workflow's or backend's default.

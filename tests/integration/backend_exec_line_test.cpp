@@ -67,7 +67,7 @@ std::string write_config(const std::string& dir, const json& left_backend) {
 }
 
 /// Runs a batch and returns the final status JSON.
-json run_batch(nodes::coordinator_client& cl, process& a, process& b, uint32_t count,
+json run_batch(nodes::verbs::coordinator_client& cl, process& a, process& b, uint32_t count,
                const std::string& request_id) {
   msg::submit_run req;
   req.mode = "both";
@@ -108,7 +108,7 @@ TEST_CASE("two nodes run a batch through exec: child processes make every file, 
   auto cluster = config::load(config);
   auto a = start_node(dir.path(), config, "alpha");
   auto b = start_node(dir.path(), config, "beta");
-  nodes::coordinator_client cl(cluster);
+  nodes::verbs::coordinator_client cl(cluster);
   REQUIRE(coordinator_answers(cl, 30));
 
   json st = run_batch(cl, *a, *b, 6, "exec-line");
@@ -143,7 +143,7 @@ TEST_CASE("exec: a pool whose program runs out of memory hands its jobs to the o
   auto cluster = config::load(config);
   auto a = start_node(dir.path(), config, "alpha");
   auto b = start_node(dir.path(), config, "beta");
-  nodes::coordinator_client cl(cluster);
+  nodes::verbs::coordinator_client cl(cluster);
   REQUIRE(coordinator_answers(cl, 30));
 
   json st = run_batch(cl, *a, *b, 4, "exec-oom");

@@ -85,7 +85,7 @@ std::string line_of(const std::string& report, const std::string& tag_and_name) 
 
 bool coordinator_answers(const std::string& config, double seconds) {
   auto c = config::load(config);
-  nodes::coordinator_client cl(c);
+  nodes::verbs::coordinator_client cl(c);
   auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
   while (std::chrono::steady_clock::now() < deadline) {
     try {

@@ -168,7 +168,7 @@ TEST_CASE("start reports a node that cannot come up, with its log, leaves a fore
   // A node started by hand answers there already: start leaves it alone.
   process by_hand({VIDLINE_BINARY, "node", "--config", config, "--host", "host_b"}, dir.path() + "/by_hand.out");
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (!nodes::node_answers(c, *c.find_host("host_b"), 0.5))
+  while (!nodes::verbs::node_answers(c, *c.find_host("host_b"), 0.5))
     REQUIRE(std::chrono::steady_clock::now() < deadline);
   auto s = run(dir, {"start", "--config", config, "--host", "host_b", "--timeout", "10"});
   INFO(s.out);
@@ -264,7 +264,7 @@ TEST_CASE("a stale pid file is cleaned with a message, a data directory another 
   process foreign({VIDLINE_BINARY, "node", "--config", dir.path() + "/other.json", "--host", "host_b"},
                   dir.path() + "/foreign.out");
   REQUIRE(within(20, [&] {
-    auto h = nodes::node_lock_holder(dir.path() + "/host_b", 0);
+    auto h = nodes::state::node_lock_holder(dir.path() + "/host_b", 0);
     return h && h->pid == foreign.pid();
   }));
   auto refused = run(dir, {"start", "--config", config, "--host", "host_b", "--json"});

@@ -106,7 +106,7 @@ std::string write_config(const std::string& dir, const json& pool_backend, int p
   return path;
 }
 
-std::string submit(nodes::coordinator_client& cl, uint32_t count, const std::string& request_id) {
+std::string submit(nodes::verbs::coordinator_client& cl, uint32_t count, const std::string& request_id) {
   msg::submit_run req;
   req.mode = "all";
   req.prompt = "a tiny red fox, in torch";
@@ -181,7 +181,7 @@ TEST_CASE("worker line: real torch samples and decodes to MP4, cold once per poo
   auto cluster = config::load(config);
   auto a = testing_support::start_node(dir.path(), config, "alpha");
   auto b = testing_support::start_node(dir.path(), config, "beta");
-  nodes::coordinator_client cl(cluster);
+  nodes::verbs::coordinator_client cl(cluster);
   REQUIRE(testing_support::coordinator_answers(cl, 30));
 
   auto run_id = submit(cl, 5, "worker-line");
@@ -243,7 +243,7 @@ TEST_CASE("a node SIGKILLed mid-stage leaves no stage process, and nothing is do
   auto cluster = config::load(config);
   auto a = testing_support::start_node(dir.path(), config, "alpha");
   auto b = testing_support::start_node(dir.path(), config, "beta");
-  nodes::coordinator_client cl(cluster);
+  nodes::verbs::coordinator_client cl(cluster);
   REQUIRE(testing_support::coordinator_answers(cl, 30));
   auto run_id = submit(cl, 2, "kill-" + kind);
 
@@ -355,7 +355,7 @@ TEST_CASE("worker line: a chain of segments, each link's first_frame its parent'
   auto cluster = config::load(config);
   auto a = testing_support::start_node(dir.path(), config, "alpha");
   auto b = testing_support::start_node(dir.path(), config, "beta");
-  nodes::coordinator_client cl(cluster);
+  nodes::verbs::coordinator_client cl(cluster);
   REQUIRE(testing_support::coordinator_answers(cl, 30));
   // Three 1 s links of 32x24: l2 starts on l1's last frame, l3 on l2's.
   std::string list;

@@ -186,7 +186,7 @@ TEST_CASE("seqpar line: a pool of 2 GPUs samples as 2 gloo ranks, cold once, not
   std::ofstream(config) << cfg.dump(2);
   auto cluster = config::load(config);
   auto a = testing_support::start_node(dir.path(), config, "alpha");
-  nodes::coordinator_client cl(cluster);
+  nodes::verbs::coordinator_client cl(cluster);
   REQUIRE(testing_support::coordinator_answers(cl, 30));
 
   msg::submit_run req;
@@ -292,14 +292,14 @@ TEST_CASE("config/examples: every cluster file loads and one_host_eight_gpus pas
     CHECK(o.argv[1].find("torch_seqpar.py") != std::string::npos);
   }
   for (const char* mode : {"single_eight", "four_four"}) {
-    nodes::preflight_options po;
+    nodes::verbs::preflight_options po;
     po.config = path;
     po.mode = mode;
     po.before_start = true;
     po.timeout_s = 0.2;
-    auto lines = nodes::run_preflight(po);
-    INFO(nodes::format_report(lines));
+    auto lines = nodes::verbs::run_preflight(po);
+    INFO(nodes::verbs::format_report(lines));
     for (auto& l : lines)
-      CHECK(l.status != nodes::check_line::level::fail);
+      CHECK(l.status != nodes::verbs::check_line::level::fail);
   }
 }

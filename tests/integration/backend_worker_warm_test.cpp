@@ -126,7 +126,7 @@ void run_line(const std::string& dir, const std::string& config, line_run& out) 
   auto cluster = config::load(config);
   auto a = testing_support::start_node(dir, config, "alpha");
   auto b = testing_support::start_node(dir, config, "beta");
-  nodes::coordinator_client cl(cluster);
+  nodes::verbs::coordinator_client cl(cluster);
   REQUIRE(testing_support::coordinator_answers(cl, 30));
   msg::submit_run req;
   req.mode = "all";

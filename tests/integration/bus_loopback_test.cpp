@@ -35,6 +35,9 @@
 namespace fs = std::filesystem;
 using namespace vidline;
 using namespace vidline::nodes;
+using namespace vidline::nodes::bus;
+using namespace vidline::nodes::data;
+using namespace vidline::nodes::verbs;
 using namespace std::chrono_literals;
 
 namespace {
@@ -92,7 +95,7 @@ struct recorder {
     std::lock_guard<std::mutex> lock(m);
     also = std::move(f);
   }
-  bus::message_handler message_handler() {
+  bus::bus::message_handler message_handler() {
     return [this](const inbound& in) {
       std::function<void(const inbound&)> hook;
       {
@@ -106,7 +109,7 @@ struct recorder {
       cv.notify_all();
     };
   }
-  bus::peer_handler peer_handler() {
+  bus::bus::peer_handler peer_handler() {
     return [this](const msg::peer_event& e) {
       std::lock_guard<std::mutex> lock(m);
       events.push_back(e);
@@ -129,9 +132,9 @@ struct recorder {
 /// One bus with its recorder.
 struct node {
   recorder rec;
-  std::unique_ptr<bus> b;
+  std::unique_ptr<bus::bus> b;
   node(bus_options o) {
-    b = std::make_unique<bus>(std::move(o), rec.message_handler(), rec.peer_handler());
+    b = std::make_unique<bus::bus>(std::move(o), rec.message_handler(), rec.peer_handler());
     b->start();
   }
 };
@@ -195,7 +198,7 @@ std::string make_latent(const fs::path& dir, std::size_t n, uint64_t seed) {
 }
 
 /// Runs one fetch and waits for its result.
-fetch_result fetch(bus& b, const std::string& host, const std::string& sha, uint64_t bytes,
+fetch_result fetch(bus::bus& b, const std::string& host, const std::string& sha, uint64_t bytes,
                    const std::string& dest) {
   std::promise<fetch_result> p;
   auto f = p.get_future();
@@ -491,7 +494,7 @@ TEST_CASE("the CLI client gets its reply by correlation, and times out cleanly",
 }
 
 /// Fetches a latent `rounds` times into `dest_dir`, checks each copy, returns the median ms.
-double fetch_rounds(bus& b, const std::string& sha, std::size_t size, const fs::path& dest_dir,
+double fetch_rounds(bus::bus& b, const std::string& sha, std::size_t size, const fs::path& dest_dir,
                     int rounds) {
   std::vector<double> ms;
   for (int i = 0; i < rounds; ++i) {

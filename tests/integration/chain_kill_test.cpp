@@ -56,7 +56,7 @@ TEST_CASE("kill -9 of a node mid-chain: the chain finishes, each link from its p
       std::map<std::string, std::unique_ptr<testing_support::process>> nodes;
       for (const char* h : {"host_a", "host_b"})
         nodes[h] = testing_support::start_node(dir.path(), config, h);
-      nodes::coordinator_client cl(cluster);
+      nodes::verbs::coordinator_client cl(cluster);
       REQUIRE(testing_support::coordinator_answers(cl, 30));
       REQUIRE(testing_support::line_reported(cl, 30));
       std::ofstream(dir.path() + "/chain.jsonl") << chain_list();

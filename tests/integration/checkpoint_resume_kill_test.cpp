@@ -83,7 +83,7 @@ TEST_CASE("kill -9 of the sampling node: the job resumes on another host's pool 
   std::map<std::string, std::unique_ptr<testing_support::process>> nodes;
   for (const char* h : {"host_a", "host_b"})
     nodes[h] = testing_support::start_node(dir.path(), config, h);
-  nodes::coordinator_client cl(cluster);
+  nodes::verbs::coordinator_client cl(cluster);
   REQUIRE(testing_support::coordinator_answers(cl, 30));
   REQUIRE(testing_support::line_reported(cl, 30));
 

@@ -11,7 +11,7 @@
 #include "tests/support/cluster.hpp"
 
 using namespace testing_support;
-namespace exit_code = vidline::nodes::exit_code;
+namespace exit_code = vidline::nodes::verbs::exit_code;
 
 namespace {
 
@@ -215,7 +215,7 @@ TEST_CASE("with a line up: no such run (7), timeout (3), job failed (1), progres
   auto cluster = vidline::config::load(config);
   auto a = start_node(dir.path(), config, "host_a");
   auto b = start_node(dir.path(), config, "host_b");
-  vidline::nodes::coordinator_client cl(cluster);
+  vidline::nodes::verbs::coordinator_client cl(cluster);
   REQUIRE(coordinator_answers(cl, 30));
   std::ofstream(dir.path() + "/p.txt") << "exit codes test prompt";
 

@@ -54,7 +54,7 @@ TEST_CASE("vidline status reads a status reply larger than 1 MiB", "[cli][limits
     router.send(zmq::buffer(out));
   });
 
-  nodes::coordinator_client cl(c);
+  nodes::verbs::coordinator_client cl(c);
   std::optional<nlohmann::json> st;
   CHECK_NOTHROW(st = cl.status("20240101-120000-beef", 10000));
   coordinator.join();
@@ -78,7 +78,7 @@ TEST_CASE("status and wait of a run whose status exceeds max_frame_bytes read it
   auto cluster = config::load(config);
   auto a = start_node(dir.path(), config, "host_a");
   auto b = start_node(dir.path(), config, "host_b");
-  nodes::coordinator_client cl(cluster);
+  nodes::verbs::coordinator_client cl(cluster);
   REQUIRE(cl.page_jobs() == 16);
   REQUIRE(coordinator_answers(cl, 30));
   msg::submit_run req;
@@ -95,9 +95,9 @@ TEST_CASE("status and wait of a run whose status exceeds max_frame_bytes read it
   try {
     cl.status_page(run_id, 0, 0, 5000);
     FAIL("a status over max_frame_bytes came back");
-  } catch (const nodes::coordinator_error& e) {
+  } catch (const nodes::verbs::coordinator_error& e) {
     INFO(e.what());
-    CHECK(e.exit_code() == nodes::exit_code::too_large);
+    CHECK(e.exit_code() == nodes::verbs::exit_code::too_large);
     CHECK(std::string(e.what()).find("run " + run_id + " (300 jobs) is ") != std::string::npos);
     CHECK(std::string(e.what()).find("over max_frame_bytes 131072") != std::string::npos);
   }
@@ -157,7 +157,7 @@ TEST_CASE("a run of 100,000 jobs can be followed with wait and status", "[cli][p
   REQUIRE(cluster.knobs.max_jobs_per_run >= 100000);
   auto a = start_node(dir.path(), config, "host_a");
   auto b = start_node(dir.path(), config, "host_b");
-  nodes::coordinator_client cl(cluster);
+  nodes::verbs::coordinator_client cl(cluster);
   REQUIRE(coordinator_answers(cl, 30));
   msg::submit_run req;
   req.mode = "four_four_plus_one";
@@ -176,7 +176,7 @@ TEST_CASE("a run of 100,000 jobs can be followed with wait and status", "[cli][p
               dir.path() + "/wait.out");
     int code = p.wait(60);
     INFO(p.out() << p.err());
-    CHECK(code == nodes::exit_code::timeout);
+    CHECK(code == nodes::verbs::exit_code::timeout);
     CHECK(p.out().find("run " + run_id + " has 100000 jobs: progress only") != std::string::npos);
     CHECK(p.out().find("/100000 done") != std::string::npos);
     CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(30));

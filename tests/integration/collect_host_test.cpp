@@ -50,7 +50,7 @@ TEST_CASE("a host with a collect_dir collects every run's videos with no client 
   auto cluster = config::load(config);
   auto a = testing_support::start_node(dir.path(), config, "host_a");
   auto b = testing_support::start_node(dir.path(), config, "host_b");
-  nodes::coordinator_client cl(cluster);
+  nodes::verbs::coordinator_client cl(cluster);
   REQUIRE(testing_support::coordinator_answers(cl, 30));
 
   std::filesystem::create_directories(dir.path() + "/refs");

@@ -93,7 +93,7 @@ TEST_CASE("a shot list's videos are collected and indexed, another file at a nam
   auto cluster = config::load(config);
   auto a = testing_support::start_node(dir.path(), config, "host_a");
   auto b = testing_support::start_node(dir.path(), config, "host_b");
-  nodes::coordinator_client cl(cluster);
+  nodes::verbs::coordinator_client cl(cluster);
   REQUIRE(testing_support::coordinator_answers(cl, 30));
   const auto list = write_list(dir.path(), 1);
   const std::string out = dir.path() + "/collected";
@@ -166,7 +166,7 @@ TEST_CASE("a kill of the collecting client and the coordinator mid-list, then re
   auto cluster = config::load(config);
   auto a = testing_support::start_node(dir.path(), config, "host_a");
   auto b = testing_support::start_node(dir.path(), config, "host_b");
-  nodes::coordinator_client cl(cluster);
+  nodes::verbs::coordinator_client cl(cluster);
   REQUIRE(testing_support::coordinator_answers(cl, 30));
   const auto list = write_list(dir.path(), 3);  // 15 jobs
   const std::string out = dir.path() + "/collected";

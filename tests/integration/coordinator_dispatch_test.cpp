@@ -9,7 +9,7 @@
 #include "tests/support/cluster.hpp"
 
 using namespace testing_support;
-using vidline::nodes::coordinator_client;
+using vidline::nodes::verbs::coordinator_client;
 
 namespace {
 
@@ -28,17 +28,17 @@ vidline::msg::submit_run batch(const std::string& mode, uint32_t w, uint32_t h, 
 }
 
 /// Plans `r` on the config's cluster as the coordinator will run it.
-vidline::planner::plan_result plan_of(const std::string& config,
+vidline::actors::planner::plan_result plan_of(const std::string& config,
                                       const vidline::msg::submit_run& r) {
-  auto setup = vidline::nodes::load_plan_setup(config, "");
-  vidline::planner::request pr;
+  auto setup = vidline::nodes::verbs::load_plan_setup(config, "");
+  vidline::actors::planner::request pr;
   pr.mode = r.mode;
   pr.width = r.width;
   pr.height = r.height;
   pr.seconds = r.seconds;
   pr.count = r.count;
   pr.seed = r.seed;
-  auto p = vidline::planner::plan(setup.state, *setup.est, pr);
+  auto p = vidline::actors::planner::plan(setup.state, *setup.est, pr);
   REQUIRE(p.refused.empty());
   return p;
 }
@@ -127,13 +127,13 @@ TEST_CASE("the coordinator dispatches by the mode's configured policy") {
   std::ofstream(config) << cfg.dump(2);
   auto r = batch("eight_xtx_plus_one", 416, 736, 5, 6);
   // The test can fail: first free gives the XTX fewer jobs than in turn would.
-  auto xtx_jobs = [](const vidline::planner::plan_result& p) {
+  auto xtx_jobs = [](const vidline::actors::planner::plan_result& p) {
     return std::count_if(p.jobs.begin(), p.jobs.end(),
                          [](auto& j) { return j.pool == "xtx"; });
   };
-  auto in_turn = vidline::nodes::load_plan_setup(config, "", "in_turn");
-  vidline::planner::request pr{r.mode, r.width, r.height, r.seconds, r.count, r.seed};
-  REQUIRE(xtx_jobs(plan_of(config, r)) < xtx_jobs(vidline::planner::plan(in_turn.state,
+  auto in_turn = vidline::nodes::verbs::load_plan_setup(config, "", "in_turn");
+  vidline::actors::planner::request pr{r.mode, r.width, r.height, r.seconds, r.count, r.seed};
+  REQUIRE(xtx_jobs(plan_of(config, r)) < xtx_jobs(vidline::actors::planner::plan(in_turn.state,
                                                                          *in_turn.est, pr)));
   run_as_planned(dir.path(), config, r);
 }

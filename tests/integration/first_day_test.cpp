@@ -153,7 +153,7 @@ TEST_CASE("first day: config-adapt takes the documented host map with keygen's k
     CHECK_FALSE(m.contains("refused"));
   // A profile file of that time (the reference's XTX entries under "xtx") loads the same;
   // preflight names the entry to rename.
-  auto old_profile = json::parse(std::string(vidline::profiles::profile::reference_json()));
+  auto old_profile = json::parse(std::string(vidline::config::profile::profile::reference_json()));
   old_profile["pools"]["xtx"] = old_profile["pools"]["rx7900xtx"];
   old_profile["pools"].erase("rx7900xtx");
   std::ofstream(dir.path() + "/old_profile.json") << old_profile.dump(2);
@@ -223,7 +223,7 @@ TEST_CASE("first day: start names the dashboard, a host down is said at submissi
   CHECK(start.out.find("dashboard: http://127.0.0.1:" + std::to_string(http) + "/dashboard/") !=
         std::string::npos);
   auto cluster = vidline::config::load(config);
-  vidline::nodes::coordinator_client cl(cluster);
+  vidline::nodes::verbs::coordinator_client cl(cluster);
   REQUIRE(coordinator_answers(cl, 30));
 
   std::ofstream(dir.path() + "/shots.jsonl")

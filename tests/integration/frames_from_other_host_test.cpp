@@ -115,7 +115,7 @@ TEST_CASE("a chain of real videos made on another host: each link starts on its 
   auto cluster = config::load(config);
   auto a = testing_support::start_node(dir.path(), config, "alpha");
   auto b = testing_support::start_node(dir.path(), config, "beta");
-  nodes::coordinator_client cl(cluster);
+  nodes::verbs::coordinator_client cl(cluster);
   REQUIRE(testing_support::coordinator_answers(cl, 30));
 
   const std::string out = dir.path() + "/out";
@@ -183,7 +183,7 @@ TEST_CASE("the source's host down when its video is wanted: the dependent fails 
   auto a = testing_support::start_node(dir.path(), config, "alpha");
   ::unsetenv("VIDLINE_CRASH");
   auto b = testing_support::start_node(dir.path(), config, "beta");
-  nodes::coordinator_client cl(cluster);
+  nodes::verbs::coordinator_client cl(cluster);
   REQUIRE(testing_support::coordinator_answers(cl, 30));
   const std::string run_id =
     testing_support::submit_shot_list(dir.path(), config, "line", chain_list(dir.path()));
@@ -223,7 +223,7 @@ TEST_CASE("the source's host serves other bytes under the video's digest: nothin
   auto a = testing_support::start_node(dir.path(), config, "alpha");
   ::unsetenv("VIDLINE_CRASH");
   auto b = testing_support::start_node(dir.path(), config, "beta");
-  nodes::coordinator_client cl(cluster);
+  nodes::verbs::coordinator_client cl(cluster);
   REQUIRE(testing_support::coordinator_answers(cl, 30));
   const std::string run_id =
     testing_support::submit_shot_list(dir.path(), config, "line", chain_list(dir.path()));

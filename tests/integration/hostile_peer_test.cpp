@@ -63,7 +63,7 @@ struct raw_peer {
     env.id = id;
     env.sender = sender;
     env.target = target;
-    zmq::message_t m = nodes::make_frame(env, body);
+    zmq::message_t m = nodes::bus::make_frame(env, body);
     (void)s.send(m, zmq::send_flags::none);
   }
 
@@ -159,7 +159,7 @@ totals totals_of(const std::string& log) {
   return t;
 }
 
-bool no_runs(nodes::coordinator_client& cl) {
+bool no_runs(nodes::verbs::coordinator_client& cl) {
   try {
     cl.status("", 2000);
   } catch (const std::exception& e) {
@@ -180,7 +180,7 @@ TEST_CASE("hostile peers: nothing without a listed key reaches an actor, the lin
   const std::string log_a = ha->data_dir + "/logs/node.log";
   auto a = start_node(dir.path(), config, "host_a");
   auto b = start_node(dir.path(), config, "host_b");
-  nodes::coordinator_client cl(cluster);
+  nodes::verbs::coordinator_client cl(cluster);
   REQUIRE(coordinator_answers(cl, 30));
   std::mt19937_64 rng(7);
   uint64_t id = 1000000;
@@ -192,13 +192,13 @@ TEST_CASE("hostile peers: nothing without a listed key reaches an actor, the lin
     nokey.send("cli:1", ++id, msg::submit_run::wire_name, submit_body("hostile-nokey"));
     REQUIRE(log_has(log_a, "security: a handshake failed", 10));
 
-    const auto stranger = nodes::make_curve_keypair();
+    const auto stranger = nodes::bus::make_curve_keypair();
     raw_peer unlisted(ep, ha->public_key, stranger.public_z85, stranger.secret_z85);
     unlisted.send("cli:2", ++id, msg::submit_run::wire_name, submit_body("hostile-unlisted"));
     REQUIRE(log_has(log_a, "security: refused a key", 10));
     CHECK(unlisted.replies_until(0, 0.2).empty());
 
-    const auto other = nodes::make_curve_keypair();
+    const auto other = nodes::bus::make_curve_keypair();
     raw_peer wrong_server(ep, other.public_z85, stranger.public_z85, stranger.secret_z85);
     wrong_server.send("cli:3", ++id, msg::submit_run::wire_name, submit_body("hostile-wrongsrv"));
     send_tcp_garbage(ha->port, rng);
@@ -206,7 +206,7 @@ TEST_CASE("hostile peers: nothing without a listed key reaches an actor, the lin
   }
 
   // A listed key (host_b's, as a stolen-key insider or a buggy peer would hold it).
-  const std::string b_secret = nodes::read_secret_key(hb->secret_key_file);
+  const std::string b_secret = nodes::bus::read_secret_key(hb->secret_key_file);
   {
     raw_peer insider(ep, ha->public_key, hb->public_key, b_secret);
     // Garbage frames of every size, and a multipart message.
@@ -287,7 +287,7 @@ TEST_CASE("hostile peers: nothing without a listed key reaches an actor, the lin
   std::thread flood([&] {
     std::mt19937_64 r(11);
     raw_peer insider(ep, ha->public_key, hb->public_key, b_secret);
-    const auto stranger = nodes::make_curve_keypair();
+    const auto stranger = nodes::bus::make_curve_keypair();
     uint64_t fid = 5000000;
     std::vector<std::unique_ptr<raw_peer>> strangers;  // kept open: they retry and are refused
     while (!stop.load() && rounds.load() < 40) {

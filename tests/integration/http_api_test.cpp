@@ -113,7 +113,7 @@ std::string read_events(httplib::Client& c, const std::string& path, const std::
   return got;
 }
 
-bool pool_busy(vidline::nodes::coordinator_client& cl, const std::string& pool) {
+bool pool_busy(vidline::nodes::verbs::coordinator_client& cl, const std::string& pool) {
   auto c = cl.status("@cluster", 1000);
   return !c || (*c)["pools"][pool]["busy"].get<bool>();
 }
@@ -183,7 +183,7 @@ TEST_CASE("http: a run submitted and followed through the API, bad requests 4xx,
   REQUIRE(st->status == 200);
   auto status = json::parse(st->body);
   REQUIRE(status["state"] == "succeeded");
-  vidline::nodes::coordinator_client cl(vidline::config::load(l.config));
+  vidline::nodes::verbs::coordinator_client cl(vidline::config::load(l.config));
   auto cli = cl.status(run_id);
   REQUIRE(cli);
   CHECK((*cli)["jobs"] == status["jobs"]);
@@ -365,7 +365,7 @@ TEST_CASE("http: an input uploaded with PUT is named by digest in a shot, pulled
   c.set_read_timeout(30);
   REQUIRE(cluster_ready(c, 60));
   auto cluster = vidline::config::load(l.config);
-  vidline::nodes::coordinator_client cl(cluster);
+  vidline::nodes::verbs::coordinator_client cl(cluster);
   // Larger than host_a's http.max_request_bytes (4096): inputs have their own limit.
   std::string image(10000, '\0');
   for (std::size_t i = 0; i < image.size(); ++i)
@@ -469,7 +469,7 @@ TEST_CASE("http: the queue through the API: runs listed, jobs added to an open r
   REQUIRE(cluster_ready(c, 60));
   auto cluster = vidline::config::load(l.config);
   const double interval_s = cluster.knobs.status_interval_ms / 1000.0;
-  vidline::nodes::coordinator_client cl(cluster);
+  vidline::nodes::verbs::coordinator_client cl(cluster);
   auto post = [&](const std::string& path, const json& body) {
     return c.Post(path.c_str(), auth(), body.dump(), "application/json");
   };

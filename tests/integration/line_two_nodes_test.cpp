@@ -24,7 +24,7 @@ TEST_CASE("two nodes run the reference batch, outputs match the contract, garbag
   auto cluster = config::load(config);
   auto a = start_node(dir.path(), config, "host_a");
   auto b = start_node(dir.path(), config, "host_b");
-  nodes::coordinator_client cl(cluster);
+  nodes::verbs::coordinator_client cl(cluster);
   REQUIRE(coordinator_answers(cl, 30));
 
   // Garbage at host_b's bus port: random bytes, a truncated frame, a frame claiming a

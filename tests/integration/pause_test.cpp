@@ -136,7 +136,7 @@ TEST_CASE("a decoder's host paused past its lease: its video is fenced, not publ
           "[integration][pause]") {
   line l(0.05);
   auto cluster = vidline::config::load(l.config);
-  vidline::nodes::coordinator_client cl(cluster);
+  vidline::nodes::verbs::coordinator_client cl(cluster);
   REQUIRE(coordinator_answers(cl, 30));
   vidline::msg::submit_run req;
   req.mode = "two_decoders";
@@ -197,7 +197,7 @@ TEST_CASE("the coordinator's host paused: healthy peers are not declared down on
           "[integration][pause]") {
   line l(0.05);
   auto cluster = vidline::config::load(l.config);
-  vidline::nodes::coordinator_client cl(cluster);
+  vidline::nodes::verbs::coordinator_client cl(cluster);
   REQUIRE(coordinator_answers(cl, 30));
   vidline::msg::submit_run req;
   req.mode = "two_decoders";

@@ -11,7 +11,7 @@
 #include "tests/support/cluster.hpp"
 
 using namespace testing_support;
-using vidline::nodes::coordinator_client;
+using vidline::nodes::verbs::coordinator_client;
 
 namespace {
 
@@ -26,7 +26,7 @@ std::pair<double, double> plan_and_run(const batch_case& c) {
   temp_dir dir;
   auto config = write_reference_config(dir.path(), 0.04);
   auto cluster = vidline::config::load(config);
-  auto setup = vidline::nodes::load_plan_setup(config, "");
+  auto setup = vidline::nodes::verbs::load_plan_setup(config, "");
   auto a = start_node(dir.path(), config, "host_a");
   auto b = start_node(dir.path(), config, "host_b");
   coordinator_client cl(cluster);
@@ -47,14 +47,14 @@ std::pair<double, double> plan_and_run(const batch_case& c) {
   INFO(st.dump(2));
   REQUIRE(st["state"] == "succeeded");
 
-  vidline::planner::request pr;
+  vidline::actors::planner::request pr;
   pr.mode = c.mode;
   pr.width = c.width;
   pr.height = c.height;
   pr.seconds = 5;
   pr.count = 6;
   pr.seed = req.seed;
-  auto plan = vidline::planner::plan(setup.state, *setup.est, pr);
+  auto plan = vidline::actors::planner::plan(setup.state, *setup.est, pr);
   REQUIRE(plan.refused.empty());
   for (auto& j : st["jobs"]) {
     auto i = j["index"].get<std::size_t>();

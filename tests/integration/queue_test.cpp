@@ -12,7 +12,7 @@
 #include "tests/support/cluster.hpp"
 
 using namespace testing_support;
-using vidline::nodes::coordinator_client;
+using vidline::nodes::verbs::coordinator_client;
 
 namespace {
 
@@ -165,7 +165,7 @@ TEST_CASE("cancel frees a pool within one status interval, a coordinator kill ke
     CHECK(j["state"] == "cancelled");
   // wait's exit code for a cancelled run.
   CHECK(vidline_cli(dir.path(), {"wait", run_id, "--config", config}).first
-        == vidline::nodes::exit_code::cancelled);
+        == vidline::nodes::verbs::exit_code::cancelled);
 
   // kill -9 of the coordinator's host: the run is still cancelled after the restart, and
   // nothing of it is made.
@@ -188,7 +188,7 @@ TEST_CASE("cancel frees a pool within one status interval, a coordinator kill ke
   CHECK(ledger_counts(data, run_id, "decoded").empty());
   // A job of a finished run cannot be cancelled again; an unknown run is exit code 7.
   CHECK(vidline_cli(dir.path(), {"cancel", "no-such-run", "--config", config}).first
-        == vidline::nodes::exit_code::no_such_run);
+        == vidline::nodes::verbs::exit_code::no_such_run);
   a->signal(SIGTERM);
   b->signal(SIGTERM);
   CHECK(a->wait(20) == 0);

@@ -7,7 +7,7 @@
 #include "tests/support/cluster.hpp"
 
 using namespace testing_support;
-using vidline::nodes::coordinator_client;
+using vidline::nodes::verbs::coordinator_client;
 
 namespace {
 

@@ -16,7 +16,7 @@
 #include "tests/support/journal_query.hpp"
 
 using namespace testing_support;
-using vidline::nodes::coordinator_client;
+using vidline::nodes::verbs::coordinator_client;
 
 namespace {
 
@@ -210,7 +210,7 @@ TEST_CASE("journal_keep_finished_s: a finished run leaves the journal and the fi
       try {
         cl.status(id, 1000);
         return false;
-      } catch (const vidline::nodes::coordinator_error& e) {
+      } catch (const vidline::nodes::verbs::coordinator_error& e) {
         return true;  // no run
       }
     }));
@@ -251,7 +251,7 @@ TEST_CASE("a coordinator killed between deleting runs and vacuuming restarts con
   CHECK(eventually(10, [&] {
     return journal_value(dir.path(), "PRAGMA freelist_count") == 0;
   }));
-  CHECK_THROWS_AS(cl.status(id, 2000), vidline::nodes::coordinator_error);
+  CHECK_THROWS_AS(cl.status(id, 2000), vidline::nodes::verbs::coordinator_error);
   REQUIRE(line_reported(cl, 30));
   auto next = cl.submit(small_run("after-crash", 2));
   auto st2 = wait_status(cl, next, 120, [](const json& s) { return s["state"] != "running"; });

@@ -15,7 +15,7 @@
 #include "tests/support/cluster.hpp"
 
 using namespace testing_support;
-using vidline::nodes::coordinator_client;
+using vidline::nodes::verbs::coordinator_client;
 
 namespace {
 
@@ -46,7 +46,7 @@ std::size_t count(const std::string& text, const std::string& what) {
   return n;
 }
 
-double length(const std::optional<vidline::planner::planned_job::span>& s) {
+double length(const std::optional<vidline::actors::planner::planned_job::span>& s) {
   REQUIRE(s);
   return s->end - s->start;
 }
@@ -56,7 +56,7 @@ double length(const std::optional<vidline::planner::planned_job::span>& s) {
 TEST_CASE("a finished run: its Gantt chart, and a profile learned from it plans its times") {
   temp_dir dir;
   auto config = write_reference_config(dir.path(), 0.04);
-  auto prof = json::parse(std::string(vidline::profiles::profile::reference_json()));
+  auto prof = json::parse(std::string(vidline::config::profile::profile::reference_json()));
   scale_416(prof, "pools", "t10x4", 1.25);
   scale_416(prof, "decoders", "rtx3080ti", 1.5);
   std::ofstream(dir.path() + "/slow.json") << prof.dump(2);
@@ -161,12 +161,12 @@ TEST_CASE("a finished run: its Gantt chart, and a profile learned from it plans 
   // the median of its group (what a profile learns), and each job's own time within the
   // spread a loaded machine puts on a scaled clock. Planned with the reference, the
   // 4 x T10 jobs do not.
-  vidline::planner::request pr{req.mode, req.width, req.height, req.seconds, req.count, req.seed};
-  auto with_learned = vidline::nodes::load_plan_setup(config, learned);
-  auto plan = vidline::planner::plan(with_learned.state, *with_learned.est, pr);
-  vidline::dispatching::profile_estimates reference(with_learned.cluster,
-                                                 vidline::profiles::profile::reference());
-  auto old = vidline::planner::plan(with_learned.state, reference, pr);
+  vidline::actors::planner::request pr{req.mode, req.width, req.height, req.seconds, req.count, req.seed};
+  auto with_learned = vidline::nodes::verbs::load_plan_setup(config, learned);
+  auto plan = vidline::actors::planner::plan(with_learned.state, *with_learned.est, pr);
+  vidline::actors::coordinator::profile_estimates reference(with_learned.cluster,
+                                                 vidline::config::profile::profile::reference());
+  auto old = vidline::actors::planner::plan(with_learned.state, reference, pr);
   REQUIRE(plan.refused.empty());
   auto close = [](double planned, double measured) {
     return std::abs(planned - measured) <= 0.03 * measured + 0.5;

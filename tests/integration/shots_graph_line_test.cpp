@@ -57,7 +57,7 @@ TEST_CASE("a chain of segments runs on the sim line, is joined, reused and re-re
   auto cluster = config::load(config);
   auto a = testing_support::start_node(dir.path(), config, "host_a");
   auto b = testing_support::start_node(dir.path(), config, "host_b");
-  nodes::coordinator_client cl(cluster);
+  nodes::verbs::coordinator_client cl(cluster);
   REQUIRE(testing_support::coordinator_answers(cl, 30));
   const std::string mode = "four_four_xtx_plus_one";
 
@@ -177,7 +177,7 @@ TEST_CASE("a fresh line reuses the videos its collection folder holds, an altere
     auto cluster = config::load(config);
     auto a = testing_support::start_node(one.path(), config, "host_a");
     auto b = testing_support::start_node(one.path(), config, "host_b");
-    nodes::coordinator_client cl(cluster);
+    nodes::verbs::coordinator_client cl(cluster);
     REQUIRE(testing_support::coordinator_answers(cl, 30));
     REQUIRE(run_list(config, "first").first == 0);
     first = by_shot(*cl.status("", 5000));
@@ -191,7 +191,7 @@ TEST_CASE("a fresh line reuses the videos its collection folder holds, an altere
   auto cluster = config::load(config);
   auto a = testing_support::start_node(two.path(), config, "host_a");
   auto b = testing_support::start_node(two.path(), config, "host_b");
-  nodes::coordinator_client cl(cluster);
+  nodes::verbs::coordinator_client cl(cluster);
   REQUIRE(testing_support::coordinator_answers(cl, 30));
   auto [rc, err] = run_list(config, "again");
   CHECK(rc == 0);
@@ -240,7 +240,7 @@ TEST_CASE("a latent handed over on the sim line: each link samples from its pare
   auto cluster = config::load(config);
   auto a = testing_support::start_node(dir.path(), config, "host_a");
   auto b = testing_support::start_node(dir.path(), config, "host_b");
-  nodes::coordinator_client cl(cluster);
+  nodes::verbs::coordinator_client cl(cluster);
   REQUIRE(testing_support::coordinator_answers(cl, 30));
   const std::string mode = "four_four_xtx_plus_one";
 

@@ -26,7 +26,7 @@ TEST_CASE("a mixed shot list with references runs to the end, a bad list is refu
   auto cluster = config::load(config);
   auto a = testing_support::start_node(dir.path(), config, "host_a");
   auto b = testing_support::start_node(dir.path(), config, "host_b");
-  nodes::coordinator_client cl(cluster);
+  nodes::verbs::coordinator_client cl(cluster);
   REQUIRE(testing_support::coordinator_answers(cl, 30));
 
   // Six shots, three sizes (736x1280x10 fits only eight and xtx), each its own reference.

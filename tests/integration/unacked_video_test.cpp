@@ -87,7 +87,7 @@ TEST_CASE("a video published unacknowledged, its host dead past its lease, the j
   nodes["host_b"] = start_node(dir.path(), config, "host_b");
   ::unsetenv("VIDLINE_CRASH");
   auto cluster = vidline::config::load(config);
-  vidline::nodes::coordinator_client cl(cluster);
+  vidline::nodes::verbs::coordinator_client cl(cluster);
   REQUIRE(coordinator_answers(cl, 30));
   vidline::msg::submit_run req;
   req.mode = "b_or_c";

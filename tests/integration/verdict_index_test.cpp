@@ -29,7 +29,7 @@ vidline::msg::review_reply give(const vidline::config::cluster& c, const std::st
   t.run_id = run_id;
   t.index = index;
   t.verdict = verdict;
-  return vidline::nodes::coordinator_client(c).review(t, 10000);
+  return vidline::nodes::verbs::coordinator_client(c).review(t, 10000);
 }
 
 /// The last line of each name in an index (none: the file is not there yet).
@@ -112,7 +112,7 @@ TEST_CASE("verdicts reach the run index on the video's host, down at the time or
     }
   } stopper{nodes};
   auto cluster = vidline::config::load(config);
-  vidline::nodes::coordinator_client cl(cluster);
+  vidline::nodes::verbs::coordinator_client cl(cluster);
   REQUIRE(coordinator_answers(cl, 30));
 
   std::ofstream(dir.path() + "/shots.jsonl")

@@ -61,7 +61,7 @@ TEST_CASE("a shot list's references cross to the sampling host and its videos co
   auto b = start(net.b(), "host_b");
   {
     netns_pair::entered in_a(net.a());
-    vidline::nodes::coordinator_client cl(vidline::config::load(config));
+    vidline::nodes::verbs::coordinator_client cl(vidline::config::load(config));
     REQUIRE(coordinator_answers(cl, 30));
   }
   const std::string out = dir.path() + "/collected";

@@ -15,7 +15,7 @@
 #include "tests/support/netns.hpp"
 
 using namespace testing_support;
-using vidline::nodes::coordinator_client;
+using vidline::nodes::verbs::coordinator_client;
 namespace fs = std::filesystem;
 
 namespace {

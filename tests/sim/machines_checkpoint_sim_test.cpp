@@ -31,8 +31,8 @@ struct world {
   double interval;
   uint32_t crash_step;                // 0 = no crash
   std::string crash_pool;             // the pool whose first attempt crashes
-  sched::state s;
-  std::map<std::string, pooling::state> pools;
+  actors::coordinator::state s;
+  std::map<std::string, actors::pool::state> pools;
   std::multimap<double, std::function<void()>> agenda;
   double now = 0;
   double sampled_s = 0;               // sampling seconds of every attempt, summed
@@ -41,30 +41,30 @@ struct world {
 
   void at(double t, std::function<void()> f) { agenda.emplace(t, std::move(f)); }
 
-  void coordinator(const sched::event& e) {
-    for (auto& fx : sched::step(s, e, now, now)) {
-      if (auto* o = std::get_if<sched::fx_send_sample>(&fx))
-        pool(o->order.pool, pooling::ev_order{o->order});
-      else if (auto* g = std::get_if<sched::fx_grant>(&fx))
-        pool(g->grant.target, pooling::ev_grant{g->grant, now});
-      else if (auto* a = std::get_if<sched::fx_ack>(&fx))
-        pool(a->target.substr(5), pooling::ev_ack{a->attempt});
+  void coordinator(const actors::coordinator::event& e) {
+    for (auto& fx : actors::coordinator::step(s, e, now, now)) {
+      if (auto* o = std::get_if<actors::coordinator::fx_send_sample>(&fx))
+        pool(o->order.pool, actors::pool::ev_order{o->order});
+      else if (auto* g = std::get_if<actors::coordinator::fx_grant>(&fx))
+        pool(g->grant.target, actors::pool::ev_grant{g->grant, now});
+      else if (auto* a = std::get_if<actors::coordinator::fx_ack>(&fx))
+        pool(a->target.substr(5), actors::pool::ev_ack{a->attempt});
     }
   }
 
   void report(const std::string& name) {
-    coordinator(sched::ev_pool_status{pools[name].status(now)});
+    coordinator(actors::coordinator::ev_pool_status{pools[name].status(now)});
   }
 
-  void pool(const std::string& name, const pooling::event& e) {
+  void pool(const std::string& name, const actors::pool::event& e) {
     auto& p = pools[name];
-    for (auto& fx : pooling::step(p, e, now)) {
-      if (auto* c = std::get_if<pooling::fx_condition>(&fx)) {
+    for (auto& fx : actors::pool::step(p, e, now)) {
+      if (auto* c = std::get_if<actors::pool::fx_condition>(&fx)) {
         const uint64_t a = c->order.attempt;
-        at(now, [this, name, a] { pool(name, pooling::ev_conditioned{a, true, "/c", 0, ""}); });
-      } else if (auto* smp = std::get_if<pooling::fx_sample>(&fx)) {
+        at(now, [this, name, a] { pool(name, actors::pool::ev_conditioned{a, true, "/c", 0, ""}); });
+      } else if (auto* smp = std::get_if<actors::pool::fx_sample>(&fx)) {
         sample(name, smp->order);
-      } else if (std::holds_alternative<pooling::fx_report>(fx)) {
+      } else if (std::holds_alternative<actors::pool::fx_report>(fx)) {
         at(now, [this, name] { report(name); });
       }
     }
@@ -85,7 +85,7 @@ struct world {
         ++crashes;
         at(died, [this, name, o, start, died] {
           sampled_s += died - start;
-          pooling::ev_sampled d;
+          actors::pool::ev_sampled d;
           d.attempt = o.attempt;
           d.outcome = msg::outcome::transient;
           d.error = "worker crashed";
@@ -103,13 +103,13 @@ struct world {
         c.host = pools[name].host;
         c.made_unix_s = t;
         c.attempt = o.attempt;
-        at(t, [this, name, a = o.attempt, c] { pool(name, pooling::ev_checkpoint{a, c}); });
+        at(t, [this, name, a = o.attempt, c] { pool(name, actors::pool::ev_checkpoint{a, c}); });
       }
     }
     const double end = start + (steps - from) * step_s;
     at(end, [this, name, o, start, end] {
       sampled_s += end - start;
-      pooling::ev_sampled d;
+      actors::pool::ev_sampled d;
       d.attempt = o.attempt;
       d.outcome = msg::outcome::ok;
       d.sha256 = "latent";
@@ -143,14 +143,14 @@ TEST_CASE("sim: a fault at a late step resumes from the newest checkpoint, GPU t
     w.crash_step = std::uniform_int_distribution<uint32_t>(0, steps - 1)(rng);
     w.crash_pool = "p0";
     for (auto [name, host] : {std::pair{"p0", "a"}, std::pair{"p1", "c"}}) {
-      sched::pool_view v;
+      actors::coordinator::pool_view v;
       v.name = name;
       v.host = host;
       v.kind = "t10x8";
       v.gpus = gpus;
       w.s.pools[name] = v;
       w.s.modes["m"].push_back(name);
-      pooling::state p;
+      actors::pool::state p;
       p.pool = name;
       p.host = host;
       p.epoch = 1;
@@ -161,19 +161,19 @@ TEST_CASE("sim: a fault at a late step resumes from the newest checkpoint, GPU t
     w.s.p.checkpoint_interval_s = w.interval;
     w.report("p0");
     w.report("p1");
-    sched::run r;
+    actors::coordinator::run r;
     r.id = "r";
     r.mode = "m";
-    sched::job j;
+    actors::coordinator::job j;
     j.spec = msg::job_spec{"r", 0, 7, 736, 1280, 10, "p", "sha-p", ""};
     r.jobs.push_back(j);
-    w.coordinator(sched::ev_submit{r});
+    w.coordinator(actors::coordinator::ev_submit{r});
     w.run();
     INFO("seed " << seed << ": interval " << w.interval << " s, crash at step "
                  << w.crash_step);
     auto& job = *w.s.find_job("r", 0);
     REQUIRE(w.done);
-    REQUIRE(job.state == sched::job_state::sampled);
+    REQUIRE(job.state == actors::coordinator::job_state::sampled);
     if (w.crashes == 0) {
       CHECK(job.gpu_s_redone == 0);
       CHECK(w.sampled_s == Approx(stage_s));

@@ -1,5 +1,5 @@
 // The seeded whole-system simulation: the coordinator's scheduler, the pools and decoders
-// of planner::simulate on the virtual clock, under a lossy, duplicating, reordering network
+// of actors::planner::simulate on the virtual clock, under a lossy, duplicating, reordering network
 // and crashes. After every event the line checks its invariants (planner/line_sim.hpp).
 #include <catch2/catch.hpp>
 
@@ -15,7 +15,7 @@ TEST_CASE("deterministic simulation: lossy, duplicating, reordering network and 
   const int seeds = 2000;
   int finished = 0;
   for (int seed = 1; seed <= seeds; ++seed) {
-    planner::faults f;
+    actors::planner::faults f;
     f.seed = static_cast<uint64_t>(seed);
     f.drop = 0.05;
     f.duplicate = 0.05;
@@ -24,12 +24,12 @@ TEST_CASE("deterministic simulation: lossy, duplicating, reordering network and 
     f.status_interval_s = 5;
     auto s = two_pools_one_decoder();
     s.p.max_attempts = 50;  // crashes are frequent here: let jobs outlive them
-    auto res = planner::simulate(s, run_of("r1", 6), simple_timing(), f, 1e6);
+    auto res = actors::planner::simulate(s, run_of("r1", 6), simple_timing(), f, 1e6);
     INFO("seed " << seed);
     REQUIRE(res.violations.empty());
     REQUIRE(res.finished);
     for (auto& j : res.run.jobs)
-      REQUIRE((j.state == sched::job_state::succeeded || j.state == sched::job_state::failed));
+      REQUIRE((j.state == actors::coordinator::job_state::succeeded || j.state == actors::coordinator::job_state::failed));
     ++finished;
   }
   CHECK(finished == seeds);

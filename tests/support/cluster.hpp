@@ -31,7 +31,7 @@ inline void add_keys(json& cfg, const std::string& dir) {
   cfg.erase("plaintext");
   for (auto& h : cfg["hosts"]) {
     const auto name = h["name"].get<std::string>();
-    const auto keys = vidline::nodes::write_curve_keypair(dir + "/keys", name, true);
+    const auto keys = vidline::nodes::bus::write_curve_keypair(dir + "/keys", name, true);
     h["public_key"] = keys.public_z85;
     h["secret_key_file"] = keys.secret_path;
   }
@@ -87,7 +87,7 @@ inline std::string submit_shot_list(const std::string& dir, const std::string& c
 }
 
 /// Waits until the coordinator answers (an error reply is an answer).
-inline bool coordinator_answers(vidline::nodes::coordinator_client& cl, double seconds) {
+inline bool coordinator_answers(vidline::nodes::verbs::coordinator_client& cl, double seconds) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
   while (std::chrono::steady_clock::now() < deadline) {
     try {
@@ -102,7 +102,7 @@ inline bool coordinator_answers(vidline::nodes::coordinator_client& cl, double s
 
 /// Waits until every pool and decoder in the coordinator's view (`@cluster`) has reported
 /// alive: a plan starts with all of them known; a live batch that came first would wait.
-inline bool line_reported(vidline::nodes::coordinator_client& cl, double seconds) {
+inline bool line_reported(vidline::nodes::verbs::coordinator_client& cl, double seconds) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
   while (std::chrono::steady_clock::now() < deadline) {
     try {
@@ -124,7 +124,7 @@ inline bool line_reported(vidline::nodes::coordinator_client& cl, double seconds
 
 /// Polls a run's status until `done(status)` holds or `seconds` pass; the last status seen.
 template <class Pred>
-json wait_status(vidline::nodes::coordinator_client& cl, const std::string& run_id,
+json wait_status(vidline::nodes::verbs::coordinator_client& cl, const std::string& run_id,
                  double seconds, Pred done) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
   json last;

@@ -19,17 +19,17 @@ struct pool_spec {
 
 /// The pools as given, one decoder "dec" (kind "dk") on host "b", mode "m" over the pools in
 /// the order given.
-inline sched::state line_of(const std::vector<pool_spec>& pools) {
-  sched::state s;
+inline actors::coordinator::state line_of(const std::vector<pool_spec>& pools) {
+  actors::coordinator::state s;
   for (auto& p : pools) {
-    sched::pool_view v;
+    actors::coordinator::pool_view v;
     v.name = p.name;
     v.host = p.host;
     v.kind = p.kind;
     s.pools[p.name] = v;
     s.modes["m"].push_back(p.name);
   }
-  sched::decoder_view d;
+  actors::coordinator::decoder_view d;
   d.name = "dec";
   d.host = "b";
   d.kind = "dk";
@@ -39,7 +39,7 @@ inline sched::state line_of(const std::vector<pool_spec>& pools) {
 }
 
 /// Pools p0..p(n-1) of kind "k" on host "a", as above.
-inline sched::state line_of(std::size_t n) {
+inline actors::coordinator::state line_of(std::size_t n) {
   std::vector<pool_spec> pools;
   for (std::size_t k = 0; k < n; ++k)
     pools.push_back({"p" + std::to_string(k), "a", "k"});
@@ -47,9 +47,9 @@ inline sched::state line_of(std::size_t n) {
 }
 
 /// Run `id` of mode "m": `count` jobs of one size, seeds 100, 101, ..., prompt "p".
-inline sched::run run_of(const std::string& id, uint32_t count, int32_t priority = 0,
+inline actors::coordinator::run run_of(const std::string& id, uint32_t count, int32_t priority = 0,
                          uint32_t w = 416, uint32_t h = 736, uint32_t secs = 5) {
-  sched::run r;
+  actors::coordinator::run r;
   r.id = id;
   r.mode = "m";
   r.priority = priority;
@@ -57,7 +57,7 @@ inline sched::run run_of(const std::string& id, uint32_t count, int32_t priority
   // (reuse by job key is scheduler_graph_test's, which says rerender itself).
   r.rerender = true;
   for (uint32_t i = 0; i < count; ++i) {
-    sched::job j;
+    actors::coordinator::job j;
     j.spec = msg::job_spec{id, i, 100 + i, w, h, secs, "p", "sha-p", ""};
     r.jobs.push_back(j);
   }
@@ -77,7 +77,7 @@ inline msg::pool_status pool_report(const std::string& pool, uint64_t epoch, uin
 }
 
 /// Pool j.pool (on host "a") reports job j sampled: its latent, for the attempt it runs.
-inline msg::sample_result sample_ok(const sched::job& j) {
+inline msg::sample_result sample_ok(const actors::coordinator::job& j) {
   msg::sample_result r;
   r.pool = j.pool;
   r.host = "a";
@@ -92,10 +92,10 @@ inline msg::sample_result sample_ok(const sched::job& j) {
 
 /// Every pool samples in 15 s cold, 10 s warm; no conditioning; handoff 1 s; decode 4 s;
 /// latents of 13 MB.
-inline planner::timing simple_timing() {
-  planner::timing t;
+inline actors::planner::timing simple_timing() {
+  actors::planner::timing t;
   t.sample = [](const std::string&, const msg::job_spec&, bool cold) {
-    return planner::sample_time{cold ? 15.0 : 10.0, false};
+    return actors::planner::sample_time{cold ? 15.0 : 10.0, false};
   };
   t.conditioning = [](const std::string&) { return 0.0; };
   t.handoff = [](const std::string&, uint64_t) { return 1.0; };
@@ -105,13 +105,13 @@ inline planner::timing simple_timing() {
 }
 
 /// Two pools on host "a" ("a1" of kind "k1", "a2" of kind "k2"), the decoder on host "b".
-inline sched::state two_pools_one_decoder() {
+inline actors::coordinator::state two_pools_one_decoder() {
   return line_of({{"a1", "a", "k1"}, {"a2", "a", "k2"}});
 }
 
 /// The effects of kind T among `fx`, in order.
 template <class T>
-std::vector<T> all_of(const std::vector<sched::effect>& fx) {
+std::vector<T> all_of(const std::vector<actors::coordinator::effect>& fx) {
   std::vector<T> out;
   for (auto& e : fx)
     if (auto* x = std::get_if<T>(&e))

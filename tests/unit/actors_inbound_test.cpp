@@ -17,6 +17,7 @@
 
 using namespace vidline;
 using namespace vidline::actors;
+using namespace vidline::actors::coordinator;
 using nlohmann::json;
 
 namespace {
@@ -132,7 +133,7 @@ TEST_CASE("reports are repaired so the journal can always hold them", "[inbound]
 
   // What the coordinator would journal without the repair: the job record does not dump,
   // and a NaN written as null does not read back (the journal would not load again).
-  sched::job j;
+  actors::coordinator::job j;
   j.spec = good_job();
   j.error = r.error;
   CHECK_THROWS_AS(job_record(j).dump(), json::type_error);
@@ -155,7 +156,7 @@ TEST_CASE("reports are repaired so the journal can always hold them", "[inbound]
   j.error = s.unacked[0].error;
   j.sampling_s = s.unacked[0].sampling_s;
   j.conditioning_s = s.unacked[0].conditioning_s;
-  const sched::job back = job_from_record(json::parse(job_record(j).dump()));
+  const actors::coordinator::job back = job_from_record(json::parse(job_record(j).dump()));
   CHECK(back.error == text::to_valid_utf8(bad_utf8));
 
   msg::decode_result d;
@@ -205,13 +206,13 @@ TEST_CASE("the prompt text held for unfinished runs is bounded, not only per run
   config::knobs k;
   k.max_runs = 3;
   k.max_queued_prompt_bytes = 10000;
-  sched::state s;
+  actors::coordinator::state s;
   auto add_run = [&](uint32_t jobs, std::size_t prompt_bytes, bool done) {
-    sched::run r;
+    actors::coordinator::run r;
     r.id = "run-" + std::to_string(s.runs.size());
     r.done = done;
     for (uint32_t i = 0; i < jobs; ++i) {
-      sched::job j;
+      actors::coordinator::job j;
       j.spec = good_job();
       j.spec.prompt.assign(prompt_bytes, 'p');
       r.jobs.push_back(j);
@@ -237,5 +238,5 @@ TEST_CASE("the prompt text held for unfinished runs is bounded, not only per run
   const config::knobs d;
   msg::submit_run big{"m", std::string(d.max_prompt_bytes, 'p'), "", 416, 736, 5,
                       d.max_jobs_per_run, 0, ""};
-  CHECK(check_queue(sched::state{}, d, big) != "");
+  CHECK(check_queue(actors::coordinator::state{}, d, big) != "");
 }

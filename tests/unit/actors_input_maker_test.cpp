@@ -46,10 +46,10 @@ actors::context context_in(const std::string& dir) {
 struct answers {
   std::mutex m;
   std::condition_variable cv;
-  std::vector<sched::ev_input_made> got;
+  std::vector<actors::coordinator::ev_input_made> got;
 
-  actors::input_maker::answer_fn fn() {
-    return [this](sched::ev_input_made e) {
+  actors::coordinator::input_maker::answer_fn fn() {
+    return [this](actors::coordinator::ev_input_made e) {
       std::lock_guard<std::mutex> l(m);
       got.push_back(std::move(e));
       cv.notify_all();
@@ -61,7 +61,7 @@ struct answers {
   }
 };
 
-sched::fx_make_input ask_for(uint32_t index, const std::string& sha, const std::string& decoder,
+actors::coordinator::fx_make_input ask_for(uint32_t index, const std::string& sha, const std::string& decoder,
                              uint32_t frame) {
   return {"run1", index, "first_frame", 0, "/elsewhere/outputs/run1/l1.mp4", sha, decoder, frame, 25};
 }
@@ -84,7 +84,7 @@ TEST_CASE("input maker: a video on another host is fetched once, off the caller'
   std::condition_variable fcv;
   bool release = false;
   std::vector<std::string> fetched;
-  actors::video_fetch fetch = [&](const std::string& host, const std::string& s,
+  actors::coordinator::video_fetch fetch = [&](const std::string& host, const std::string& s,
                                   const std::string& dest) -> std::string {
     std::unique_lock<std::mutex> l(fm);
     fetched.push_back(host + " " + s);
@@ -93,7 +93,7 @@ TEST_CASE("input maker: a video on another host is fetched once, off the caller'
     return "";
   };
   answers a;
-  actors::input_maker maker(context_in(dir.path()), fetch, a.fn());
+  actors::coordinator::input_maker maker(context_in(dir.path()), fetch, a.fn());
   // Asked, asked again while being made (the machine re-asks): no answer now, one later.
   CHECK_FALSE(maker.ask(ask_for(1, sha, "dec", 24)));
   CHECK_FALSE(maker.ask(ask_for(1, sha, "dec", 24)));
@@ -118,18 +118,18 @@ TEST_CASE("input maker: a video on another host is fetched once, off the caller'
   CHECK(a.got[0].index == 1);
   CHECK(a.got[1].index == 2);
   CHECK(a.got[0].sha256 != a.got[1].sha256);  // frame 24 and frame 0 differ
-  CHECK(files::read_all(actors::input_video_dir(context_in(dir.path())) + "/" + sha)
+  CHECK(files::read_all(actors::coordinator::input_video_dir(context_in(dir.path())) + "/" + sha)
         == files::read_all(video));
 }
 
 TEST_CASE("input maker: a fetch that fails is the input's error, naming the host and video") {
   testing_support::temp_dir dir("vl-input-maker");
   const std::string sha(64, 'a');
-  actors::video_fetch fetch = [](const std::string& host, const std::string&, const std::string&) {
+  actors::coordinator::video_fetch fetch = [](const std::string& host, const std::string&, const std::string&) {
     return "no answer from host " + host + " for 6 s";
   };
   answers a;
-  actors::input_maker maker(context_in(dir.path()), fetch, a.fn());
+  actors::coordinator::input_maker maker(context_in(dir.path()), fetch, a.fn());
   CHECK_FALSE(maker.ask(ask_for(1, sha, "dec", 24)));
   REQUIRE(a.wait_for(1));
   std::lock_guard<std::mutex> l(a.m);
@@ -137,14 +137,14 @@ TEST_CASE("input maker: a fetch that fails is the input's error, naming the host
   CHECK(a.got[0].error
         == "the video of job 0 (decoder dec) lies on host beta and could not be fetched from "
            "it: no answer from host beta for 6 s");
-  CHECK_FALSE(std::filesystem::exists(actors::input_video_dir(context_in(dir.path())) + "/" + sha));
+  CHECK_FALSE(std::filesystem::exists(actors::coordinator::input_video_dir(context_in(dir.path())) + "/" + sha));
 }
 
 TEST_CASE("input maker: a sim video's frame is made at once, on the caller's thread") {
   testing_support::temp_dir dir("vl-input-maker");
   const std::string sha(64, 'b');
   answers a;
-  actors::input_maker maker(context_in(dir.path()), {}, a.fn());
+  actors::coordinator::input_maker maker(context_in(dir.path()), {}, a.fn());
   auto made = maker.ask(ask_for(1, sha, "sdec", 24));
   REQUIRE(made);
   CHECK(made->error.empty());
@@ -156,11 +156,11 @@ TEST_CASE("input maker: a latent handed over is copied or fetched, verified, kep
   const auto ctx = context_in(dir.path());
   const std::string bytes = "the latent of job 0";
   const std::string sha = to_hex(sha256_of(bytes));
-  sched::fx_make_input fx{"run1", 1, "init_latent", 0, "", sha, "dec", 0, 0, true, "alpha"};
+  actors::coordinator::fx_make_input fx{"run1", 1, "init_latent", 0, "", sha, "dec", 0, 0, true, "alpha"};
   // Sampled on this host: copied from its latents.
   files::make_dirs(actors::latent_dir(ctx));
   files::write_atomic(actors::latent_dir(ctx) + "/" + sha + ".latent", bytes);
-  auto made = actors::make_input(ctx, fx);
+  auto made = actors::coordinator::make_input(ctx, fx);
   CHECK(made.error.empty());
   CHECK(made.sha256 == sha);
   CHECK(made.bytes == bytes.size());
@@ -170,7 +170,7 @@ TEST_CASE("input maker: a latent handed over is copied or fetched, verified, kep
   const std::string other_sha(64, 'e');
   files::write_atomic(actors::latent_dir(ctx) + "/" + other_sha + ".latent", "not it");
   fx.output_sha256 = other_sha;
-  made = actors::make_input(ctx, fx);
+  made = actors::coordinator::make_input(ctx, fx);
   CHECK(made.sha256.empty());
   CHECK(made.error.find("the latent of job 0 on this host could not be taken: ") == 0);
   CHECK(made.error.find("hashes to") != std::string::npos);
@@ -180,7 +180,7 @@ TEST_CASE("input maker: a latent handed over is copied or fetched, verified, kep
   const std::string far = "a latent sampled on beta";
   const std::string far_sha = to_hex(sha256_of(far));
   std::vector<std::string> asked;
-  actors::video_fetch fetch_latent = [&](const std::string& host, const std::string& s,
+  actors::coordinator::video_fetch fetch_latent = [&](const std::string& host, const std::string& s,
                                          const std::string& dest) -> std::string {
     asked.push_back(host + " " + s);
     if (s != far_sha)
@@ -190,16 +190,16 @@ TEST_CASE("input maker: a latent handed over is copied or fetched, verified, kep
   };
   fx.output_sha256 = far_sha;
   fx.latent_host = "beta";
-  made = actors::make_input(ctx, fx, {}, fetch_latent);
+  made = actors::coordinator::make_input(ctx, fx, {}, fetch_latent);
   CHECK(made.error.empty());
   CHECK(made.sha256 == far_sha);
   CHECK(files::read_all(dir.path() + "/inputs/" + far_sha) == far);
   // Asked again: the kept copy, no second transfer.
-  made = actors::make_input(ctx, fx, {}, fetch_latent);
+  made = actors::coordinator::make_input(ctx, fx, {}, fetch_latent);
   CHECK(made.error.empty());
   CHECK(asked.size() == 1);
   fx.output_sha256 = std::string(64, 'f');
-  made = actors::make_input(ctx, fx, {}, fetch_latent);
+  made = actors::coordinator::make_input(ctx, fx, {}, fetch_latent);
   CHECK(made.error == "the latent of job 0 lies on host beta and could not be fetched from it: "
                       "host beta no longer holds that latent (released)");
 }
@@ -217,10 +217,10 @@ TEST_CASE("input maker: a video uploaded by its digest is read there, not fetche
   // As `vidline run --collect` uploads a collected video another shot takes a frame of.
   files::make_dirs(dir.path() + "/inputs");
   std::filesystem::copy_file(video, dir.path() + "/inputs/" + sha);
-  actors::video_fetch fetch = [](const std::string& host, const std::string&, const std::string&) {
+  actors::coordinator::video_fetch fetch = [](const std::string& host, const std::string&, const std::string&) {
     return "host " + host + " has no video of that SHA-256";
   };
-  auto made = actors::make_input(context_in(dir.path()), ask_for(1, sha, "dec", 24), fetch);
+  auto made = actors::coordinator::make_input(context_in(dir.path()), ask_for(1, sha, "dec", 24), fetch);
   INFO(made.error);
   CHECK(made.error.empty());
   CHECK(files::read_all(dir.path() + "/inputs/" + made.sha256).substr(1, 3) == "PNG");

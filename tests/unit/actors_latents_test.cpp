@@ -15,7 +15,7 @@ const std::string sha_c(64, 'c');
 const std::string sha_d(64, 'd');
 
 template <class T>
-std::vector<T> all(const std::vector<storing::effect>& fx) {
+std::vector<T> all(const std::vector<actors::latents::effect>& fx) {
   std::vector<T> out;
   for (auto& e : fx)
     if (auto* x = std::get_if<T>(&e))
@@ -23,8 +23,8 @@ std::vector<T> all(const std::vector<storing::effect>& fx) {
   return out;
 }
 
-storing::state store(uint64_t budget, double retention) {
-  storing::state s;
+actors::latents::state store(uint64_t budget, double retention) {
+  actors::latents::state s;
   s.host = "a";
   s.budget_bytes = budget;
   s.retention_s = retention;
@@ -35,20 +35,20 @@ storing::state store(uint64_t budget, double retention) {
 
 TEST_CASE("store: a latent is reported until released, removed after its retention") {
   auto s = store(0, 5);
-  auto fx = storing::step(s, storing::ev_scan{{{sha_a, {100, "r1", 0}}, {sha_b, {50, "", 0}}}}, 0);
-  auto reports = all<storing::fx_report>(fx);
+  auto fx = actors::latents::step(s, actors::latents::ev_scan{{{sha_a, {100, "r1", 0}}, {sha_b, {50, "", 0}}}}, 0);
+  auto reports = all<actors::latents::fx_report>(fx);
   REQUIRE(reports.size() == 1);
   CHECK(reports[0].h.latents.size() == 2);
   CHECK(reports[0].h.bytes == 150);
 
-  fx = storing::step(s, storing::ev_release{{sha_a}}, 1);
-  CHECK(all<storing::fx_remove>(fx).empty());  // retained for 5 s
-  fx = storing::step(s, storing::ev_scan{{{sha_a, {100, "r1", 0}}, {sha_b, {50, "", 0}}}}, 2);
-  REQUIRE(all<storing::fx_report>(fx)[0].h.latents.size() == 1);  // released: not reported
-  CHECK(all<storing::fx_report>(fx)[0].h.bytes == 150);            // but still counted
-  CHECK(all<storing::fx_remove>(fx).empty());
-  fx = storing::step(s, storing::ev_scan{{{sha_a, {100, "r1", 0}}, {sha_b, {50, "", 0}}}}, 6);
-  auto removed = all<storing::fx_remove>(fx);
+  fx = actors::latents::step(s, actors::latents::ev_release{{sha_a}}, 1);
+  CHECK(all<actors::latents::fx_remove>(fx).empty());  // retained for 5 s
+  fx = actors::latents::step(s, actors::latents::ev_scan{{{sha_a, {100, "r1", 0}}, {sha_b, {50, "", 0}}}}, 2);
+  REQUIRE(all<actors::latents::fx_report>(fx)[0].h.latents.size() == 1);  // released: not reported
+  CHECK(all<actors::latents::fx_report>(fx)[0].h.bytes == 150);            // but still counted
+  CHECK(all<actors::latents::fx_remove>(fx).empty());
+  fx = actors::latents::step(s, actors::latents::ev_scan{{{sha_a, {100, "r1", 0}}, {sha_b, {50, "", 0}}}}, 6);
+  auto removed = all<actors::latents::fx_remove>(fx);
   REQUIRE(removed.size() == 1);
   CHECK(removed[0].sha256 == sha_a);
   CHECK(s.bytes() == 50);
@@ -56,24 +56,24 @@ TEST_CASE("store: a latent is reported until released, removed after its retenti
 
 TEST_CASE("store: retention 0 removes a released latent at once, unknown releases are ignored") {
   auto s = store(0, 0);
-  storing::step(s, storing::ev_scan{{{sha_a, {100, "r1", 0}}}}, 0);
-  auto fx = storing::step(s, storing::ev_release{{sha_a, sha_c}}, 1);
-  auto removed = all<storing::fx_remove>(fx);
+  actors::latents::step(s, actors::latents::ev_scan{{{sha_a, {100, "r1", 0}}}}, 0);
+  auto fx = actors::latents::step(s, actors::latents::ev_release{{sha_a, sha_c}}, 1);
+  auto removed = all<actors::latents::fx_remove>(fx);
   REQUIRE(removed.size() == 1);
   CHECK(removed[0].sha256 == sha_a);
 }
 
 TEST_CASE("store: at the budget the host stops accepting, and accepts again once it drains") {
   auto s = store(250, 0);
-  auto fx = storing::step(s, storing::ev_scan{{{sha_a, {100, "r1", 0}}}}, 0);
-  CHECK(all<storing::fx_accepting>(fx).empty());  // no change: still accepting
-  fx = storing::step(s, storing::ev_scan{{{sha_a, {100, "r1", 0}}, {sha_b, {150, "r1", 1}}}}, 1);
-  auto acc = all<storing::fx_accepting>(fx);
+  auto fx = actors::latents::step(s, actors::latents::ev_scan{{{sha_a, {100, "r1", 0}}}}, 0);
+  CHECK(all<actors::latents::fx_accepting>(fx).empty());  // no change: still accepting
+  fx = actors::latents::step(s, actors::latents::ev_scan{{{sha_a, {100, "r1", 0}}, {sha_b, {150, "r1", 1}}}}, 1);
+  auto acc = all<actors::latents::fx_accepting>(fx);
   REQUIRE(acc.size() == 1);
   CHECK_FALSE(acc[0].accepting);
-  CHECK_FALSE(all<storing::fx_report>(fx)[0].h.accepting);
-  fx = storing::step(s, storing::ev_release{{sha_b}}, 2);
-  acc = all<storing::fx_accepting>(fx);
+  CHECK_FALSE(all<actors::latents::fx_report>(fx)[0].h.accepting);
+  fx = actors::latents::step(s, actors::latents::ev_release{{sha_b}}, 2);
+  acc = all<actors::latents::fx_accepting>(fx);
   REQUIRE(acc.size() == 1);
   CHECK(acc[0].accepting);
 }
@@ -81,29 +81,29 @@ TEST_CASE("store: at the budget the host stops accepting, and accepts again once
 namespace {
 
 /// One pool on host a, one decoder on host b, a run of `n` jobs submitted.
-sched::state line(uint32_t n) {
-  sched::state s;
-  sched::pool_view p;
+actors::coordinator::state line(uint32_t n) {
+  actors::coordinator::state s;
+  actors::coordinator::pool_view p;
   p.name = "a1";
   p.host = "a";
   p.kind = "k1";
   s.pools["a1"] = p;
-  sched::decoder_view d;
+  actors::coordinator::decoder_view d;
   d.name = "dec";
   d.host = "b";
   d.kind = "dk";
   s.decoders["dec"] = d;
   s.modes["m"] = {"a1"};
   s.mode_decoders["m"] = {"dec"};
-  sched::run r;
+  actors::coordinator::run r;
   r.id = "r1";
   r.mode = "m";
   for (uint32_t i = 0; i < n; ++i) {
-    sched::job j;
+    actors::coordinator::job j;
     j.spec = msg::job_spec{"r1", i, 100 + i, 416, 736, 5, "p", "sha-p", ""};
     r.jobs.push_back(j);
   }
-  sched::step(s, sched::ev_submit{r}, 0);  // no pool reported yet: everything stays queued
+  actors::coordinator::step(s, actors::coordinator::ev_submit{r}, 0);  // no pool reported yet: everything stays queued
   return s;
 }
 
@@ -116,10 +116,10 @@ msg::latent_holdings holdings(const std::string& host, std::vector<msg::latent_h
   return h;
 }
 
-std::vector<std::string> released(const std::vector<sched::effect>& fx, const std::string& host) {
+std::vector<std::string> released(const std::vector<actors::coordinator::effect>& fx, const std::string& host) {
   std::vector<std::string> out;
   for (auto& e : fx)
-    if (auto* r = std::get_if<sched::fx_release>(&e))
+    if (auto* r = std::get_if<actors::coordinator::fx_release>(&e))
       if (r->host == host)
         out.insert(out.end(), r->sha256s.begin(), r->sha256s.end());
   return out;
@@ -130,15 +130,15 @@ std::vector<std::string> released(const std::vector<sched::effect>& fx, const st
 TEST_CASE("coordinator: a latent re-offered for a queued job is adopted, not sampled again") {
   auto s = line(2);
   auto* j = s.find_job("r1", 1);
-  REQUIRE(j->state == sched::job_state::queued);
-  auto fx = sched::step(s, sched::ev_latent_holdings{holdings("a", {{sha_a, 1000, "r1", 1}})}, 1);
+  REQUIRE(j->state == actors::coordinator::job_state::queued);
+  auto fx = actors::coordinator::step(s, actors::coordinator::ev_latent_holdings{holdings("a", {{sha_a, 1000, "r1", 1}})}, 1);
   CHECK(released(fx, "a").empty());
   CHECK(j->latent_sha256 == sha_a);
   CHECK(j->latent_host == "a");
   CHECK(j->latent_bytes == 1000);
-  CHECK((j->state == sched::job_state::sampled || j->state == sched::job_state::decoding));
+  CHECK((j->state == actors::coordinator::job_state::sampled || j->state == actors::coordinator::job_state::decoding));
   CHECK(j->sample_attempts == 0);
-  CHECK(sched::check_index(s) == "");
+  CHECK(actors::coordinator::check_index(s) == "");
 }
 
 TEST_CASE("coordinator: latents of decoded and unknown jobs are released, needed and failed ones kept") {
@@ -154,15 +154,15 @@ TEST_CASE("coordinator: latents of decoded and unknown jobs are released, needed
   failed->latent_sha256 = sha_d;
   failed->latent_host = "a";
   // Job 0 succeeded, job 1 waits for a decoder (sampled), job 2 failed.
-  done->state = sched::job_state::succeeded;
-  waiting->state = sched::job_state::sampled;
-  failed->state = sched::job_state::failed;
+  done->state = actors::coordinator::job_state::succeeded;
+  waiting->state = actors::coordinator::job_state::sampled;
+  failed->state = actors::coordinator::job_state::failed;
   s.hosts_up["a"] = false;  // so nothing dispatches job 1 meanwhile
-  sched::reindex(s);
+  actors::coordinator::reindex(s);
 
-  auto fx = sched::step(
+  auto fx = actors::coordinator::step(
       s,
-      sched::ev_latent_holdings{holdings("a", {{sha_a, 10, "r1", 0},        // finished
+      actors::coordinator::ev_latent_holdings{holdings("a", {{sha_a, 10, "r1", 0},        // finished
                                                {sha_b, 10, "r1", 1},        // needed
                                                {sha_c, 10, "other-run", 0}, // unknown
                                                {sha_d, 10, "r1", 2}         // failed: resume
@@ -172,7 +172,7 @@ TEST_CASE("coordinator: latents of decoded and unknown jobs are released, needed
   CHECK(released(fx, "a") == std::vector<std::string>{sha_a, sha_c});
   // The decoder's received copy of job 0's latent goes too; of job 1's it stays, and so
   // does one no job names (it may be a result not reported yet).
-  fx = sched::step(s, sched::ev_latent_holdings{holdings("b", {{sha_a, 10, "", 0},
+  fx = actors::coordinator::step(s, actors::coordinator::ev_latent_holdings{holdings("b", {{sha_a, 10, "", 0},
                                                                {sha_b, 10, "", 0},
                                                                {sha_c, 10, "", 0}})}, 3);
   CHECK(released(fx, "b") == std::vector<std::string>{sha_a});

@@ -1,4 +1,4 @@
-// A verdict in a run index (output_index::append_review), as the decoder that made the
+// A verdict in a run index (actors::decoder::append_review), as the decoder that made the
 // video writes it and a collection does: the video's last line again with `review`, once
 // per revision, never after a later one, nothing where the index holds no line of the
 // video; and what a decoder refuses of a verdict_index before it touches a file.
@@ -13,6 +13,7 @@
 
 using namespace vidline;
 using namespace vidline::actors;
+using namespace vidline::actors::decoder;
 using nlohmann::json;
 using testing_support::temp_dir;
 
@@ -45,8 +46,8 @@ TEST_CASE("run index: a verdict is the video's line again with its review, once 
     out << json{{"name", "night"}, {"file", "night.mp4"}, {"run_id", "r"}, {"index", 1},
                 {"output_sha256", std::string(64, 'd')}, {"bytes", 11}}.dump() << "\n";
   }
-  using output_index::review_result;
-  CHECK(output_index::append_review(index, "harbour.mp4", sha, review("accepted", 1))
+  using actors::decoder::review_result;
+  CHECK(actors::decoder::append_review(index, "harbour.mp4", sha, review("accepted", 1))
         == review_result::appended);
   auto l = lines_of(index);
   REQUIRE(l.size() == 3);
@@ -54,32 +55,32 @@ TEST_CASE("run index: a verdict is the video's line again with its review, once 
   CHECK(l[2]["bytes"] == 10);  // the video's line, whole
   CHECK(l[2]["review"] == review("accepted", 1));
   // Again (a resend): nothing written.
-  CHECK(output_index::append_review(index, "harbour.mp4", sha, review("accepted", 1))
+  CHECK(actors::decoder::append_review(index, "harbour.mp4", sha, review("accepted", 1))
         == review_result::already);
   CHECK(lines_of(index).size() == 3);
   // A later verdict: its own line, the last of the name.
-  CHECK(output_index::append_review(index, "harbour.mp4", sha, review("rejected", 2, 2))
+  CHECK(actors::decoder::append_review(index, "harbour.mp4", sha, review("rejected", 2, 2))
         == review_result::appended);
   l = lines_of(index);
   REQUIRE(l.size() == 4);
   CHECK(l[3]["review"]["verdict"] == "rejected");
   CHECK(l[3]["review"]["take_index"] == 2);
   // The earlier one arriving late (overtaken): not written after the later one.
-  CHECK(output_index::append_review(index, "harbour.mp4", sha, review("accepted", 1))
+  CHECK(actors::decoder::append_review(index, "harbour.mp4", sha, review("accepted", 1))
         == review_result::already);
   CHECK(lines_of(index).size() == 4);
   // No line of that video (another digest, another file, no index at all): nothing.
-  CHECK(output_index::append_review(index, "harbour.mp4", std::string(64, 'e'),
+  CHECK(actors::decoder::append_review(index, "harbour.mp4", std::string(64, 'e'),
                                     review("accepted", 1)) == review_result::no_line);
-  CHECK(output_index::append_review(index, "other.mp4", sha, review("accepted", 1))
+  CHECK(actors::decoder::append_review(index, "other.mp4", sha, review("accepted", 1))
         == review_result::no_line);
-  CHECK(output_index::append_review(dir.path() + "/none.jsonl", "harbour.mp4", sha,
+  CHECK(actors::decoder::append_review(dir.path() + "/none.jsonl", "harbour.mp4", sha,
                                     review("accepted", 1)) == review_result::no_line);
   CHECK_FALSE(std::ifstream(dir.path() + "/none.jsonl").good());
   CHECK(lines_of(index).size() == 4);
   // A retracted video takes its verdicts' lines with it (same name and digest).
-  output_index::cache c;
-  CHECK(output_index::remove(c, index, "harbour", sha) == 3);
+  actors::decoder::cache c;
+  CHECK(actors::decoder::remove(c, index, "harbour", sha) == 3);
   CHECK(lines_of(index).size() == 1);
 }
 
@@ -90,8 +91,8 @@ TEST_CASE("run index: a review written before revisions is taken as none") {
                                {"output_sha256", sha},
                                {"review", {{"verdict", "accepted"}, {"at_unix", 1.0},
                                            {"take_index", nullptr}}}}.dump() << "\n";
-  CHECK(output_index::append_review(index, "harbour.mp4", sha, review("accepted", 1))
-        == output_index::review_result::appended);
+  CHECK(actors::decoder::append_review(index, "harbour.mp4", sha, review("accepted", 1))
+        == actors::decoder::review_result::appended);
   CHECK(lines_of(index).back()["review"]["revision"] == 1);
 }
 

@@ -14,7 +14,7 @@ namespace {
 /// reported at `t0`, the batch submitted then.
 std::vector<std::string> first_orders(double t0, const std::string& mode, uint32_t w,
                                       uint32_t h, uint32_t count) {
-  auto s = nodes::load_plan_setup("", "");
+  auto s = nodes::verbs::load_plan_setup("", "");
   uint64_t seq = 1;
   for (auto& [name, p] : s.state.pools) {
     msg::pool_status st;
@@ -22,7 +22,7 @@ std::vector<std::string> first_orders(double t0, const std::string& mode, uint32
     st.host = p.host;
     st.epoch = 7;
     st.seq = seq++;
-    sched::step(s.state, sched::ev_pool_status{st}, t0);
+    actors::coordinator::step(s.state, actors::coordinator::ev_pool_status{st}, t0);
   }
   for (auto& [name, d] : s.state.decoders) {
     msg::decoder_status st;
@@ -31,19 +31,19 @@ std::vector<std::string> first_orders(double t0, const std::string& mode, uint32
     st.epoch = 7;
     st.credits = 2;
     st.seq = seq++;
-    sched::step(s.state, sched::ev_decoder_status{st}, t0);
+    actors::coordinator::step(s.state, actors::coordinator::ev_decoder_status{st}, t0);
   }
-  sched::run r;
+  actors::coordinator::run r;
   r.id = "r";
   r.mode = mode;
   for (uint32_t i = 0; i < count; ++i) {
-    sched::job j;
+    actors::coordinator::job j;
     j.spec = msg::job_spec{"r", i, 4242 + i, w, h, 5, "p", "x", ""};
     r.jobs.push_back(j);
   }
   std::vector<std::string> pools;
-  for (auto& e : sched::step(s.state, sched::ev_submit{r}, t0))
-    if (auto* o = std::get_if<sched::fx_send_sample>(&e))
+  for (auto& e : actors::coordinator::step(s.state, actors::coordinator::ev_submit{r}, t0))
+    if (auto* o = std::get_if<actors::coordinator::fx_send_sample>(&e))
       pools.push_back(o->order.pool);
   return pools;
 }

@@ -4,7 +4,7 @@
 #include "actors/decoder/decoder_machine.hpp"
 
 using namespace vidline;
-using namespace vidline::decoding;
+using namespace vidline::actors::decoder;
 
 namespace {
 

@@ -111,7 +111,7 @@ TEST_CASE("checkpoint watch: <step>.ckpt files handed over oldest first, the res
   auto env = checkpointing_env(dir, h, "1");
   const auto& d = env.checkpoint_dir;
   {
-    checkpoint_watch w(env);
+    exec::checkpoint_watch w(env);
     w.stop();  // the watcher thread is not needed: look() is driven by hand below
     write(d + "/.saving", "partial");
     write(d + "/6.ckpt.tmp", "partial");
@@ -155,7 +155,7 @@ TEST_CASE("checkpoint watch: a resumed attempt hands over only steps after its r
   handed h;
   auto env = checkpointing_env(dir, h, "2");
   env.resume_step = 6;
-  checkpoint_watch w(env);
+  exec::checkpoint_watch w(env);
   write(env.checkpoint_dir + "/6.ckpt", "six");
   write(env.checkpoint_dir + "/9.ckpt", "nine");
   w.stop();  // the last look takes what the command left
@@ -172,13 +172,13 @@ TEST_CASE("checkpoint watch: no folder, or no one to hand over to, watches nothi
   auto no_taker = env;
   no_taker.checkpoint = nullptr;
   {
-    checkpoint_watch w(no_taker);
+    exec::checkpoint_watch w(no_taker);
     w.look();
   }
   auto no_dir = env;
   no_dir.checkpoint_dir.clear();
   {
-    checkpoint_watch w(no_dir);
+    exec::checkpoint_watch w(no_dir);
     w.look();
   }
   CHECK(h.steps.empty());

@@ -70,8 +70,8 @@ std::vector<double> widths(const std::string& svg, const std::string& cls) {
 
 TEST_CASE("gantt: lanes in the configured order, the same whichever pool ran first",
           "[gantt]") {
-  auto one = planner::gantt_svg({nodes::run_gantt(status("p_a", "p_b"))});
-  auto two = planner::gantt_svg({nodes::run_gantt(status("p_b", "p_a"))});
+  auto one = actors::planner::gantt_svg({nodes::verbs::run_gantt(status("p_a", "p_b"))});
+  auto two = actors::planner::gantt_svg({nodes::verbs::run_gantt(status("p_b", "p_a"))});
   const std::vector<std::string> want{"p_b", "p_a", "dec"};
   CHECK(lanes_of(one) == want);
   CHECK(lanes_of(two) == want);
@@ -79,14 +79,14 @@ TEST_CASE("gantt: lanes in the configured order, the same whichever pool ran fir
   auto a = status("p_a", "p_b"), b = status("p_b", "p_a");
   a.erase("lanes");
   b.erase("lanes");
-  auto three = planner::gantt_svg({nodes::run_gantt(a)});
-  auto four = planner::gantt_svg({nodes::run_gantt(b)});
+  auto three = actors::planner::gantt_svg({nodes::verbs::run_gantt(a)});
+  auto four = actors::planner::gantt_svg({nodes::verbs::run_gantt(b)});
   CHECK(lanes_of(three) == std::vector<std::string>{"p_a", "p_b", "dec"});
   CHECK(lanes_of(four) == lanes_of(three));
 }
 
 TEST_CASE("gantt: waiting for a decoder is drawn as waiting, not as a handoff", "[gantt]") {
-  auto svg = planner::gantt_svg({nodes::run_gantt(status("p_a", "p_b"))});
+  auto svg = actors::planner::gantt_svg({nodes::verbs::run_gantt(status("p_a", "p_b"))});
   auto waits = widths(svg, "bar waiting");
   auto handoffs = widths(svg, "bar handoff");
   REQUIRE(waits.size() == 3);
@@ -118,7 +118,7 @@ TEST_CASE("gantt: a running run with a failed attempt and an outage", "[gantt]")
                     {"from_unix", 1e9 + 320}, {"to_unix", 1e9 + 340}},
                    {{"host", "ha"}, {"from_s", 390.0}, {"to_s", nullptr},
                     {"from_unix", 1e9 + 390}, {"to_unix", nullptr}}};
-  auto svg = planner::gantt_svg({nodes::run_gantt(st)});
+  auto svg = actors::planner::gantt_svg({nodes::verbs::run_gantt(st)});
   INFO(svg);
   CHECK(count(svg, "<g class=\"failed\">") == 1);
   CHECK(count(svg, "failed sampling attempt 305.0-320.0 s: pool p_b: host hb went down") == 1);
@@ -146,7 +146,7 @@ TEST_CASE("gantt: a shot taking a frame from another is joined to it by a depend
   st["jobs"][2]["takes_from"] = {
     {{"input", "first_frame"}, {"from", "shot0"}, {"from_index", 0}, {"frame", "last"}}};
   st["jobs"][1]["takes_from"] = json::array();
-  auto svg = planner::gantt_svg({nodes::run_gantt(st)});
+  auto svg = actors::planner::gantt_svg({nodes::verbs::run_gantt(st)});
   CHECK(count(svg, "class=\"dependency\"") == 1);
   CHECK(count(svg, "<title>job 2 takes from job 0</title>") == 1);
   std::smatch m;
@@ -154,6 +154,6 @@ TEST_CASE("gantt: a shot taking a frame from another is joined to it by a depend
                                                "y1=\"[^\"]*\" x2=\"([^\"]*)\"")));
   CHECK(std::stod(m[1]) <= std::stod(m[2]) + 0.01);  // it starts after its source's video
   // Without takes_from (an older coordinator's status): no line.
-  auto plain = planner::gantt_svg({nodes::run_gantt(status("p_a", "p_b"))});
+  auto plain = actors::planner::gantt_svg({nodes::verbs::run_gantt(status("p_a", "p_b"))});
   CHECK(count(plain, "class=\"dependency\"") == 0);
 }

@@ -172,8 +172,8 @@ TEST_CASE("nvml absent or failing: no telemetry, never an error") {
     CHECK(got[0].id == "g0");
     CHECK(got[0].temperature_c == -1);
     CHECK_FALSE(got[0].lost);
-    gpu::health_state h;
-    CHECK_FALSE(gpu::step(h, got[0], {}, 0));
+    actors::gpu::health_state h;
+    CHECK_FALSE(actors::gpu::step(h, got[0], {}, 0));
     CHECK(got[0].health == "unknown");
   }
   cards(s, "count 1\ninit_fails 1\n");
@@ -191,35 +191,35 @@ TEST_CASE("nvml: a lost card and a missing one are lost, the health rule makes t
   REQUIRE(got.size() == 2);
   CHECK_FALSE(got[0].lost);
   CHECK(got[1].lost);  // the config names card 1, the driver lists one card
-  gpu::health_state h0, h1;
-  gpu::health_params p{30, 60};
-  CHECK_FALSE(gpu::step(h0, got[0], p, 0));
-  CHECK(gpu::step(h1, got[1], p, 0));
+  actors::gpu::health_state h0, h1;
+  actors::gpu::health_params p{30, 60};
+  CHECK_FALSE(actors::gpu::step(h0, got[0], p, 0));
+  CHECK(actors::gpu::step(h1, got[1], p, 0));
   CHECK(got[1].health == "sick");
 
   // Card 0 falls off the bus; then throws an ECC error after it is back.
   cards(s, "count 1\n0 lost 1\n");
   auto g = r.read_nvml(0, 1);
   CHECK(g.lost);
-  CHECK(gpu::step(h0, g, p, 1));
+  CHECK(actors::gpu::step(h0, g, p, 1));
   cards(s, "count 1\n0 temperature 60\n0 slowdown 90\n0 ecc_uncorrected 1\n");
   g = r.read_nvml(0, 2);
   CHECK_FALSE(g.lost);
   CHECK(g.ecc_uncorrected == 1);
-  CHECK_FALSE(gpu::step(h0, g, p, 2));  // still sick, another reason
+  CHECK_FALSE(actors::gpu::step(h0, g, p, 2));  // still sick, another reason
   CHECK_THAT(g.health_reason, Catch::Contains("ECC"));
   // Hot for longer than hot_s, with the ECC cleared (a reset): still sick, then well.
   cards(s, "count 1\n0 temperature 95\n0 slowdown 90\n0 ecc_uncorrected 0\n");
   g = r.read_nvml(0, 3);
-  CHECK_FALSE(gpu::step(h0, g, p, 3));
+  CHECK_FALSE(actors::gpu::step(h0, g, p, 3));
   g = r.read_nvml(0, 40);
-  CHECK_FALSE(gpu::step(h0, g, p, 40));
+  CHECK_FALSE(actors::gpu::step(h0, g, p, 40));
   CHECK_THAT(g.health_reason, Catch::Contains("slowdown"));
   cards(s, "count 1\n0 temperature 60\n0 slowdown 90\n0 ecc_uncorrected 0\n");
   g = r.read_nvml(0, 41);
-  CHECK_FALSE(gpu::step(h0, g, p, 41));
+  CHECK_FALSE(actors::gpu::step(h0, g, p, 41));
   g = r.read_nvml(0, 101);
-  CHECK(gpu::step(h0, g, p, 101));
+  CHECK(actors::gpu::step(h0, g, p, 101));
   CHECK(g.health == "ok");
 }
 
@@ -277,18 +277,18 @@ TEST_CASE("nvml: a critical Xid read through the fake makes the card sick, a 13 
   scratch s;
   cards(s, "count 1\n0 temperature 60\n0 slowdown 90\n0 ecc_uncorrected 0\n");
   nodes::gpu::reader r(nvml_only(FAKE_NVML));
-  gpu::health_params p{30, 60};
-  gpu::health_state h;
+  actors::gpu::health_params p{30, 60};
+  actors::gpu::health_state h;
   auto g = r.read_nvml(0, 0);
-  CHECK_FALSE(gpu::step(h, g, p, 0));
+  CHECK_FALSE(actors::gpu::step(h, g, p, 0));
   append(s, "0 xid 13\n");
   g = r.read_nvml(0, 1);
   CHECK(g.xid_events == 1);
-  CHECK_FALSE(gpu::step(h, g, p, 1));
+  CHECK_FALSE(actors::gpu::step(h, g, p, 1));
   CHECK(g.health == "ok");
   append(s, "0 xid 79\n");
   g = r.read_nvml(0, 2);
-  CHECK(gpu::step(h, g, p, 2));
+  CHECK(actors::gpu::step(h, g, p, 2));
   CHECK(g.health == "sick");
   CHECK_THAT(g.health_reason, Catch::Contains("Xid 79"));
 }
@@ -321,8 +321,8 @@ TEST_CASE("nvml: without event functions, or a card that cannot, Xid is unknown,
     CHECK(g.xid_events == -1);
     CHECK(g.xid_last == -1);
     CHECK(g.xids.empty());
-    gpu::health_state h;
-    CHECK_FALSE(gpu::step(h, g, {}, 1));
+    actors::gpu::health_state h;
+    CHECK_FALSE(actors::gpu::step(h, g, {}, 1));
     CHECK(g.health == "ok");
   }
   // Event functions there, card 1 NOT_SUPPORTED: unknown for it, counted for card 0.
@@ -428,7 +428,7 @@ TEST_CASE("amdgpu: hwmon and sysfs files read, other vendors and connectors skip
   CHECK(g.pcie_width == 16);
   CHECK(got[1].id == "xtx2");
   CHECK(got[1].lost);  // the driver answers, the config's second card is not there
-  gpu::health_state h;
-  CHECK(gpu::step(h, g, {}, 0));
+  actors::gpu::health_state h;
+  CHECK(actors::gpu::step(h, g, {}, 0));
   CHECK_THAT(g.health_reason, Catch::Contains("1 uncorrectable ECC"));
 }

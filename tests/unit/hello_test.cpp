@@ -36,38 +36,38 @@ const std::string digest_b(64, 'b');
 } // namespace
 
 TEST_CASE("a hello with this node's version and config digest is accepted") {
-  const nodes::hello_identity ours{"0.1.0", digest_a};
-  CHECK_FALSE(nodes::hello_mismatch(ours, beat("0.1.0", digest_a)));
+  const nodes::bus::hello_identity ours{"0.1.0", digest_a};
+  CHECK_FALSE(nodes::bus::hello_mismatch(ours, beat("0.1.0", digest_a)));
 }
 
 TEST_CASE("a hello of another version is refused, naming both versions") {
-  const nodes::hello_identity ours{"0.1.0", digest_a};
-  auto why = nodes::hello_mismatch(ours, beat("0.2.0", digest_a));
+  const nodes::bus::hello_identity ours{"0.1.0", digest_a};
+  auto why = nodes::bus::hello_mismatch(ours, beat("0.2.0", digest_a));
   REQUIRE(why);
   CHECK_THAT(*why, Catch::Contains("0.2.0") && Catch::Contains("0.1.0") &&
                      Catch::Contains("one version"));
   // The version is checked first: a peer of another build usually has another digest too,
   // and the version is what the operator has to fix.
-  why = nodes::hello_mismatch(ours, beat("0.1.1", digest_b));
+  why = nodes::bus::hello_mismatch(ours, beat("0.1.1", digest_b));
   REQUIRE(why);
   CHECK_THAT(*why, Catch::Contains("0.1.1"));
 }
 
 TEST_CASE("a hello without a version (a build older than the check) is refused") {
-  const nodes::hello_identity ours{"0.1.0", digest_a};
-  auto why = nodes::hello_mismatch(ours, beat("", ""));
+  const nodes::bus::hello_identity ours{"0.1.0", digest_a};
+  auto why = nodes::bus::hello_mismatch(ours, beat("", ""));
   REQUIRE(why);
   CHECK_THAT(*why, Catch::Contains("no version"));
 }
 
 TEST_CASE("a hello from another config is refused, naming both digests") {
-  const nodes::hello_identity ours{"0.1.0", digest_a};
-  auto why = nodes::hello_mismatch(ours, beat("0.1.0", digest_b));
+  const nodes::bus::hello_identity ours{"0.1.0", digest_a};
+  auto why = nodes::bus::hello_mismatch(ours, beat("0.1.0", digest_b));
   REQUIRE(why);
   CHECK_THAT(*why, Catch::Contains("another cluster config") &&
                      Catch::Contains(digest_a.substr(0, 16)) &&
                      Catch::Contains(digest_b.substr(0, 16)));
-  why = nodes::hello_mismatch(ours, beat("0.1.0", ""));
+  why = nodes::bus::hello_mismatch(ours, beat("0.1.0", ""));
   REQUIRE(why);
   CHECK_THAT(*why, Catch::Contains("none"));
 }
@@ -92,7 +92,7 @@ TEST_CASE("the hello fields round-trip, and an older sender's beat decodes with 
                               from_old));
   CHECK(from_old.boot_id == 9);
   CHECK(from_old.version.empty());
-  CHECK(nodes::hello_mismatch({version_string, digest_a}, from_old));
+  CHECK(nodes::bus::hello_mismatch({version_string, digest_a}, from_old));
 }
 
 TEST_CASE("the project version is generated from CMakeLists.txt") {

@@ -8,19 +8,19 @@
 #include "nodes/verbs/profile_cmd.hpp"
 
 using namespace vidline;
-using profiles::model_state;
-using profiles::profile;
+using config::profile::model_state;
+using config::profile::profile;
 using nlohmann::json;
 
 namespace {
 
-sched::job sampled(uint32_t w, uint32_t h, uint32_t s, const std::string& pool_kind, bool cold,
+actors::coordinator::job sampled(uint32_t w, uint32_t h, uint32_t s, const std::string& pool_kind, bool cold,
                    double sampling_s) {
-  sched::job j;
+  actors::coordinator::job j;
   j.spec.width = w;
   j.spec.height = h;
   j.spec.seconds = s;
-  j.state = sched::job_state::sampled;
+  j.state = actors::coordinator::job_state::sampled;
   j.pool_kind = pool_kind;
   j.encoder_kind = "t10x4";
   j.cold = cold;
@@ -30,8 +30,8 @@ sched::job sampled(uint32_t w, uint32_t h, uint32_t s, const std::string& pool_k
   return j;
 }
 
-sched::job decoded(sched::job j, double decode_s, double handoff_s, bool same_host) {
-  j.state = sched::job_state::succeeded;
+actors::coordinator::job decoded(actors::coordinator::job j, double decode_s, double handoff_s, bool same_host) {
+  j.state = actors::coordinator::job_state::succeeded;
   j.decoder_kind = "rtx3080ti";
   j.decode_s = decode_s;
   j.handoff_s = handoff_s;
@@ -45,7 +45,7 @@ json base() { return json::parse(std::string(profile::reference_json())); }
 } // namespace
 
 TEST_CASE("profile build: medians and spreads per kind x size x cold/warm over the base") {
-  std::deque<sched::run> runs(2);
+  std::deque<actors::coordinator::run> runs(2);
   runs[0].id = "run-one";
   runs[1].id = "run-two";
   auto first = sampled(416, 736, 5, "t10x4", true, 100);
@@ -59,14 +59,14 @@ TEST_CASE("profile build: medians and spreads per kind x size x cold/warm over t
   runs[1].jobs.push_back(sampled(416, 736, 5, "h100x1", false, 20));
   runs[1].jobs.push_back(sampled(736, 1280, 5, "h100x1", true, 80));
   auto oom = sampled(736, 1280, 10, "t10x8", false, 0);
-  oom.state = sched::job_state::failed;
+  oom.state = actors::coordinator::job_state::failed;
   oom.latent_sha256.clear();
   oom.capacity_failed = {"t10x8"};
   runs[1].jobs.push_back(oom);
 
-  auto learned = nodes::profile_from_history(runs, base(), "embedded reference");
+  auto learned = nodes::verbs::profile_from_history(runs, base(), "embedded reference");
   auto p = profile::from_json(learned);
-  const profiles::job_size small{416, 736, 5};
+  const config::profile::job_size small{416, 736, 5};
 
   auto warm = p.sampling("t10x4", small, model_state::warm);
   CHECK(warm.s == Approx(62));  // 60, 62, 64
@@ -107,16 +107,16 @@ TEST_CASE("profile build: medians and spreads per kind x size x cold/warm over t
 }
 
 TEST_CASE("profile build: a history without measured stages is refused") {
-  std::deque<sched::run> runs(1);
+  std::deque<actors::coordinator::run> runs(1);
   runs[0].id = "old";
-  sched::job j = sampled(416, 736, 5, "", true, 100);  // a record from before kinds were kept
+  actors::coordinator::job j = sampled(416, 736, 5, "", true, 100);  // a record from before kinds were kept
   runs[0].jobs.push_back(j);
-  CHECK_THROWS_WITH(nodes::profile_from_history(runs, base(), "embedded reference"),
+  CHECK_THROWS_WITH(nodes::verbs::profile_from_history(runs, base(), "embedded reference"),
                     Catch::Contains("no measured stage"));
 }
 
 TEST_CASE("profile build: watts per pool and decoder kind from the stages' telemetry energy") {
-  std::deque<sched::run> runs(2);
+  std::deque<actors::coordinator::run> runs(2);
   runs[0].id = "run-one";
   runs[1].id = "run-two";
   // Two sampling stages on t10x4: 30 kJ over 100 s (its stage clock) and 10 kJ over 60 s
@@ -140,7 +140,7 @@ TEST_CASE("profile build: watts per pool and decoder kind from the stages' telem
   auto c = decoded(sampled(416, 736, 5, "t10x4", false, 55), 12, 0.5, false);
   runs[1].jobs.push_back(c);
 
-  auto learned = nodes::profile_from_history(runs, base(), "embedded reference");
+  auto learned = nodes::verbs::profile_from_history(runs, base(), "embedded reference");
   auto p = profile::from_json(learned);
   REQUIRE(p.pools().at("t10x4").power);
   CHECK(p.pools().at("t10x4").power->watts == Approx(250));
@@ -155,11 +155,11 @@ TEST_CASE("profile build: watts per pool and decoder kind from the stages' telem
 
 TEST_CASE("profile build: kinds under their old names, in the journal or the base, are learned under the current ones") {
   // A journal written before the XTX's kind took its model's name: its records say "xtx".
-  auto record = actors::job_record(decoded(sampled(416, 736, 5, "rx7900xtx", true, 150), 12, 0, true));
+  auto record = actors::coordinator::job_record(decoded(sampled(416, 736, 5, "rx7900xtx", true, 150), 12, 0, true));
   record["pool_kind"] = "xtx";
   record["encoder_kind"] = "xtx";
   record["capacity_failed"] = {"xtx"};
-  const auto old = actors::job_from_record(record);
+  const auto old = actors::coordinator::job_from_record(record);
   CHECK(old.pool_kind == "rx7900xtx");
   CHECK(old.encoder_kind == "rx7900xtx");
   CHECK(old.capacity_failed == std::set<std::string>{"rx7900xtx"});
@@ -170,13 +170,13 @@ TEST_CASE("profile build: kinds under their old names, in the journal or the bas
   old_base["pools"].erase("rx7900xtx");
   old_base["encoders"]["xtx"] = old_base["encoders"]["rx7900xtx"];
   old_base["encoders"].erase("rx7900xtx");
-  std::deque<sched::run> runs(1);
+  std::deque<actors::coordinator::run> runs(1);
   runs[0].id = "run-one";
-  auto j = actors::job_from_record(record);
+  auto j = actors::coordinator::job_from_record(record);
   j.capacity_failed.clear();
   j.conditioning_s = 30;
   runs[0].jobs.push_back(j);
-  auto learned = nodes::profile_from_history(runs, old_base, "an old profile");
+  auto learned = nodes::verbs::profile_from_history(runs, old_base, "an old profile");
   CHECK_FALSE(learned["pools"].contains("xtx"));
   CHECK_FALSE(learned["encoders"].contains("xtx"));
   auto p = profile::from_json(learned);
@@ -188,9 +188,9 @@ TEST_CASE("profile build: kinds under their old names, in the journal or the bas
 TEST_CASE("profile build: a kind measured with two models learns the second as a models entry") {
   // The h100x1 kind ran model A (3 warm, 1 cold) and model B (2 warm at twice A's time, 1
   // cold 50 s above its warm): rows from A, B as warm_factor 2 and load 50.
-  std::deque<sched::run> runs(1);
+  std::deque<actors::coordinator::run> runs(1);
   runs[0].id = "run-models";
-  auto with = [](sched::job j, const std::string& model) {
+  auto with = [](actors::coordinator::job j, const std::string& model) {
     j.spec.model = model;
     return j;
   };
@@ -200,9 +200,9 @@ TEST_CASE("profile build: a kind measured with two models learns the second as a
   runs[0].jobs.push_back(with(sampled(416, 736, 5, "h100x1", false, 40), "B"));
   runs[0].jobs.push_back(with(sampled(416, 736, 5, "h100x1", false, 40), "B"));
   runs[0].jobs.push_back(with(sampled(416, 736, 5, "h100x1", true, 90), "B"));
-  auto learned = nodes::profile_from_history(runs, base(), "embedded reference");
+  auto learned = nodes::verbs::profile_from_history(runs, base(), "embedded reference");
   auto p = profile::from_json(learned);
-  const profiles::job_size small{416, 736, 5};
+  const config::profile::job_size small{416, 736, 5};
   CHECK(p.sampling("h100x1", small, model_state::warm, "A").s == Approx(20));
   CHECK(p.sampling("h100x1", small, model_state::cold, "A").s == Approx(40));
   CHECK(p.sampling("h100x1", small, model_state::warm, "B").s == Approx(40));

@@ -9,6 +9,7 @@
 
 using nlohmann::json;
 using namespace vidline::nodes;
+using namespace vidline::nodes::verbs;
 
 namespace {
 

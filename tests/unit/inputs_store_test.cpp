@@ -40,7 +40,7 @@ std::vector<std::string> names_in(const std::string& dir) {
 TEST_CASE("an input arrives in order, is verified, renamed, and stored once", "[inputs]") {
   testing_support::temp_dir dir("vl-inputs");
   const std::string d = dir.path() + "/inputs";
-  nodes::input_store s(d);
+  nodes::data::input_store s(d);
   const std::string image = "0123456789abcdefghij";
   const std::string sha = to_hex(sha256_of(image));
 
@@ -80,7 +80,7 @@ TEST_CASE("an input arrives in order, is verified, renamed, and stored once", "[
 TEST_CASE("bad uploads are refused with their reason, nothing kept", "[inputs]") {
   testing_support::temp_dir dir("vl-inputs-bad");
   const std::string d = dir.path() + "/inputs";
-  nodes::input_store s(d, 16);
+  nodes::data::input_store s(d, 16);
   const std::string image = "twelve bytes";
   const std::string sha = to_hex(sha256_of(image));
   const std::string other = to_hex(sha256_of("other"));
@@ -101,13 +101,13 @@ TEST_CASE("bad uploads are refused with their reason, nothing kept", "[inputs]")
   std::string none;
   CHECK(s.put("c", chunk(sha, none, 0, 0)).error.find("0 bytes") != std::string::npos);
   CHECK(names_in(d).empty());
-  nodes::input_store nowhere("");
+  nodes::data::input_store nowhere("");
   CHECK(nowhere.put("c", chunk(sha, image, 0, 1)).error == "this node keeps no inputs");
 }
 
 TEST_CASE("a whole upload (PUT /v1/inputs) is checked against its digest", "[inputs]") {
   testing_support::temp_dir dir("vl-inputs-whole");
-  nodes::input_store s(dir.path() + "/inputs", 32);
+  nodes::data::input_store s(dir.path() + "/inputs", 32);
   const std::string image = "an image";
   const std::string sha = to_hex(sha256_of(image));
   CHECK(s.put_whole(sha, image).status == 201);

@@ -20,7 +20,7 @@ using namespace vidline;
 
 namespace {
 
-sched::run finished_run(const std::string& id, uint32_t jobs, std::size_t prompt_bytes = 100) {
+actors::coordinator::run finished_run(const std::string& id, uint32_t jobs, std::size_t prompt_bytes = 100) {
   auto r = sched_fixtures::run_of(id, jobs);
   r.request_id = "req-" + id;
   r.done = true;
@@ -28,14 +28,14 @@ sched::run finished_run(const std::string& id, uint32_t jobs, std::size_t prompt
   r.finished_at = 20;
   for (auto& j : r.jobs) {
     j.spec.prompt = std::string(prompt_bytes, 'p');
-    j.state = sched::job_state::succeeded;
+    j.state = actors::coordinator::job_state::succeeded;
     j.attempt = 1 + j.spec.index;
   }
   return r;
 }
 
-void write(nodes::sqlite_journal& jnl, const sched::run& r) {
-  std::vector<const sched::job*> jobs;
+void write(nodes::state::sqlite_journal& jnl, const actors::coordinator::run& r) {
+  std::vector<const actors::coordinator::job*> jobs;
   for (auto& j : r.jobs)
     jobs.push_back(&j);
   jnl.write({&r}, jobs, 100);
@@ -64,19 +64,19 @@ TEST_CASE("journal: one run, the newest runs and a request id read back, a drop 
   testing_support::temp_dir dir;
   const std::string path = dir.path() + "/journal.db";
   {
-    nodes::sqlite_journal jnl(path);
+    nodes::state::sqlite_journal jnl(path);
     for (int k = 0; k < 5; ++k)
       write(jnl, finished_run("r" + std::to_string(k), 20, 8000));
   }
   CHECK(value(path, "PRAGMA auto_vacuum") == 2);
-  nodes::sqlite_journal jnl(path);
+  nodes::state::sqlite_journal jnl(path);
   auto one = jnl.load_run("r2");
   REQUIRE(one);
   CHECK(one->id == "r2");
   CHECK(one->done);
   REQUIRE(one->jobs.size() == 20);
   CHECK(one->jobs[19].spec.index == 19);
-  CHECK(one->jobs[19].state == sched::job_state::succeeded);
+  CHECK(one->jobs[19].state == actors::coordinator::job_state::succeeded);
   CHECK_FALSE(jnl.load_run("nope"));
   auto newest = jnl.load_newest(2, {"r4"});
   REQUIRE(newest.size() == 2);
@@ -91,7 +91,7 @@ TEST_CASE("journal: one run, the newest runs and a request id read back, a drop 
   jnl.drop({"r0", "r1", "r2", "not-recorded"});
   CHECK_FALSE(jnl.load_run("r1"));
   CHECK_FALSE(jnl.find_request("req-r1"));
-  std::deque<sched::run> left;
+  std::deque<actors::coordinator::run> left;
   uint64_t next = 0;
   jnl.load(left, next);
   REQUIRE(left.size() == 2);
@@ -110,7 +110,7 @@ TEST_CASE("journal: one run, the newest runs and a request id read back, a drop 
 TEST_CASE("journal: its WAL stays near 1 MiB however much is written between drops") {
   testing_support::temp_dir dir;
   const std::string path = dir.path() + "/journal.db";
-  nodes::sqlite_journal jnl(path);
+  nodes::state::sqlite_journal jnl(path);
   // A run of 40 jobs written again and again, as a coordinator does while its jobs move
   // on: about 25 MB through the journal, no run dropped (no reclaim to empty the WAL).
   auto r = finished_run("busy", 40, 1500);
@@ -156,11 +156,11 @@ TEST_CASE("journal: one created without auto_vacuum is switched to INCREMENTAL, 
         out += c == '\'' ? std::string("''") : std::string(1, c);
       return out + "'";
     };
-    auto rec = actors::run_record(r).dump();
+    auto rec = actors::coordinator::run_record(r).dump();
     raw(db, "INSERT INTO runs(id, record, checksum) VALUES('old', " + quote(rec) + ", '"
               + to_hex(sha256_of(rec)) + "')");
     for (auto& j : r.jobs) {
-      auto jr = actors::job_record(j).dump();
+      auto jr = actors::coordinator::job_record(j).dump();
       raw(db, "INSERT INTO jobs VALUES('old', " + std::to_string(j.spec.index) + ", " + quote(jr)
                 + ", '" + to_hex(sha256_of(jr)) + "')");
     }
@@ -168,9 +168,9 @@ TEST_CASE("journal: one created without auto_vacuum is switched to INCREMENTAL, 
     sqlite3_close(db);
   }
   REQUIRE(value(path, "PRAGMA auto_vacuum") == 0);
-  nodes::sqlite_journal jnl(path);
+  nodes::state::sqlite_journal jnl(path);
   CHECK(value(path, "PRAGMA auto_vacuum") == 2);
-  std::deque<sched::run> runs;
+  std::deque<actors::coordinator::run> runs;
   uint64_t next = 0;
   jnl.load(runs, next);
   REQUIRE(runs.size() == 1);

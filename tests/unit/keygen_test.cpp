@@ -15,6 +15,8 @@
 #include "tests/support/processes.hpp"
 
 using namespace vidline::nodes;
+using namespace vidline::nodes::bus;
+using namespace vidline::nodes::verbs;
 using testing_support::read_file;
 using testing_support::temp_dir;
 namespace fs = std::filesystem;

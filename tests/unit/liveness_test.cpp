@@ -4,8 +4,8 @@
 
 #include "nodes/bus/liveness.hpp"
 
-using vidline::nodes::liveness;
-using vidline::nodes::liveness_effect;
+using vidline::nodes::bus::liveness;
+using vidline::nodes::bus::liveness_effect;
 using kind = liveness_effect::kind;
 
 namespace {

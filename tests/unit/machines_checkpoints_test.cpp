@@ -38,13 +38,13 @@ msg::checkpoint_ref ckpt(uint32_t step, char sha, const std::string& host, doubl
 
 /// A line of pools (name, host, kind) in mode "m" under first_free, no retry backoff.
 struct line {
-  sched::state s;
+  actors::coordinator::state s;
   std::map<std::string, uint64_t> seq;
-  std::vector<sched::effect> fx;
+  std::vector<actors::coordinator::effect> fx;
 
   explicit line(const std::vector<std::tuple<std::string, std::string, std::string>>& pools) {
     for (auto& [name, host, kind] : pools) {
-      sched::pool_view v;
+      actors::coordinator::pool_view v;
       v.name = name;
       v.host = host;
       v.kind = kind;
@@ -52,16 +52,16 @@ struct line {
       s.pools[name] = v;
       s.modes["m"].push_back(name);
     }
-    s.mode_policy["m"] = std::make_shared<sched::first_free_policy>();
+    s.mode_policy["m"] = std::make_shared<actors::coordinator::first_free_policy>();
     s.p.retry_backoff_s = 0;
   }
 
-  const std::vector<sched::effect>& step(const sched::event& e, double t) {
-    fx = sched::step(s, e, t, t);
+  const std::vector<actors::coordinator::effect>& step(const actors::coordinator::event& e, double t) {
+    fx = actors::coordinator::step(s, e, t, t);
     return fx;
   }
 
-  const std::vector<sched::effect>& report(const std::string& pool, double t, uint64_t busy = 0,
+  const std::vector<actors::coordinator::effect>& report(const std::string& pool, double t, uint64_t busy = 0,
                                            std::vector<msg::checkpoint_ref> cs = {}) {
     msg::pool_status st;
     st.pool = pool;
@@ -70,10 +70,10 @@ struct line {
     st.seq = ++seq[pool];
     st.busy_attempt = busy;
     st.checkpoints = std::move(cs);
-    return step(sched::ev_pool_status{st}, t);
+    return step(actors::coordinator::ev_pool_status{st}, t);
   }
 
-  const std::vector<sched::effect>& result(const std::string& pool, const sched::job& j,
+  const std::vector<actors::coordinator::effect>& result(const std::string& pool, const actors::coordinator::job& j,
                                            const char* outcome, double start, double end,
                                            std::vector<msg::checkpoint_ref> cs = {},
                                            std::string bad = "") {
@@ -101,29 +101,29 @@ struct line {
     st.epoch = 1;
     st.seq = ++seq[pool];
     st.unacked.push_back(r);
-    return step(sched::ev_pool_status{st}, end);
+    return step(actors::coordinator::ev_pool_status{st}, end);
   }
 
   void submit(const std::string& id, uint32_t jobs, double t, int32_t priority = 0) {
-    sched::run r;
+    actors::coordinator::run r;
     r.id = id;
     r.mode = "m";
     r.priority = priority;
     r.rerender = true;
     for (uint32_t i = 0; i < jobs; ++i) {
-      sched::job j;
+      actors::coordinator::job j;
       j.spec = msg::job_spec{id, i, 100 + i, 416, 736, 5, "p", "sha-p", ""};
       r.jobs.push_back(j);
     }
-    step(sched::ev_submit{r}, t);
+    step(actors::coordinator::ev_submit{r}, t);
   }
 
-  sched::job& job(const std::string& run, uint32_t i = 0) { return *s.find_job(run, i); }
+  actors::coordinator::job& job(const std::string& run, uint32_t i = 0) { return *s.find_job(run, i); }
 
   std::vector<msg::sample_order> orders() const {
     std::vector<msg::sample_order> out;
     for (auto& e : fx)
-      if (auto* o = std::get_if<sched::fx_send_sample>(&e))
+      if (auto* o = std::get_if<actors::coordinator::fx_send_sample>(&e))
         out.push_back(o->order);
     return out;
   }
@@ -131,14 +131,14 @@ struct line {
   std::vector<std::string> released() const {
     std::vector<std::string> out;
     for (auto& e : fx)
-      if (auto* r = std::get_if<sched::fx_release>(&e))
+      if (auto* r = std::get_if<actors::coordinator::fx_release>(&e))
         out.insert(out.end(), r->sha256s.begin(), r->sha256s.end());
     return out;
   }
 
   bool persisted(const std::string& run, uint32_t i = 0) const {
     for (auto& e : fx)
-      if (auto* p = std::get_if<sched::fx_persist_job>(&e); p && p->run_id == run && p->index == i)
+      if (auto* p = std::get_if<actors::coordinator::fx_persist_job>(&e); p && p->run_id == run && p->index == i)
         return true;
     return false;
   }
@@ -146,7 +146,7 @@ struct line {
   std::vector<uint64_t> preempts() const {
     std::vector<uint64_t> out;
     for (auto& e : fx)
-      if (auto* g = std::get_if<sched::fx_grant>(&e))
+      if (auto* g = std::get_if<actors::coordinator::fx_grant>(&e))
         out.insert(out.end(), g->grant.preempt.begin(), g->grant.preempt.end());
     return out;
   }
@@ -165,7 +165,7 @@ TEST_CASE("checkpoints: journaled as reported, a lost attempt resumes from the n
   l.report("p1", 0);
   l.submit("r1", 1, 0);
   auto& j = l.job("r1");
-  REQUIRE(j.state == sched::job_state::sampling);
+  REQUIRE(j.state == actors::coordinator::job_state::sampling);
   REQUIRE(l.orders().size() == 1);
   CHECK(l.orders()[0].resume.step == 0);  // the first attempt starts from step 0
   const uint64_t a = j.attempt;
@@ -187,7 +187,7 @@ TEST_CASE("checkpoints: journaled as reported, a lost attempt resumes from the n
   const std::string pool = j.pool;
   l.result(pool, j, msg::outcome::transient, 1, 25);
   CHECK(j.gpu_s_redone == Approx((25 - 23) * 8));
-  REQUIRE(j.state == sched::job_state::sampling);  // ordered again at once (no backoff)
+  REQUIRE(j.state == actors::coordinator::job_state::sampling);  // ordered again at once (no backoff)
   REQUIRE(l.orders().size() == 1);
   CHECK(l.orders()[0].resume.step == 25);
   CHECK(l.orders()[0].resume.sha256 == sha_of('3'));
@@ -195,8 +195,8 @@ TEST_CASE("checkpoints: journaled as reported, a lost attempt resumes from the n
   CHECK(j.resumed_step == 25);
 
   // Journaled: read back whole; a record written before checkpoints reads as none.
-  auto rec = actors::job_record(j);
-  auto back = actors::job_from_record(rec);
+  auto rec = actors::coordinator::job_record(j);
+  auto back = actors::coordinator::job_from_record(rec);
   REQUIRE(back.checkpoints.size() == 2);
   CHECK(back.checkpoints.back().ref.sha256 == sha_of('3'));
   CHECK(back.checkpoints.back().kind == "k");
@@ -204,13 +204,13 @@ TEST_CASE("checkpoints: journaled as reported, a lost attempt resumes from the n
   CHECK(back.resumed_step == 25);
   rec.erase("checkpoints");
   rec.erase("resumed_step");
-  auto old = actors::job_from_record(rec);
+  auto old = actors::coordinator::job_from_record(rec);
   CHECK(old.checkpoints.empty());
   CHECK(old.checkpoint_floor == 0);
 
   // Its latent made: every checkpoint released, none kept.
   l.result(j.pool, j, msg::outcome::ok, 26, 30);
-  CHECK(j.state == sched::job_state::sampled);
+  CHECK(j.state == actors::coordinator::job_state::sampled);
   CHECK(j.checkpoints.empty());
   CHECK(has(l.released(), sha_of('2')));
   CHECK(has(l.released(), sha_of('3')));
@@ -253,7 +253,7 @@ TEST_CASE("checkpoints: out of memory moves the job to a bigger kind from step 0
   msg::latent_holdings h;
   h.host = "a";
   h.latents.push_back(msg::latent_held{sha_of('1'), 1000, "r1", 0, 10, a});
-  l.step(sched::ev_latent_holdings{h}, 7);
+  l.step(actors::coordinator::ev_latent_holdings{h}, 7);
   CHECK(has(l.released(), sha_of('1')));
 }
 
@@ -269,21 +269,21 @@ TEST_CASE("checkpoints: a job whose checkpoint's host is down waits for it, then
       const uint64_t a = j.attempt;
       l.report("p0", 5, a, {ckpt(12, '1', "a", 5, a)});
       l.report("p1", 5);
-      l.step(sched::ev_peer{"a", false}, 6);
+      l.step(actors::coordinator::ev_peer{"a", false}, 6);
       // The lease runs out: the job is queued again, and waits for host a.
       for (double t = 7; t <= 12; t += 1)
-        l.step(sched::ev_tick{}, t);
-      REQUIRE(j.state == sched::job_state::queued);
+        l.step(actors::coordinator::ev_tick{}, t);
+      REQUIRE(j.state == actors::coordinator::job_state::queued);
       CHECK(j.retry_at == Approx(6 + l.s.p.latent_wait_s));
       if (returns) {
-        l.step(sched::ev_peer{"a", true}, 13);
+        l.step(actors::coordinator::ev_peer{"a", true}, 13);
         REQUIRE(l.orders().size() == 1);
         CHECK(l.orders()[0].pool == "p1");  // p0 has not reported since its host returned
         CHECK(l.orders()[0].resume.step == 12);
         CHECK(l.orders()[0].resume.host == "a");  // p1 pulls it by digest from a
       } else {
         for (double t = 13; t <= 6 + l.s.p.latent_wait_s + 1 && l.orders().empty(); t += 1)
-          l.step(sched::ev_tick{}, t);
+          l.step(actors::coordinator::ev_tick{}, t);
         REQUIRE(l.orders().size() == 1);
         CHECK(l.orders()[0].pool == "p1");
         CHECK(l.orders()[0].resume.step == 0);  // nothing reachable to go on from
@@ -305,7 +305,7 @@ TEST_CASE("checkpoints: what a host holds is kept, adopted or released") {
   h.latents.push_back(msg::latent_held{sha_of('0'), 1000, "r1", 0, 5, a});    // older
   h.latents.push_back(msg::latent_held{sha_of('2'), 1000, "r1", 0, 15, a});   // not reported yet
   h.latents.push_back(msg::latent_held{sha_of('9'), 1000, "gone", 0, 15, 1}); // no such run
-  l.step(sched::ev_latent_holdings{h}, 6);
+  l.step(actors::coordinator::ev_latent_holdings{h}, 6);
   auto rel = l.released();
   CHECK_FALSE(has(rel, sha_of('1')));
   CHECK(has(rel, sha_of('0')));
@@ -313,13 +313,13 @@ TEST_CASE("checkpoints: what a host holds is kept, adopted or released") {
   CHECK(has(rel, sha_of('9')));
   CHECK(j.checkpoints.size() == 1);
   // The attempt ends before its report: the host's newer checkpoint is adopted.
-  l.step(sched::ev_peer{"a", false}, 7);
-  for (double t = 8; t <= 12 && j.state == sched::job_state::sampling; t += 1)
-    l.step(sched::ev_tick{}, t);
-  REQUIRE(j.state == sched::job_state::queued);
-  l.step(sched::ev_peer{"a", true}, 13);  // p0 has not reported since: nothing ordered
-  REQUIRE(j.state == sched::job_state::queued);
-  l.step(sched::ev_latent_holdings{h}, 14);
+  l.step(actors::coordinator::ev_peer{"a", false}, 7);
+  for (double t = 8; t <= 12 && j.state == actors::coordinator::job_state::sampling; t += 1)
+    l.step(actors::coordinator::ev_tick{}, t);
+  REQUIRE(j.state == actors::coordinator::job_state::queued);
+  l.step(actors::coordinator::ev_peer{"a", true}, 13);  // p0 has not reported since: nothing ordered
+  REQUIRE(j.state == actors::coordinator::job_state::queued);
+  l.step(actors::coordinator::ev_latent_holdings{h}, 14);
   CHECK(l.persisted("r1"));
   REQUIRE(j.checkpoints.size() == 2);
   CHECK(j.checkpoints.back().ref.step == 15);
@@ -356,7 +356,7 @@ TEST_CASE("preemption: a job of a higher priority by the gap makes a sampling jo
     CHECK(l.preempts() == std::vector<uint64_t>{a});  // repeated while it runs
     // It stops at its next step with a checkpoint.
     l.result("p0", low, msg::outcome::preempted, 0, 7, {ckpt(11, '2', "a", 6.5, a)});
-    CHECK(low.state == sched::job_state::queued);
+    CHECK(low.state == actors::coordinator::job_state::queued);
     CHECK(low.preemptions == 1);
     CHECK(low.sample_attempts == 0);  // not the job's fault
     CHECK(low.gpu_s_redone == Approx(0.5 * 8));
@@ -380,7 +380,7 @@ TEST_CASE("preemption: a job of a higher priority by the gap makes a sampling jo
 }
 
 TEST_CASE("pool machine: checkpoints reported in status and result, preempt asked once") {
-  pooling::state p;
+  actors::pool::state p;
   p.pool = "p0";
   p.host = "a";
   p.epoch = 7;
@@ -388,16 +388,16 @@ TEST_CASE("pool machine: checkpoints reported in status and result, preempt aske
   o.pool = "p0";
   o.attempt = 42;
   o.job.run_id = "r1";
-  pooling::step(p, pooling::ev_order{o}, 0);
-  pooling::step(p, pooling::ev_conditioned{42, true, "/c", 0, ""}, 1);
+  actors::pool::step(p, actors::pool::ev_order{o}, 0);
+  actors::pool::step(p, actors::pool::ev_conditioned{42, true, "/c", 0, ""}, 1);
   // Late or foreign ones change nothing.
-  CHECK(pooling::step(p, pooling::ev_checkpoint{41, ckpt(3, '1', "a", 2, 41)}, 2).empty());
-  auto fx = pooling::step(p, pooling::ev_checkpoint{42, ckpt(3, '1', "a", 2, 42)}, 2);
-  CHECK(std::holds_alternative<pooling::fx_report>(fx.at(0)));
-  pooling::step(p, pooling::ev_checkpoint{42, ckpt(6, '2', "a", 3, 42)}, 3);
-  pooling::step(p, pooling::ev_checkpoint{42, ckpt(9, '3', "a", 4, 42)}, 4);
+  CHECK(actors::pool::step(p, actors::pool::ev_checkpoint{41, ckpt(3, '1', "a", 2, 41)}, 2).empty());
+  auto fx = actors::pool::step(p, actors::pool::ev_checkpoint{42, ckpt(3, '1', "a", 2, 42)}, 2);
+  CHECK(std::holds_alternative<actors::pool::fx_report>(fx.at(0)));
+  actors::pool::step(p, actors::pool::ev_checkpoint{42, ckpt(6, '2', "a", 3, 42)}, 3);
+  actors::pool::step(p, actors::pool::ev_checkpoint{42, ckpt(9, '3', "a", 4, 42)}, 4);
   auto st = p.status(5);
-  REQUIRE(st.checkpoints.size() == pooling::checkpoints_reported);
+  REQUIRE(st.checkpoints.size() == actors::pool::checkpoints_reported);
   CHECK(st.checkpoints.back().step == 9);
   msg::lease_grant g;
   g.target = "p0";
@@ -406,18 +406,18 @@ TEST_CASE("pool machine: checkpoints reported in status and result, preempt aske
   g.current = {42};
   g.preempt = {42};
   g.lease_ms = 3000;
-  fx = pooling::step(p, pooling::ev_grant{g, 5}, 5);
-  CHECK(std::any_of(fx.begin(), fx.end(), [](const pooling::effect& e) {
-    return std::holds_alternative<pooling::fx_preempt_stage>(e);
+  fx = actors::pool::step(p, actors::pool::ev_grant{g, 5}, 5);
+  CHECK(std::any_of(fx.begin(), fx.end(), [](const actors::pool::effect& e) {
+    return std::holds_alternative<actors::pool::fx_preempt_stage>(e);
   }));
-  fx = pooling::step(p, pooling::ev_grant{g, 5.5}, 5.5);
-  CHECK(std::none_of(fx.begin(), fx.end(), [](const pooling::effect& e) {
-    return std::holds_alternative<pooling::fx_preempt_stage>(e);
+  fx = actors::pool::step(p, actors::pool::ev_grant{g, 5.5}, 5.5);
+  CHECK(std::none_of(fx.begin(), fx.end(), [](const actors::pool::effect& e) {
+    return std::holds_alternative<actors::pool::fx_preempt_stage>(e);
   }));
-  pooling::ev_sampled d;
+  actors::pool::ev_sampled d;
   d.attempt = 42;
   d.outcome = msg::outcome::preempted;
-  pooling::step(p, d, 6);
+  actors::pool::step(p, d, 6);
   REQUIRE(p.unacked.size() == 1);
   CHECK(p.unacked[0].outcome == msg::outcome::preempted);
   REQUIRE(p.unacked[0].checkpoints.size() == 2);
@@ -426,19 +426,19 @@ TEST_CASE("pool machine: checkpoints reported in status and result, preempt aske
 }
 
 TEST_CASE("latent store: a released checkpoint goes at once, a latent after its retention") {
-  storing::state s;
+  actors::latents::state s;
   s.host = "a";
   s.retention_s = 100;
-  storing::ev_scan scan;
-  scan.files[sha_of('c')] = storing::file{10, "r1", 0, 4, 7};
-  scan.files[sha_of('l')] = storing::file{10, "r1", 0, 0, 0};
-  auto fx = storing::step(s, scan, 0);
-  auto& h = std::get<storing::fx_report>(fx.at(0)).h;
+  actors::latents::ev_scan scan;
+  scan.files[sha_of('c')] = actors::latents::file{10, "r1", 0, 4, 7};
+  scan.files[sha_of('l')] = actors::latents::file{10, "r1", 0, 0, 0};
+  auto fx = actors::latents::step(s, scan, 0);
+  auto& h = std::get<actors::latents::fx_report>(fx.at(0)).h;
   REQUIRE(h.latents.size() == 2);
   CHECK(h.latents[0].checkpoint_step == 4);
   CHECK(h.latents[0].attempt == 7);
-  fx = storing::step(s, storing::ev_release{{sha_of('c'), sha_of('l')}}, 1);
+  fx = actors::latents::step(s, actors::latents::ev_release{{sha_of('c'), sha_of('l')}}, 1);
   REQUIRE(fx.size() == 1);
-  CHECK(std::get<storing::fx_remove>(fx[0]).sha256 == sha_of('c'));
+  CHECK(std::get<actors::latents::fx_remove>(fx[0]).sha256 == sha_of('c'));
   CHECK(s.latents.count(sha_of('l')) == 1);
 }

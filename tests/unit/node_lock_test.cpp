@@ -14,6 +14,7 @@
 #include "tests/support/processes.hpp"
 
 using namespace vidline::nodes;
+using namespace vidline::nodes::state;
 using testing_support::temp_dir;
 
 namespace {

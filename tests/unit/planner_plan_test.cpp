@@ -15,23 +15,23 @@ using namespace vidline;
 
 namespace {
 
-planner::plan_result plan(const nodes::plan_setup& s, const std::string& mode, uint32_t w,
+actors::planner::plan_result plan(const nodes::verbs::plan_setup& s, const std::string& mode, uint32_t w,
                           uint32_t h, uint32_t secs, uint32_t count) {
-  planner::request req;
+  actors::planner::request req;
   req.mode = mode;
   req.width = w;
   req.height = h;
   req.seconds = secs;
   req.count = count;
   req.seed = 987654321123ull;
-  return planner::plan(s.state, *s.est, req);
+  return actors::planner::plan(s.state, *s.est, req);
 }
 
 } // namespace
 
 TEST_CASE("the plan reproduces the reference's 8 measured batches within 10%") {
-  auto s = nodes::load_plan_setup("", "");
-  for (auto& r : planner::reference_rows) {
+  auto s = nodes::verbs::load_plan_setup("", "");
+  for (auto& r : actors::planner::reference_rows) {
     auto p = plan(s, std::string(r.mode), r.width, r.height, r.seconds, r.count);
     INFO(r.name << ": plan " << p.summary.makespan_s << " s, measured " << r.makespan_s);
     REQUIRE(p.refused.empty());
@@ -44,8 +44,8 @@ TEST_CASE("the plan reproduces the reference's 8 measured batches within 10%") {
 }
 
 TEST_CASE("dispatch in turn explains the 8 x T10 + XTX row, first-free dispatch does not") {
-  auto in_turn = nodes::load_plan_setup("", "");
-  auto greedy = nodes::load_plan_setup("", "", "first_free");
+  auto in_turn = nodes::verbs::load_plan_setup("", "");
+  auto greedy = nodes::verbs::load_plan_setup("", "", "first_free");
   auto a = plan(in_turn, "eight_xtx_plus_one", 736, 1280, 5, 6);
   auto b = plan(greedy, "eight_xtx_plus_one", 736, 1280, 5, 6);
   CHECK(b.policy == std::string("first_free"));
@@ -57,7 +57,7 @@ TEST_CASE("dispatch in turn explains the 8 x T10 + XTX row, first-free dispatch 
 }
 
 TEST_CASE("a batch no pool of the mode can hold is refused before simulating") {
-  auto s = nodes::load_plan_setup("", "");
+  auto s = nodes::verbs::load_plan_setup("", "");
   auto p = plan(s, "four_four_plus_one", 736, 1280, 10, 3);  // load 9,420,800 > 4,710,400
   CHECK_FALSE(p.refused.empty());
   CHECK(p.refused.find("no pool of mode four_four_plus_one can hold 736x1280, 10 s")
@@ -69,13 +69,13 @@ TEST_CASE("a batch no pool of the mode can hold is refused before simulating") {
   CHECK(ok.refused.empty());
   CHECK(ok.summary.succeeded == 3);
   // Too big for every pool: refused in every mode, auto included.
-  for (auto& m : planner::modes_to_compare(s.state, s.cluster))
+  for (auto& m : actors::planner::modes_to_compare(s.state, s.cluster))
     CHECK_FALSE(plan(s, m, 1280, 1280, 15, 1).refused.empty());
   CHECK(plan(s, "no_such_mode", 416, 736, 5, 1).refused.find("unknown mode") == 0);
 }
 
 TEST_CASE("auto is never behind the best fixed mode (small grid)") {
-  auto s = nodes::load_plan_setup("", "");
+  auto s = nodes::verbs::load_plan_setup("", "");
   for (auto size : {std::array<uint32_t, 3>{416, 736, 5}, std::array<uint32_t, 3>{736, 1280, 5},
                     std::array<uint32_t, 3>{736, 1280, 10}})
     for (uint32_t n : {1u, 2u, 6u, 12u}) {
@@ -95,16 +95,16 @@ TEST_CASE("auto is never behind the best fixed mode (small grid)") {
 }
 
 TEST_CASE("plan JSON uses the status contract's names") {
-  auto s = nodes::load_plan_setup("", "");
-  planner::request req;
+  auto s = nodes::verbs::load_plan_setup("", "");
+  actors::planner::request req;
   req.mode = "four_four_xtx_plus_one";
   req.width = 416;
   req.height = 736;
   req.seconds = 5;
   req.count = 6;
   req.seed = 987654321123ull;
-  auto p = planner::plan(s.state, *s.est, req);
-  auto j = nodes::plan_json(p, req);
+  auto p = actors::planner::plan(s.state, *s.est, req);
+  auto j = nodes::verbs::plan_json(p, req);
   REQUIRE(j.contains("summary"));
   for (auto* k : {"succeeded", "failed", "first_finish_s", "makespan_s", "clips_per_hour"})
     CHECK(j["summary"].contains(k));
@@ -126,17 +126,17 @@ TEST_CASE("plan JSON uses the status contract's names") {
   CHECK(j["jobs"][2]["pool"] == "xtx");
   CHECK(j["jobs"][5]["pool"] == "xtx");
   auto refused = plan(s, "four_four_plus_one", 736, 1280, 10, 1);
-  CHECK(nodes::plan_json(refused, req).contains("refused"));
+  CHECK(nodes::verbs::plan_json(refused, req).contains("refused"));
 }
 
 TEST_CASE("the Gantt chart has a lane per pool and decoder, stage colours and a legend") {
-  auto s = nodes::load_plan_setup("", "");
+  auto s = nodes::verbs::load_plan_setup("", "");
   auto p = plan(s, "four_four_xtx_plus_one", 416, 736, 5, 6);
-  planner::gantt_chart c;
+  actors::planner::gantt_chart c;
   c.title = "four_four_xtx_plus_one";
   c.lanes = {"four_a", "four_b", "xtx", "rtx3080ti"};
   c.spans = p.spans;
-  auto svg = planner::gantt_svg({c});
+  auto svg = actors::planner::gantt_svg({c});
   CHECK(svg.find("<svg") != std::string::npos);
   CHECK(svg.find("</svg>") != std::string::npos);
   for (auto* lane : {"four_a", "four_b", "xtx", "rtx3080ti"})
@@ -157,7 +157,7 @@ TEST_CASE("the issue's example: auto ahead of every fixed mode, a freed T10 deco
   // each as there; at 592.3 s one 4 x T10 latent goes to t10_a (host A's t10-7, 72.588 s:
   // done 664.9), so the XTX's last latent (27 + 351.094 + 267.790 = 645.884) is decoded at
   // once: 645.884 + 31.654 = 677.538.
-  auto s = nodes::load_plan_setup("", "");
+  auto s = nodes::verbs::load_plan_setup("", "");
   double best_fixed = 1e300;
   for (auto& m : s.cluster.modes)
     best_fixed = std::min(best_fixed, plan(s, m.name, 736, 1280, 5, 6).summary.makespan_s);
@@ -180,17 +180,17 @@ TEST_CASE("the issue's example: auto ahead of every fixed mode, a freed T10 deco
 
 TEST_CASE("plan energy: each stage's length times its kind's watts, unknown without them") {
   // The embedded profile has no power figures: the energy is unknown, naming the kinds.
-  auto s = nodes::load_plan_setup("", "");
+  auto s = nodes::verbs::load_plan_setup("", "");
   auto bare = plan(s, "four_four_xtx_plus_one", 416, 736, 5, 6);
   CHECK(bare.energy_j < 0);
   CHECK(bare.wh_per_clip < 0);
   CHECK_FALSE(bare.unpowered.empty());
-  auto bare_json = nodes::plan_json(bare, planner::request{});
+  auto bare_json = nodes::verbs::plan_json(bare, actors::planner::request{});
   CHECK(bare_json["summary"]["wh_per_clip"].is_null());
   CHECK(bare_json["summary"]["energy_unknown_for"].size() == bare.unpowered.size());
 
   // A profile with watts for every kind: energy = sum of spans x watts, per clip.
-  auto prof = nlohmann::json::parse(std::string(profiles::profile::reference_json()));
+  auto prof = nlohmann::json::parse(std::string(config::profile::profile::reference_json()));
   std::map<std::string, double> pool_w, dec_w;
   double w = 100;
   for (auto& [kind, p] : prof["pools"].items()) {
@@ -205,7 +205,7 @@ TEST_CASE("plan energy: each stage's length times its kind's watts, unknown with
   }
   testing_support::temp_dir dir;
   std::ofstream(dir.path() + "/powered.json") << prof.dump();
-  auto powered_setup = nodes::load_plan_setup("", dir.path() + "/powered.json");
+  auto powered_setup = nodes::verbs::load_plan_setup("", dir.path() + "/powered.json");
   auto p = plan(powered_setup, "four_four_xtx_plus_one", 416, 736, 5, 6);
   REQUIRE(p.unpowered.empty());
   REQUIRE(p.summary.succeeded == 6);
@@ -221,7 +221,7 @@ TEST_CASE("plan energy: each stage's length times its kind's watts, unknown with
   }
   CHECK(p.energy_j == Approx(expect).epsilon(1e-6));
   CHECK(p.wh_per_clip == Approx(expect / 3600 / 6).epsilon(1e-6));
-  auto j = nodes::plan_json(p, planner::request{});
+  auto j = nodes::verbs::plan_json(p, actors::planner::request{});
   CHECK(j["summary"]["wh_per_clip"].get<double>() == Approx(p.wh_per_clip));
   CHECK(j["summary"]["clips_per_kwh"].get<double>() == Approx(1000 / p.wh_per_clip));
 }

@@ -18,18 +18,18 @@ using namespace vidline;
 
 namespace {
 
-bool cancels(const std::vector<pooling::effect>& fx, uint64_t attempt) {
-  return std::any_of(fx.begin(), fx.end(), [&](const pooling::effect& e) {
-    auto* c = std::get_if<pooling::fx_cancel_stage>(&e);
+bool cancels(const std::vector<actors::pool::effect>& fx, uint64_t attempt) {
+  return std::any_of(fx.begin(), fx.end(), [&](const actors::pool::effect& e) {
+    auto* c = std::get_if<actors::pool::fx_cancel_stage>(&e);
     return c != nullptr && c->attempt == attempt;
   });
 }
 
 /// A pool with the watchdog at `stall_s`, sampling attempt `attempt` (workflow `flow`)
 /// since run-clock second 10.
-pooling::state sampling(double stall_s, bool steps_expected, uint64_t attempt,
+actors::pool::state sampling(double stall_s, bool steps_expected, uint64_t attempt,
                         const std::string& flow = "t2v") {
-  pooling::state p;
+  actors::pool::state p;
   p.pool = "p0";
   p.host = "a";
   p.stall_s = stall_s;
@@ -40,18 +40,18 @@ pooling::state sampling(double stall_s, bool steps_expected, uint64_t attempt,
   o.job.run_id = "r1";
   o.job.index = 3;
   o.job.workflow = flow;
-  pooling::step(p, pooling::ev_order{o}, 0);
-  pooling::step(p, pooling::ev_conditioned{attempt, true, "/c", 0, ""}, 10);
+  actors::pool::step(p, actors::pool::ev_order{o}, 0);
+  actors::pool::step(p, actors::pool::ev_conditioned{attempt, true, "/c", 0, ""}, 10);
   return p;
 }
 
 /// The sampler's call returns as a cancel makes it.
-void returns_cancelled(pooling::state& p, uint64_t attempt, double now) {
-  pooling::ev_sampled d;
+void returns_cancelled(actors::pool::state& p, uint64_t attempt, double now) {
+  actors::pool::ev_sampled d;
   d.attempt = attempt;
   d.outcome = msg::outcome::transient;
   d.error = "cancelled";
-  pooling::step(p, d, now);
+  actors::pool::step(p, d, now);
 }
 
 } // namespace
@@ -59,13 +59,13 @@ void returns_cancelled(pooling::state& p, uint64_t attempt, double now) {
 TEST_CASE("pool watchdog: a sampler silent for stall_s is stopped, its attempt transient") {
   SECTION("hung before its first step: counted from the sampler's start") {
     auto p = sampling(100, true, 7);
-    CHECK_FALSE(cancels(pooling::step(p, pooling::ev_progress{7, 0}, 109.9), 7));
-    auto fx = pooling::step(p, pooling::ev_progress{7, 0}, 110);
+    CHECK_FALSE(cancels(actors::pool::step(p, actors::pool::ev_progress{7, 0}, 109.9), 7));
+    auto fx = actors::pool::step(p, actors::pool::ev_progress{7, 0}, 110);
     CHECK(cancels(fx, 7));
     CHECK(p.stalled);
     CHECK(p.stalls == 1);
     // Asked once: later looks while the call winds down ask nothing more.
-    CHECK(pooling::step(p, pooling::ev_progress{7, 0}, 111).empty());
+    CHECK(actors::pool::step(p, actors::pool::ev_progress{7, 0}, 111).empty());
     returns_cancelled(p, 7, 112);
     REQUIRE(p.unacked.size() == 1);
     CHECK(p.unacked[0].outcome == msg::outcome::transient);
@@ -75,25 +75,25 @@ TEST_CASE("pool watchdog: a sampler silent for stall_s is stopped, its attempt t
   }
   SECTION("hung after some steps: counted from the newest step") {
     auto p = sampling(100, true, 7);
-    pooling::step(p, pooling::ev_progress{7, 1}, 50);
-    pooling::step(p, pooling::ev_progress{7, 2}, 90);
-    CHECK_FALSE(cancels(pooling::step(p, pooling::ev_progress{7, 2}, 189), 7));
-    CHECK(cancels(pooling::step(p, pooling::ev_progress{7, 2}, 190), 7));
+    actors::pool::step(p, actors::pool::ev_progress{7, 1}, 50);
+    actors::pool::step(p, actors::pool::ev_progress{7, 2}, 90);
+    CHECK_FALSE(cancels(actors::pool::step(p, actors::pool::ev_progress{7, 2}, 189), 7));
+    CHECK(cancels(actors::pool::step(p, actors::pool::ev_progress{7, 2}, 190), 7));
     returns_cancelled(p, 7, 191);
     REQUIRE(p.unacked.size() == 1);
     CHECK(p.unacked[0].error.find("after step 2") != std::string::npos);
   }
   SECTION("a latent made as the stop was asked is kept: the race is the sampler's") {
     auto p = sampling(100, true, 7);
-    CHECK(cancels(pooling::step(p, pooling::ev_progress{7, 0}, 110), 7));
-    pooling::ev_sampled d;
+    CHECK(cancels(actors::pool::step(p, actors::pool::ev_progress{7, 0}, 110), 7));
+    actors::pool::ev_sampled d;
     d.attempt = 7;
     d.outcome = msg::outcome::ok;
     d.sha256 = std::string(64, 'a');
     d.staged = "/w/7/latent";
     d.mono_s = 0;
     p.lease_until = 5;
-    pooling::step(p, d, 111);
+    actors::pool::step(p, d, 111);
     REQUIRE(p.unacked.size() == 1);
     CHECK(p.unacked[0].outcome == msg::outcome::ok);
   }
@@ -103,45 +103,45 @@ TEST_CASE("pool watchdog: what it leaves alone") {
   SECTION("slow steps, each within stall_s") {
     auto p = sampling(100, true, 7);
     for (uint32_t k = 1; k <= 10; ++k)
-      CHECK_FALSE(cancels(pooling::step(p, pooling::ev_progress{7, k}, 10 + 99.0 * k), 7));
+      CHECK_FALSE(cancels(actors::pool::step(p, actors::pool::ev_progress{7, k}, 10 + 99.0 * k), 7));
     CHECK_FALSE(p.stalled);
   }
   SECTION("off") {
     auto p = sampling(0, true, 7);
-    CHECK_FALSE(cancels(pooling::step(p, pooling::ev_progress{7, 0}, 1e6), 7));
+    CHECK_FALSE(cancels(actors::pool::step(p, actors::pool::ev_progress{7, 0}, 1e6), 7));
   }
   SECTION("a backend that may not report steps: only workflows seen stepping are watched") {
     auto p = sampling(100, false, 7);
-    CHECK_FALSE(cancels(pooling::step(p, pooling::ev_progress{7, 0}, 1e5), 7));
-    pooling::step(p, pooling::ev_progress{7, 1}, 1e5 + 1);  // t2v reports steps
-    CHECK(cancels(pooling::step(p, pooling::ev_progress{7, 1}, 1e5 + 101), 7));
+    CHECK_FALSE(cancels(actors::pool::step(p, actors::pool::ev_progress{7, 0}, 1e5), 7));
+    actors::pool::step(p, actors::pool::ev_progress{7, 1}, 1e5 + 1);  // t2v reports steps
+    CHECK(cancels(actors::pool::step(p, actors::pool::ev_progress{7, 1}, 1e5 + 101), 7));
     returns_cancelled(p, 7, 1e5 + 102);
     // A later t2v attempt is watched from its start; an i2v one, never seen stepping, not.
     msg::sample_order o;
     o.pool = "p0";
     o.attempt = 8;
     o.job.workflow = "i2v";
-    pooling::step(p, pooling::ev_order{o}, 2e5);
-    pooling::step(p, pooling::ev_conditioned{8, true, "/c", 0, ""}, 2e5);
-    CHECK_FALSE(cancels(pooling::step(p, pooling::ev_progress{8, 0}, 3e5), 8));
+    actors::pool::step(p, actors::pool::ev_order{o}, 2e5);
+    actors::pool::step(p, actors::pool::ev_conditioned{8, true, "/c", 0, ""}, 2e5);
+    CHECK_FALSE(cancels(actors::pool::step(p, actors::pool::ev_progress{8, 0}, 3e5), 8));
     returns_cancelled(p, 8, 3e5);  // (as if the user cancelled it)
     o.attempt = 9;
     o.job.workflow = "t2v";
-    pooling::step(p, pooling::ev_order{o}, 4e5);
-    pooling::step(p, pooling::ev_conditioned{9, true, "/c", 0, ""}, 4e5);
-    CHECK(cancels(pooling::step(p, pooling::ev_progress{9, 0}, 4e5 + 100), 9));
+    actors::pool::step(p, actors::pool::ev_order{o}, 4e5);
+    actors::pool::step(p, actors::pool::ev_conditioned{9, true, "/c", 0, ""}, 4e5);
+    CHECK(cancels(actors::pool::step(p, actors::pool::ev_progress{9, 0}, 4e5 + 100), 9));
   }
   SECTION("conditioning, another attempt's progress, idle") {
-    pooling::state p;
+    actors::pool::state p;
     p.stall_s = 100;
     p.steps_expected = true;
     msg::sample_order o;
     o.attempt = 7;
-    pooling::step(p, pooling::ev_order{o}, 0);
-    CHECK(pooling::step(p, pooling::ev_progress{7, 0}, 500).empty());  // still conditioning
-    pooling::step(p, pooling::ev_conditioned{7, true, "/c", 0, ""}, 500);
-    CHECK(pooling::step(p, pooling::ev_progress{6, 0}, 700).empty());
-    CHECK(cancels(pooling::step(p, pooling::ev_progress{7, 0}, 600), 7));
+    actors::pool::step(p, actors::pool::ev_order{o}, 0);
+    CHECK(actors::pool::step(p, actors::pool::ev_progress{7, 0}, 500).empty());  // still conditioning
+    actors::pool::step(p, actors::pool::ev_conditioned{7, true, "/c", 0, ""}, 500);
+    CHECK(actors::pool::step(p, actors::pool::ev_progress{6, 0}, 700).empty());
+    CHECK(cancels(actors::pool::step(p, actors::pool::ev_progress{7, 0}, 600), 7));
   }
 }
 

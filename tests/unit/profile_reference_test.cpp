@@ -13,7 +13,7 @@
 
 namespace {
 
-using namespace vidline::profiles;
+using namespace vidline::config::profile;
 
 struct pool_state {
   std::string kind;

@@ -17,7 +17,7 @@
 
 namespace {
 
-using namespace vidline::profiles;
+using namespace vidline::config::profile;
 using json = nlohmann::json;
 using Catch::Detail::Approx;
 

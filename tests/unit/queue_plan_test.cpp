@@ -16,16 +16,16 @@ namespace {
 constexpr uint64_t seed0 = 987654321123ull;
 
 /// `n` runs of `per_run` jobs each, 416x736x5, one prompt (as the one run of six shares it).
-std::vector<sched::run> runs_of(const std::string& mode, uint32_t n, uint32_t per_run,
+std::vector<actors::coordinator::run> runs_of(const std::string& mode, uint32_t n, uint32_t per_run,
                                 std::vector<int32_t> priorities = {}) {
-  std::vector<sched::run> out;
+  std::vector<actors::coordinator::run> out;
   for (uint32_t k = 0; k < n; ++k) {
-    sched::run r;
+    actors::coordinator::run r;
     r.id = "run" + std::to_string(k);
     r.mode = mode;
     r.priority = k < priorities.size() ? priorities[k] : 0;
     for (uint32_t i = 0; i < per_run; ++i) {
-      sched::job j;
+      actors::coordinator::job j;
       j.spec = msg::job_spec{r.id, i, seed0 + k * per_run + i, 416, 736, 5,
                              "vidline plan", "plan-prompt", ""};
       r.jobs.push_back(std::move(j));
@@ -35,14 +35,14 @@ std::vector<sched::run> runs_of(const std::string& mode, uint32_t n, uint32_t pe
   return out;
 }
 
-double last_finish(const planner::result& res) {
-  double t = sched::summarize(res.run).makespan_s;
+double last_finish(const actors::planner::result& res) {
+  double t = actors::coordinator::summarize(res.run).makespan_s;
   for (auto& r : res.others)
-    t = std::max(t, sched::summarize(r).makespan_s);
+    t = std::max(t, actors::coordinator::summarize(r).makespan_s);
   return t;
 }
 
-std::set<std::string> pools_used(const planner::result& res) {
+std::set<std::string> pools_used(const actors::planner::result& res) {
   std::set<std::string> out;
   for (auto* r : {&res.run}) {
     for (auto& j : r->jobs)
@@ -54,15 +54,15 @@ std::set<std::string> pools_used(const planner::result& res) {
   return out;
 }
 
-double one_run_makespan(const nodes::plan_setup& s, const std::string& mode, uint32_t count) {
-  planner::request req;
+double one_run_makespan(const nodes::verbs::plan_setup& s, const std::string& mode, uint32_t count) {
+  actors::planner::request req;
   req.mode = mode;
   req.width = 416;
   req.height = 736;
   req.seconds = 5;
   req.count = count;
   req.seed = seed0;
-  auto p = planner::plan(s.state, *s.est, req);
+  auto p = actors::planner::plan(s.state, *s.est, req);
   REQUIRE(p.finished);
   return p.summary.makespan_s;
 }
@@ -74,11 +74,11 @@ TEST_CASE("six 1-shot runs submitted together finish as the same six shots in on
   // home: six runs sampled on four_a one after another (the last done at 524 s) while
   // four_b and xtx sat idle. The rotation is over the queue now.
   for (std::string policy : {"", "first_free", "auto"}) {
-    auto s = nodes::load_plan_setup("", "", policy);
+    auto s = nodes::verbs::load_plan_setup("", "", policy);
     const std::string mode = "four_four_xtx_plus_one";
     const double batch = one_run_makespan(s, mode, 6);
-    auto res = planner::simulate_runs(s.state, runs_of(mode, 6, 1), planner::line_timing(*s.est),
-                                      planner::faults{}, 1e9, planner::sim_options{true});
+    auto res = actors::planner::simulate_runs(s.state, runs_of(mode, 6, 1), actors::planner::line_timing(*s.est),
+                                      actors::planner::faults{}, 1e9, actors::planner::sim_options{true});
     INFO("policy " << (policy.empty() ? "in_turn (default)" : policy) << ": six runs end at "
                    << last_finish(res) << " s, one run of six at " << batch << " s");
     REQUIRE(res.finished);
@@ -92,19 +92,19 @@ TEST_CASE("six 1-shot runs submitted together finish as the same six shots in on
 }
 
 TEST_CASE("runs side by side: the higher priority goes first, then submission order") {
-  auto s = nodes::load_plan_setup("", "", "first_free");
+  auto s = nodes::verbs::load_plan_setup("", "", "first_free");
   const std::string mode = "four_four_xtx_plus_one";
   // Three runs of 6; the last one submitted has the highest priority: it takes the free
   // pools first and finishes before the two earlier ones.
-  auto res = planner::simulate_runs(s.state, runs_of(mode, 3, 6, {0, 0, 5}),
-                                    planner::line_timing(*s.est), planner::faults{}, 1e9,
-                                    planner::sim_options{true});
+  auto res = actors::planner::simulate_runs(s.state, runs_of(mode, 3, 6, {0, 0, 5}),
+                                    actors::planner::line_timing(*s.est), actors::planner::faults{}, 1e9,
+                                    actors::planner::sim_options{true});
   REQUIRE(res.finished);
   CHECK(res.violations.empty());
   REQUIRE(res.others.size() == 2);
-  const double first = sched::summarize(res.run).makespan_s;
-  const double second = sched::summarize(res.others[0]).makespan_s;
-  const double urgent = sched::summarize(res.others[1]).makespan_s;
+  const double first = actors::coordinator::summarize(res.run).makespan_s;
+  const double second = actors::coordinator::summarize(res.others[0]).makespan_s;
+  const double urgent = actors::coordinator::summarize(res.others[1]).makespan_s;
   INFO("run0 " << first << " s, run1 " << second << " s, run2 (priority 5) " << urgent << " s");
   CHECK(urgent < first);
   CHECK(first <= second);

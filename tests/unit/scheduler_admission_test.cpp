@@ -20,9 +20,9 @@ config::cluster small_config() {
 }
 
 /// The state the coordinator starts with for `c`.
-sched::state state_for(const config::cluster& c) {
-  auto s = dispatching::initial_state(c, 1.0);
-  dispatching::configure_dispatch(s, c);
+actors::coordinator::state state_for(const config::cluster& c) {
+  auto s = actors::coordinator::initial_state(c, 1.0);
+  actors::coordinator::configure_dispatch(s, c);
   return s;
 }
 
@@ -48,20 +48,20 @@ msg::submit_run shots_request(const std::string& request_id = "") {
 }
 
 /// Steps a submit; its answer (exactly one).
-msg::submit_reply submit(sched::state& s, sched::ev_submit_request ev, double now,
-                         std::vector<sched::effect>* fx_out = nullptr) {
-  auto fx = sched::step(s, ev, now);
-  auto answers = all_of<sched::fx_submit_answer>(fx);
+msg::submit_reply submit(actors::coordinator::state& s, actors::coordinator::ev_submit_request ev, double now,
+                         std::vector<actors::coordinator::effect>* fx_out = nullptr) {
+  auto fx = actors::coordinator::step(s, ev, now);
+  auto answers = all_of<actors::coordinator::fx_submit_answer>(fx);
   REQUIRE(answers.size() == 1);
   if (fx_out != nullptr)
     *fx_out = fx;
   return answers[0].reply;
 }
 
-msg::submit_jobs_reply add(sched::state& s, sched::ev_add_jobs_request ev, double now,
-                           std::vector<sched::effect>* fx_out = nullptr) {
-  auto fx = sched::step(s, ev, now);
-  auto answers = all_of<sched::fx_add_jobs_answer>(fx);
+msg::submit_jobs_reply add(actors::coordinator::state& s, actors::coordinator::ev_add_jobs_request ev, double now,
+                           std::vector<actors::coordinator::effect>* fx_out = nullptr) {
+  auto fx = actors::coordinator::step(s, ev, now);
+  auto answers = all_of<actors::coordinator::fx_add_jobs_answer>(fx);
   REQUIRE(answers.size() == 1);
   if (fx_out != nullptr)
     *fx_out = fx;
@@ -73,7 +73,7 @@ msg::submit_jobs_reply add(sched::state& s, sched::ev_add_jobs_request ev, doubl
 TEST_CASE("an accepted submit expands its shots into jobs, ordered and keyed by prompt") {
   const auto c = small_config();
   auto s = state_for(c);
-  std::vector<sched::effect> fx;
+  std::vector<actors::coordinator::effect> fx;
   const auto reply = submit(s, {shots_request(), "run-a", {}, std::nullopt}, 0, &fx);
   CHECK(reply.error == "");
   CHECK(reply.run_id == "run-a");
@@ -92,9 +92,9 @@ TEST_CASE("an accepted submit expands its shots into jobs, ordered and keyed by 
     CHECK(j.spec.run_id == "run-a");
     CHECK(j.spec.workflow != "");  // the mode's default workflow, resolved at admission
   }
-  CHECK(all_of<sched::fx_persist_run>(fx).size() == 1);
-  CHECK(all_of<sched::fx_accepted>(fx).size() == 1);
-  CHECK(sched::check_index(s).empty());
+  CHECK(all_of<actors::coordinator::fx_persist_run>(fx).size() == 1);
+  CHECK(all_of<actors::coordinator::fx_accepted>(fx).size() == 1);
+  CHECK(actors::coordinator::check_index(s).empty());
 }
 
 TEST_CASE("the uniform form becomes count jobs of one prompt, seeds counting up") {
@@ -121,15 +121,15 @@ TEST_CASE("a refused submit answers why and records nothing") {
   SECTION("an input digest this host does not hold") {
     auto req = shots_request();
     req.shots[1].reference_sha256 = sha;
-    std::vector<sched::effect> fx;
+    std::vector<actors::coordinator::effect> fx;
     const auto reply = submit(s, {req, "run-a", {}, std::nullopt}, 0, &fx);
     CHECK(reply.run_id == "");
     CHECK(reply.error == "shot 2: reference_sha256 " + sha + " names no input the coordinator "
                          "holds (upload the file first: `vidline run` does, or PUT /v1/inputs/"
                          + sha + ")");
     CHECK(s.runs.empty());
-    CHECK(all_of<sched::fx_persist_run>(fx).empty());
-    CHECK(all_of<sched::fx_accepted>(fx).empty());
+    CHECK(all_of<actors::coordinator::fx_persist_run>(fx).empty());
+    CHECK(all_of<actors::coordinator::fx_accepted>(fx).empty());
     // Held, the same request is admitted, and the jobs carry the input's size.
     const auto ok = submit(s, {req, "run-b", {{sha, 1234}}, std::nullopt}, 1);
     CHECK(ok.error == "");
@@ -143,25 +143,25 @@ TEST_CASE("a refused submit answers why and records nothing") {
     limited.knobs.max_runs = 1;
     s = state_for(limited);
     CHECK(submit(s, {shots_request(), "run-a", {}, std::nullopt}, 0).error == "");
-    std::vector<sched::effect> fx;
+    std::vector<actors::coordinator::effect> fx;
     const auto reply = submit(s, {shots_request(), "run-b", {}, std::nullopt}, 1, &fx);
     CHECK(reply.run_id == "");
     CHECK(reply.error == "too many unfinished runs (knob max_runs)");
     REQUIRE(s.runs.size() == 1);
     CHECK(s.runs[0].id == "run-a");
-    CHECK(all_of<sched::fx_persist_run>(fx).empty());
+    CHECK(all_of<actors::coordinator::fx_persist_run>(fx).empty());
   }
 
   SECTION("an unknown mode, checked first") {
     auto req = shots_request();
     req.mode = "nowhere";
     const auto reply = submit(s, {req, "run-a", {}, std::nullopt}, 0);
-    CHECK(reply.error == "unknown mode 'nowhere' (known: " + dispatching::known_modes(c) + ")");
+    CHECK(reply.error == "unknown mode 'nowhere' (known: " + actors::coordinator::known_modes(c) + ")");
     CHECK(s.runs.empty());
   }
 
   SECTION("a state without a config admits nothing") {
-    sched::state bare = s;
+    actors::coordinator::state bare = s;
     bare.config.reset();
     const auto reply = submit(bare, {shots_request(), "run-a", {}, std::nullopt}, 0);
     CHECK(reply.error != "");
@@ -174,12 +174,12 @@ TEST_CASE("a retried request id answers the first run's id, before the queue's l
   c.knobs.max_runs = 1;  // a second run would be refused: the retry is not one
   auto s = state_for(c);
   CHECK(submit(s, {shots_request("req-1"), "run-a", {}, std::nullopt}, 0).run_id == "run-a");
-  std::vector<sched::effect> fx;
+  std::vector<actors::coordinator::effect> fx;
   const auto again = submit(s, {shots_request("req-1"), "run-b", {}, std::nullopt}, 1, &fx);
   CHECK(again.error == "");
   CHECK(again.run_id == "run-a");
   CHECK(s.runs.size() == 1);
-  CHECK(all_of<sched::fx_persist_run>(fx).empty());
+  CHECK(all_of<actors::coordinator::fx_persist_run>(fx).empty());
 
   // A run the state forgot: the journal's answer (gathered by the shell) names it.
   auto fresh = state_for(c);
@@ -226,7 +226,7 @@ TEST_CASE("jobs added to an open run are admitted as a run's submit is") {
   const auto none = add(s, {more, {}, std::nullopt, ""}, 4);
   CHECK(none.error == "no run gone");
   CHECK(none.code == msg::reply_code::no_such_run);
-  sched::run old;
+  actors::coordinator::run old;
   old.id = "gone";
   old.done = true;
   const auto finished = add(s, {more, {}, old, ""}, 5);

@@ -14,13 +14,13 @@
 #include "tests/support/sched_fixtures.hpp"
 
 using namespace vidline;
-using sched::job_state;
+using actors::coordinator::job_state;
 using sched_fixtures::line_of;
 
 namespace {
 
 /// A chain of `n` 5 s shots: job k takes the last frame of job k-1 as "first_frame".
-sched::run chain(const std::string& id, uint32_t n, bool rerender = false) {
+actors::coordinator::run chain(const std::string& id, uint32_t n, bool rerender = false) {
   auto r = sched_fixtures::run_of(id, n);
   r.rerender = rerender;
   for (uint32_t k = 0; k < n; ++k) {
@@ -40,36 +40,36 @@ sched::run chain(const std::string& id, uint32_t n, bool rerender = false) {
 }
 
 struct line {
-  sched::state s = line_of(1);
+  actors::coordinator::state s = line_of(1);
   double now = 0;
   uint64_t pseq = 1, dseq = 1;
 
   line() {
-    step(sched::ev_pool_status{sched_fixtures::pool_report("p0", 7, pseq++)});
+    step(actors::coordinator::ev_pool_status{sched_fixtures::pool_report("p0", 7, pseq++)});
     decoder_report();
   }
 
-  std::vector<sched::effect> step(const sched::event& e) {
-    auto fx = sched::step(s, e, now += 1);
-    INFO(sched::check_index(s));
-    CHECK(sched::check_index(s).empty());
+  std::vector<actors::coordinator::effect> step(const actors::coordinator::event& e) {
+    auto fx = actors::coordinator::step(s, e, now += 1);
+    INFO(actors::coordinator::check_index(s));
+    CHECK(actors::coordinator::check_index(s).empty());
     return fx;
   }
 
-  std::vector<sched::effect> decoder_report() {
+  std::vector<actors::coordinator::effect> decoder_report() {
     msg::decoder_status d;
     d.decoder = "dec";
     d.host = "b";
     d.epoch = 3;
     d.seq = dseq++;
     d.capacity = 2;
-    return step(sched::ev_decoder_status{d});
+    return step(actors::coordinator::ev_decoder_status{d});
   }
 
-  sched::job& job(const std::string& run, uint32_t i) { return *s.find_job(run, i); }
+  actors::coordinator::job& job(const std::string& run, uint32_t i) { return *s.find_job(run, i); }
 
   /// The job now sampling on p0 is sampled and decoded (its video's digest: its key's).
-  std::vector<sched::effect> render(const std::string& run, uint32_t i) {
+  std::vector<actors::coordinator::effect> render(const std::string& run, uint32_t i) {
     auto& j = job(run, i);
     REQUIRE(j.state == job_state::sampling);
     msg::sample_result r;
@@ -80,7 +80,7 @@ struct line {
     r.index = i;
     r.outcome = msg::outcome::ok;
     r.latent_sha256 = std::string(64, 'c');
-    step(sched::ev_sample_result{r});
+    step(actors::coordinator::ev_sample_result{r});
     REQUIRE(j.state == job_state::decoding);
     msg::decode_result d;
     d.decoder = "dec";
@@ -91,19 +91,19 @@ struct line {
     d.outcome = msg::outcome::ok;
     d.output = "/out/" + run + "-" + std::to_string(i) + ".mp4";
     d.output_sha256 = to_hex(sha256_of(j.spec.key));  // a video follows from its key
-    return step(sched::ev_decode_result{d});
+    return step(actors::coordinator::ev_decode_result{d});
   }
 };
 
-std::vector<sched::fx_make_input> asked(const std::vector<sched::effect>& fx) {
-  std::vector<sched::fx_make_input> out;
+std::vector<actors::coordinator::fx_make_input> asked(const std::vector<actors::coordinator::effect>& fx) {
+  std::vector<actors::coordinator::fx_make_input> out;
   for (auto& e : fx)
-    if (auto* m = std::get_if<sched::fx_make_input>(&e))
+    if (auto* m = std::get_if<actors::coordinator::fx_make_input>(&e))
       out.push_back(*m);
   return out;
 }
 
-sched::ev_input_made made(const sched::fx_make_input& m) {
+actors::coordinator::ev_input_made made(const actors::coordinator::fx_make_input& m) {
   return {m.run_id, m.index, m.name,
           to_hex(sha256_of(m.output_sha256 + "/" + std::to_string(m.frame))), 32, ""};
 }
@@ -112,7 +112,7 @@ sched::ev_input_made made(const sched::fx_make_input& m) {
 
 TEST_CASE("a chain runs link by link: each link waits for its source's video and its frame") {
   line l;
-  l.step(sched::ev_submit{chain("r", 3)});
+  l.step(actors::coordinator::ev_submit{chain("r", 3)});
   CHECK(l.job("r", 0).state == job_state::sampling);
   CHECK(l.job("r", 1).state == job_state::waiting);
   CHECK(l.job("r", 2).state == job_state::waiting);
@@ -131,9 +131,9 @@ TEST_CASE("a chain runs link by link: each link waits for its source's video and
     CHECK(m[0].decoder == "dec");
     CHECK(l.job("r", k + 1).state == job_state::waiting);
     // Unanswered, it is asked again after input_resend_s, not before.
-    CHECK(asked(l.step(sched::ev_tick{})).empty());
-    l.now += sched::graph::input_resend_s;
-    CHECK(asked(l.step(sched::ev_tick{})).size() == 1);
+    CHECK(asked(l.step(actors::coordinator::ev_tick{})).empty());
+    l.now += actors::coordinator::input_resend_s;
+    CHECK(asked(l.step(actors::coordinator::ev_tick{})).size() == 1);
     l.step(made(m[0]));
     auto& next = l.job("r", k + 1);
     CHECK(next.state == job_state::sampling);
@@ -149,14 +149,14 @@ TEST_CASE("a chain runs link by link: each link waits for its source's video and
 
 TEST_CASE("a run of the same shots reuses every output, an edit renders it and what follows") {
   line l;
-  l.step(sched::ev_submit{chain("r", 3)});
+  l.step(actors::coordinator::ev_submit{chain("r", 3)});
   for (uint32_t k = 0; k < 3; ++k) {
     auto m = asked(l.render("r", k));
     if (k < 2)
       l.step(made(m.at(0)));
   }
   // The same list again: the head is reused at once, each link when its frame is made.
-  auto fx = l.step(sched::ev_submit{chain("again", 3)});
+  auto fx = l.step(actors::coordinator::ev_submit{chain("again", 3)});
   CHECK(l.job("again", 0).state == job_state::reused);
   CHECK(l.job("again", 0).output == l.job("r", 0).output);
   CHECK(l.job("again", 1).state == job_state::waiting);
@@ -168,13 +168,13 @@ TEST_CASE("a run of the same shots reuses every output, an edit renders it and w
   l.step(made(asked(fx).at(0)));
   CHECK(l.job("again", 2).state == job_state::reused);
   CHECK(l.s.find_run("again")->done);
-  CHECK(sched::summarize(*l.s.find_run("again")).reused == 3);
+  CHECK(actors::coordinator::summarize(*l.s.find_run("again")).reused == 3);
   CHECK(l.s.jobs_reused == 3);
 
   // The middle shot edited: the head is reused, the middle and the tail render.
   auto edited = chain("edit", 3);
   edited.jobs[1].spec.prompt = "another prompt";
-  fx = l.step(sched::ev_submit{edited});
+  fx = l.step(actors::coordinator::ev_submit{edited});
   CHECK(l.job("edit", 0).state == job_state::reused);
   l.step(made(asked(fx).at(0)));
   CHECK(l.job("edit", 1).state == job_state::sampling);
@@ -183,17 +183,17 @@ TEST_CASE("a run of the same shots reuses every output, an edit renders it and w
 
   // --rerender: nothing reused.
   l.render("edit", 2);
-  l.step(sched::ev_submit{chain("forced", 3, true)});
+  l.step(actors::coordinator::ev_submit{chain("forced", 3, true)});
   CHECK(l.job("forced", 0).state == job_state::sampling);
 }
 
 TEST_CASE("a run reuses the videos of its collection folder by key, the cluster's first") {
   // The keys and videos of a chain rendered once, on a line since forgotten.
-  std::vector<sched::held_output> made_before;
+  std::vector<actors::coordinator::held_output> made_before;
   std::vector<std::string> keys;
   {
     line first;
-    first.step(sched::ev_submit{chain("r", 3)});
+    first.step(actors::coordinator::ev_submit{chain("r", 3)});
     for (uint32_t k = 0; k < 3; ++k) {
       auto m = asked(first.render("r", k));
       if (k < 2)
@@ -209,7 +209,7 @@ TEST_CASE("a run reuses the videos of its collection folder by key, the cluster'
   auto offered = chain("again", 3);
   for (uint32_t k = 0; k < 3; ++k)
     offered.collected[keys[k]] = made_before[k];
-  auto fx = l.step(sched::ev_submit{offered});
+  auto fx = l.step(actors::coordinator::ev_submit{offered});
   auto& head = l.job("again", 0);
   CHECK(head.state == job_state::reused);
   CHECK(head.reused_from == "collection");
@@ -226,21 +226,21 @@ TEST_CASE("a run reuses the videos of its collection folder by key, the cluster'
   l.step(made(asked(fx).at(0)));
   CHECK(l.job("again", 2).state == job_state::reused);
   CHECK(l.s.find_run("again")->done);
-  CHECK(sched::summarize(*l.s.find_run("again")).reused == 3);
+  CHECK(actors::coordinator::summarize(*l.s.find_run("again")).reused == 3);
 
   // The journal keeps a run's collection (a link reused after a restart needs it).
-  const auto back = actors::run_from_record(actors::run_record(*l.s.find_run("again")));
+  const auto back = actors::coordinator::run_from_record(actors::coordinator::run_record(*l.s.find_run("again")));
   REQUIRE(back.collected.size() == 3);
   CHECK(back.collected.at(keys[1]).sha256 == made_before[1].sha256);
   CHECK(back.collected.at(keys[1]).collection);
-  CHECK(actors::job_from_record(actors::job_record(l.job("again", 1))).reused_from
+  CHECK(actors::coordinator::job_from_record(actors::coordinator::job_record(l.job("again", 1))).reused_from
         == "collection");
 
   // A file altered in the folder is not offered: that link renders, the rest is reused.
   auto partly = chain("partly", 3);
   partly.collected[keys[0]] = made_before[0];
   partly.collected[keys[2]] = made_before[2];
-  fx = l.step(sched::ev_submit{partly});
+  fx = l.step(actors::coordinator::ev_submit{partly});
   CHECK(l.job("partly", 0).state == job_state::reused);
   l.step(made(asked(fx).at(0)));
   CHECK(l.job("partly", 1).state == job_state::sampling);
@@ -252,7 +252,7 @@ TEST_CASE("a run reuses the videos of its collection folder by key, the cluster'
   twice.collected[keys[0]] = made_before[0];
   twice.collected[keys[1]] = made_before[1];
   REQUIRE(l.job("partly", 1).spec.key == keys[1]);
-  fx = l.step(sched::ev_submit{twice});
+  fx = l.step(actors::coordinator::ev_submit{twice});
   l.step(made(asked(fx).at(0)));
   CHECK(l.job("twice", 1).state == job_state::reused);
   CHECK(l.job("twice", 1).reused_from == "cluster");
@@ -261,7 +261,7 @@ TEST_CASE("a run reuses the videos of its collection folder by key, the cluster'
   // --rerender: the folder is not looked at either.
   auto forced = chain("forced", 3, true);
   forced.collected = offered.collected;
-  l.step(sched::ev_submit{forced});
+  l.step(actors::coordinator::ev_submit{forced});
   CHECK(l.job("forced", 0).state == job_state::sampling);
 }
 
@@ -278,7 +278,7 @@ TEST_CASE("a latent handed over: asked from its host once the source has its vid
   again.id = "again";
   for (auto& j : again.jobs)
     j.spec.run_id = "again";
-  l.step(sched::ev_submit{r});
+  l.step(actors::coordinator::ev_submit{r});
   CHECK(l.job("r", 1).state == job_state::waiting);
   auto m = asked(l.render("r", 0));
   REQUIRE(m.size() == 1);
@@ -289,10 +289,10 @@ TEST_CASE("a latent handed over: asked from its host once the source has its vid
   CHECK(m[0].source == 0);
   // Until it is handed over, its host keeps it (not released with its job done).
   std::set<std::string> wanted;
-  sched::graph::latents_wanted(l.s, wanted);
+  actors::coordinator::latents_wanted(l.s, wanted);
   CHECK(wanted == std::set<std::string>{l.job("r", 0).latent_sha256});
   // Made: the latent's own digest is the input's, and enters the key.
-  l.step(sched::ev_input_made{"r", 1, "init_latent", m[0].output_sha256, 4096, ""});
+  l.step(actors::coordinator::ev_input_made{"r", 1, "init_latent", m[0].output_sha256, 4096, ""});
   auto& taker = l.job("r", 1);
   CHECK(taker.state == job_state::sampling);
   CHECK(taker.spec.inputs[0].sha256 == l.job("r", 0).latent_sha256);
@@ -302,33 +302,33 @@ TEST_CASE("a latent handed over: asked from its host once the source has its vid
   other.inputs[0].sha256 = std::string(64, 'd');
   CHECK(config::job_key(other) != taker.spec.key);  // another latent, another key
   wanted.clear();
-  sched::graph::latents_wanted(l.s, wanted);
+  actors::coordinator::latents_wanted(l.s, wanted);
   CHECK(wanted.empty());
   l.render("r", 1);
   // The same list again: the source renders (only a render makes a latent to hand over),
   // the taker, given the same latent, is reused.
-  l.step(sched::ev_submit{again});
+  l.step(actors::coordinator::ev_submit{again});
   CHECK(l.job("again", 0).state == job_state::sampling);
   m = asked(l.render("again", 0));
   REQUIRE(m.size() == 1);
-  l.step(sched::ev_input_made{"again", 1, "init_latent", m[0].output_sha256, 4096, ""});
+  l.step(actors::coordinator::ev_input_made{"again", 1, "init_latent", m[0].output_sha256, 4096, ""});
   CHECK(l.job("again", 1).state == job_state::reused);
   // An answer without a digest fails the taker, naming its source.
   auto third = r;
   third.id = "third";
   for (auto& j : third.jobs)
     j.spec.run_id = "third";
-  l.step(sched::ev_submit{third});
+  l.step(actors::coordinator::ev_submit{third});
   m = asked(l.render("third", 0));
   REQUIRE(m.size() == 1);
-  l.step(sched::ev_input_made{"third", 1, "init_latent", "", 0, ""});
+  l.step(actors::coordinator::ev_input_made{"third", 1, "init_latent", "", 0, ""});
   CHECK(l.job("third", 1).state == job_state::failed);
   CHECK(l.job("third", 1).error.find("input init_latent from shot seg0 (job 0)") != std::string::npos);
 }
 
 TEST_CASE("a source that fails for good fails its dependents naming it, resume goes on") {
   line l;
-  l.step(sched::ev_submit{chain("r", 3)});
+  l.step(actors::coordinator::ev_submit{chain("r", 3)});
   auto& j0 = l.job("r", 0);
   msg::sample_result r;
   r.pool = "p0";
@@ -338,7 +338,7 @@ TEST_CASE("a source that fails for good fails its dependents naming it, resume g
   r.index = 0;
   r.outcome = msg::outcome::fatal;
   r.error = "the model refused";
-  l.step(sched::ev_sample_result{r});
+  l.step(actors::coordinator::ev_sample_result{r});
   CHECK(j0.state == job_state::failed);
   for (uint32_t k : {1u, 2u}) {
     CHECK(l.job("r", k).state == job_state::failed);
@@ -347,7 +347,7 @@ TEST_CASE("a source that fails for good fails its dependents naming it, resume g
   }
   CHECK(l.s.find_run("r")->done);
   // Resume: the head renders again, the links wait for it.
-  l.step(sched::ev_resume{"r", std::nullopt});
+  l.step(actors::coordinator::ev_resume{"r", std::nullopt});
   CHECK(l.job("r", 0).state == job_state::sampling);
   CHECK(l.job("r", 1).state == job_state::waiting);
   CHECK(l.job("r", 2).state == job_state::waiting);
@@ -359,7 +359,7 @@ TEST_CASE("a source that fails for good fails its dependents naming it, resume g
 
 TEST_CASE("an input that cannot be made fails the job and what follows it, naming why") {
   line l;
-  auto fx = l.step(sched::ev_submit{chain("r", 3)});
+  auto fx = l.step(actors::coordinator::ev_submit{chain("r", 3)});
   auto m = asked(l.render("r", 0));
   auto e = made(m.at(0));
   e.sha256.clear();
@@ -373,9 +373,9 @@ TEST_CASE("an input that cannot be made fails the job and what follows it, namin
 
 TEST_CASE("cancelling a shot cancels what depends on it, not what it depends on") {
   line l;
-  l.step(sched::ev_submit{chain("r", 4)});
+  l.step(actors::coordinator::ev_submit{chain("r", 4)});
   l.step(made(asked(l.render("r", 0)).at(0)));
-  l.step(sched::ev_cancel{"r", 1u});
+  l.step(actors::coordinator::ev_cancel{"r", 1u});
   CHECK(l.job("r", 0).state == job_state::succeeded);
   for (uint32_t k : {1u, 2u, 3u})
     CHECK(l.job("r", k).state == job_state::cancelled);
@@ -384,30 +384,30 @@ TEST_CASE("cancelling a shot cancels what depends on it, not what it depends on"
 
 TEST_CASE("a restarted coordinator asks again for the inputs of a chain stopped mid-way") {
   line l;
-  l.step(sched::ev_submit{chain("r", 3)});
+  l.step(actors::coordinator::ev_submit{chain("r", 3)});
   auto m = asked(l.render("r", 0));
   REQUIRE(m.size() == 1);
   // The journal's records, read back into a fresh state (the answer never came).
-  sched::state fresh = line_of(1);
-  sched::run back = *l.s.find_run("r");
+  actors::coordinator::state fresh = line_of(1);
+  actors::coordinator::run back = *l.s.find_run("r");
   back.jobs.clear();
   for (auto& j : l.s.find_run("r")->jobs)
-    back.jobs.push_back(actors::job_from_record(actors::job_record(j)));
+    back.jobs.push_back(actors::coordinator::job_from_record(actors::coordinator::job_record(j)));
   back = [&] {
-    auto r = actors::run_from_record(actors::run_record(back));
+    auto r = actors::coordinator::run_from_record(actors::coordinator::run_record(back));
     r.jobs = back.jobs;
     return r;
   }();
   fresh.runs.push_back(back);
-  sched::reindex(fresh);
+  actors::coordinator::reindex(fresh);
   CHECK(fresh.runs[0].jobs[1].state == job_state::waiting);
   CHECK(fresh.runs[0].jobs[1].spec.inputs.at(0).from_index == 0);
-  auto fx = sched::step(fresh, sched::ev_tick{}, 100);
+  auto fx = actors::coordinator::step(fresh, actors::coordinator::ev_tick{}, 100);
   auto again = asked(fx);
   REQUIRE(again.size() == 1);
   CHECK(again[0].index == 1);
   CHECK(again[0].output_sha256 == m[0].output_sha256);
-  sched::step(fresh, made(again[0]), 101);
+  actors::coordinator::step(fresh, made(again[0]), 101);
   CHECK(fresh.runs[0].jobs[1].state == job_state::queued);
 }
 
@@ -434,7 +434,7 @@ TEST_CASE("jobs of a shot list go critical path first: a chain's head before lon
   shot("c3", "c2");
   shot("c2", "c1");
   shot("c1");
-  auto jobs = dispatching::shot_jobs(shots, "r", "", "");
+  auto jobs = actors::coordinator::shot_jobs(shots, "r", "", "");
   std::vector<std::string> order;
   for (auto& j : jobs)
     order.push_back(j.shot);
@@ -445,7 +445,7 @@ TEST_CASE("jobs of a shot list go critical path first: a chain's head before lon
   CHECK(config::graph::sequence_parts(shots, jobs).empty());
   // Without the ranks (what a list would get in file order, for the planner to compare):
   // the file's order, the inputs still pointing at their sources' jobs.
-  auto plain = dispatching::shot_jobs(shots, "r", "", "", nullptr, false);
+  auto plain = actors::coordinator::shot_jobs(shots, "r", "", "", nullptr, false);
   std::vector<std::string> file_order;
   for (auto& j : plain)
     file_order.push_back(j.shot);

@@ -19,10 +19,10 @@ using sched_fixtures::line_of;
 namespace {
 
 /// Every pool: 25 s cold (its model loaded first), 10 s warm; handoff 1 s, decode 4 s.
-planner::timing switch_timing() {
-  planner::timing t;
+actors::planner::timing switch_timing() {
+  actors::planner::timing t;
   t.sample = [](const std::string&, const msg::job_spec&, bool cold) {
-    return planner::sample_time{cold ? 25.0 : 10.0, false};
+    return actors::planner::sample_time{cold ? 25.0 : 10.0, false};
   };
   t.conditioning = [](const std::string&) { return 0.0; };
   t.handoff = [](const std::string&, uint64_t) { return 1.0; };
@@ -31,39 +31,39 @@ planner::timing switch_timing() {
   return t;
 }
 
-class switch_estimates : public sched::stage_estimates {
+class switch_estimates : public actors::coordinator::stage_estimates {
 public:
   std::optional<double> sampling(const std::string&, const msg::job_spec&,
                                  bool cold) const override {
     return cold ? 25.0 : 10.0;
   }
   double conditioning(const std::string&) const override { return 0; }
-  double handoff(const std::string&, const sched::decoder_view&,
+  double handoff(const std::string&, const actors::coordinator::decoder_view&,
                  const msg::job_spec&) const override {
     return 1;
   }
-  double decode(const sched::decoder_view&, const msg::job_spec&) const override { return 4; }
+  double decode(const actors::coordinator::decoder_view&, const msg::job_spec&) const override { return 4; }
 };
 
 /// A run whose job i needs model models[i % models.size()].
-sched::run run_of_models(uint32_t count, const std::vector<std::string>& models) {
+actors::coordinator::run run_of_models(uint32_t count, const std::vector<std::string>& models) {
   auto r = sched_fixtures::run_of("r1", count);
   for (uint32_t i = 0; i < count; ++i)
     r.jobs[i].spec.model = models[i % models.size()];
   return r;
 }
 
-std::size_t colds(const planner::result& res) {
+std::size_t colds(const actors::planner::result& res) {
   std::size_t n = 0;
   for (auto& j : res.run.jobs)
     n += j.cold ? 1 : 0;
   return n;
 }
 
-double makespan(const planner::result& r) { return sched::summarize(r.run).makespan_s; }
+double makespan(const actors::planner::result& r) { return actors::coordinator::summarize(r.run).makespan_s; }
 
 /// The models each pool sampled, in the order it sampled them.
-std::map<std::string, std::string> model_sequence(const planner::result& res) {
+std::map<std::string, std::string> model_sequence(const actors::planner::result& res) {
   std::map<double, std::pair<std::string, std::string>> by_start;
   for (auto& j : res.run.jobs)
     by_start[j.sample_start + j.spec.index * 1e-6] = {j.pool, j.spec.model};
@@ -73,14 +73,14 @@ std::map<std::string, std::string> model_sequence(const planner::result& res) {
   return out;
 }
 
-void use_policy(sched::state& s, const std::string& name) {
-  s.mode_policy["m"] = sched::make_policy(name, std::make_shared<switch_estimates>());
+void use_policy(actors::coordinator::state& s, const std::string& name) {
+  s.mode_policy["m"] = actors::coordinator::make_policy(name, std::make_shared<switch_estimates>());
   REQUIRE(s.mode_policy["m"] != nullptr);
 }
 
 /// first_free (the lowest job to the first free pool) expecting switch_estimates' times:
 /// model affinity can weigh which pool gets through a job sooner.
-class first_free_estimating : public sched::first_free_policy {
+class first_free_estimating : public actors::coordinator::first_free_policy {
 public:
   std::optional<double> expected_sampling(const std::string& kind, const msg::job_spec& j,
                                           bool cold) const override {
@@ -95,13 +95,13 @@ TEST_CASE("line_sim: a job of another model than the pool holds is a cold stage"
   auto s = line_of(1);
   use_policy(s, "first_free");
   s.p.model_wait_s = 0;  // no job waits for the pool's model
-  auto res = planner::simulate(s, run_of_models(3, {"A", "B"}), switch_timing());
+  auto res = actors::planner::simulate(s, run_of_models(3, {"A", "B"}), switch_timing());
   REQUIRE(res.finished);
   REQUIRE(res.violations.empty());
   CHECK(colds(res) == 3);
   CHECK(res.run.jobs[2].sample_end == Approx(75));
   // Jobs of one model: only the first loads it.
-  auto same = planner::simulate(s, run_of_models(3, {"A"}), switch_timing());
+  auto same = actors::planner::simulate(s, run_of_models(3, {"A"}), switch_timing());
   CHECK(colds(same) == 1);
   CHECK(same.run.jobs[2].sample_end == Approx(45));
 }
@@ -116,9 +116,9 @@ TEST_CASE("model affinity: a pool keeps to its model while jobs of it are queued
       use_policy(s, policy);
       auto list = run_of_models(16, {"A", "A", "B", "B"});
       s.p.model_wait_s = 0;
-      auto blind = planner::simulate(s, list, switch_timing());
+      auto blind = actors::planner::simulate(s, list, switch_timing());
       s.p.model_wait_s = -1;  // the default
-      auto kept = planner::simulate(s, list, switch_timing());
+      auto kept = actors::planner::simulate(s, list, switch_timing());
       REQUIRE(blind.finished);
       REQUIRE(kept.finished);
       REQUIRE(kept.violations.empty());
@@ -140,7 +140,7 @@ TEST_CASE("model affinity never starves a model: a passed-over job goes after mo
   s.p.model_wait_s = 40;
   auto list = run_of_models(12, {"A"});
   list.jobs[1].spec.model = "B";
-  auto res = planner::simulate(s, list, switch_timing());
+  auto res = actors::planner::simulate(s, list, switch_timing());
   REQUIRE(res.finished);
   const auto& b = res.run.jobs[1];
   // A [0,25], then As of 10 s from 25: at 65 the B has been passed over for 40 s.
@@ -152,7 +152,7 @@ TEST_CASE("model affinity never starves a model: a passed-over job goes after mo
   // so the B goes at the first decision 25 s after it was first passed over.
   use_policy(s, "auto");
   s.p.model_wait_s = -1;
-  auto dflt = planner::simulate(s, list, switch_timing());
+  auto dflt = actors::planner::simulate(s, list, switch_timing());
   REQUIRE(dflt.finished);
   CHECK(dflt.run.jobs[1].sample_start == Approx(55));
 }
@@ -166,18 +166,18 @@ TEST_CASE("model affinity: a pool takes a job of its own model of another size w
   s.mode_policy["m"] = std::make_shared<first_free_estimating>();
   s.p.model_wait_s = 40;
   for (auto& name : {"p0", "p1"})
-    sched::step(s, sched::ev_pool_status{sched_fixtures::pool_report(name, 7, 1)}, 0);
+    actors::coordinator::step(s, actors::coordinator::ev_pool_status{sched_fixtures::pool_report(name, 7, 1)}, 0);
   s.pools["p0"].warm = s.pools["p1"].warm = true;
   s.pools["p0"].model = "A";
   s.pools["p1"].model = "B";
   auto list = run_of_models(3, {"B", "B", "A"});
   list.jobs[2].spec.width = 480;
   list.jobs[2].spec.height = 832;
-  sched::step(s, sched::ev_submit{list}, 1);
+  actors::coordinator::step(s, actors::coordinator::ev_submit{list}, 1);
   CHECK(s.find_job("r1", 0)->pool == "p1");
   CHECK(s.find_job("r1", 2)->pool == "p0");
-  CHECK(s.find_job("r1", 1)->state == sched::job_state::queued);
-  CHECK(sched::check_index(s).empty());
+  CHECK(s.find_job("r1", 1)->state == actors::coordinator::job_state::queued);
+  CHECK(actors::coordinator::check_index(s).empty());
 }
 
 TEST_CASE("model affinity: a job passed over for a pool that will hold its model goes after "
@@ -189,29 +189,29 @@ TEST_CASE("model affinity: a job passed over for a pool that will hold its model
   s.mode_policy["m"] = std::make_shared<first_free_estimating>();
   s.p.model_wait_s = 40;
   for (auto& name : {"p0", "p1"})
-    sched::step(s, sched::ev_pool_status{sched_fixtures::pool_report(name, 7, 1)}, 0);
+    actors::coordinator::step(s, actors::coordinator::ev_pool_status{sched_fixtures::pool_report(name, 7, 1)}, 0);
   s.pools["p0"].warm = s.pools["p1"].warm = true;
   s.pools["p0"].model = "A";
   s.pools["p1"].model = "B";
-  sched::step(s, sched::ev_submit{run_of_models(6, {"B", "B", "A", "A", "A", "A"})}, 1);
+  actors::coordinator::step(s, actors::coordinator::ev_submit{run_of_models(6, {"B", "B", "A", "A", "A", "A"})}, 1);
   REQUIRE(s.find_job("r1", 0)->pool == "p1");
   REQUIRE(s.find_job("r1", 2)->pool == "p0");
-  const sched::job& b1 = *s.find_job("r1", 1);
+  const actors::coordinator::job& b1 = *s.find_job("r1", 1);
   auto p0_done = [&](uint32_t a_job, double now) {
-    sched::step(s, sched::ev_sample_result{sched_fixtures::sample_ok(*s.find_job("r1", a_job))},
+    actors::coordinator::step(s, actors::coordinator::ev_sample_result{sched_fixtures::sample_ok(*s.find_job("r1", a_job))},
                 now);
   };
   p0_done(2, 30);
   CHECK(s.find_job("r1", 3)->pool == "p0");
-  CHECK(b1.state == sched::job_state::queued);
+  CHECK(b1.state == actors::coordinator::job_state::queued);
   p0_done(3, 50);  // waited 49 s of 40
   CHECK(s.find_job("r1", 4)->pool == "p0");
-  CHECK(b1.state == sched::job_state::queued);
+  CHECK(b1.state == actors::coordinator::job_state::queued);
   p0_done(4, 85);  // waited 84 s: twice model_wait_s is past
-  CHECK(b1.state == sched::job_state::sampling);
+  CHECK(b1.state == actors::coordinator::job_state::sampling);
   CHECK(b1.pool == "p0");
-  CHECK(s.find_job("r1", 5)->state == sched::job_state::queued);
-  CHECK(sched::check_index(s).empty());
+  CHECK(s.find_job("r1", 5)->state == actors::coordinator::job_state::queued);
+  CHECK(actors::coordinator::check_index(s).empty());
 }
 
 TEST_CASE("model affinity: a free pool holding the job's model takes it instead") {
@@ -222,31 +222,31 @@ TEST_CASE("model affinity: a free pool holding the job's model takes it instead"
   use_policy(s, "first_free");
   s.p.model_wait_s = 0;
   for (auto& name : {"p0", "p1"})
-    sched::step(s, sched::ev_pool_status{sched_fixtures::pool_report(name, 7, 1)}, 0);
+    actors::coordinator::step(s, actors::coordinator::ev_pool_status{sched_fixtures::pool_report(name, 7, 1)}, 0);
   s.pools["p0"].warm = s.pools["p1"].warm = true;
   s.pools["p0"].model = "A";
   s.pools["p1"].model = "B";
-  auto fx = sched::step(s, sched::ev_submit{run_of_models(1, {"B"})}, 1);
+  auto fx = actors::coordinator::step(s, actors::coordinator::ev_submit{run_of_models(1, {"B"})}, 1);
   std::vector<std::string> to;
   for (auto& e : fx)
-    if (auto* o = std::get_if<sched::fx_send_sample>(&e))
+    if (auto* o = std::get_if<actors::coordinator::fx_send_sample>(&e))
       to.push_back(o->order.pool);
   CHECK(to == std::vector<std::string>{"p1"});
-  CHECK(sched::check_index(s).empty());
+  CHECK(actors::coordinator::check_index(s).empty());
 }
 
 TEST_CASE("profile: a model's own speed and load time on a pool kind") {
-  auto text = std::string(profiles::profile::reference_json());
+  auto text = std::string(config::profile::profile::reference_json());
   auto j = nlohmann::json::parse(text);
   auto& pool = j["pools"].begin().value();
   const std::string kind = j["pools"].begin().key();
   pool["models"] = {{"fast-int8", {{"warm_factor", 0.5}, {"source", "measured"}}},
                     {"big", {{"load", {{"s", 300}, {"source", "a 40 GB load"}}},
                              {"source", "measured"}}}};
-  auto p = profiles::profile::from_json(j);
-  auto base = profiles::profile::from_json(nlohmann::json::parse(text));
+  auto p = config::profile::profile::from_json(j);
+  auto base = config::profile::profile::from_json(nlohmann::json::parse(text));
   auto size = p.pools().at(kind).sampling.front().size;
-  using profiles::model_state;
+  using config::profile::model_state;
   double warm = base.sampling(kind, size, model_state::warm).s;
   double cold = base.sampling(kind, size, model_state::cold).s;
   CHECK(p.sampling(kind, size, model_state::warm).s == Approx(warm));
@@ -259,11 +259,11 @@ TEST_CASE("profile: a model's own speed and load time on a pool kind") {
 
   pool["models"]["fast-int8"]["warm_factor"] = 0;
   try {
-    profiles::profile::from_json(j);
+    config::profile::profile::from_json(j);
     FAIL("a warm_factor of 0 was accepted");
-  } catch (const profiles::profile_error& e) {
+  } catch (const config::profile::profile_error& e) {
     CHECK(e.path() == "/pools/" + kind + "/models/fast-int8/warm_factor");
   }
   pool["models"]["fast-int8"] = {{"warm_factor", 1}, {"source", "x"}, {"speed", 2}};
-  CHECK_THROWS_AS(profiles::profile::from_json(j), profiles::profile_error);
+  CHECK_THROWS_AS(config::profile::profile::from_json(j), config::profile::profile_error);
 }

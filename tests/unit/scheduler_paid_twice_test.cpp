@@ -29,15 +29,15 @@ std::vector<T> all(const std::vector<Fx>& fx) {
 }
 
 /// One pool on host a, decoders db on host b and dc on host c.
-sched::state line() {
-  sched::state s;
-  sched::pool_view p;
+actors::coordinator::state line() {
+  actors::coordinator::state s;
+  actors::coordinator::pool_view p;
   p.name = "p";
   p.host = "a";
   p.kind = "k";
   s.pools["p"] = p;
   for (auto [name, host] : {std::pair{"db", "b"}, std::pair{"dc", "c"}}) {
-    sched::decoder_view d;
+    actors::coordinator::decoder_view d;
     d.name = name;
     d.host = host;
     d.kind = "dk";
@@ -49,8 +49,8 @@ sched::state line() {
   return s;
 }
 
-decoding::state decoder(const std::string& name, const std::string& host, uint64_t epoch) {
-  decoding::state d;
+actors::decoder::state decoder(const std::string& name, const std::string& host, uint64_t epoch) {
+  actors::decoder::state d;
   d.decoder = name;
   d.host = host;
   d.epoch = epoch;
@@ -59,49 +59,49 @@ decoding::state decoder(const std::string& name, const std::string& host, uint64
 
 /// The coordinator's process restarted: a fresh state from the journal's records of the
 /// runs, in flight stages adopted as the shell does at start.
-sched::state restarted(const sched::state& old, double now, double mono) {
+actors::coordinator::state restarted(const actors::coordinator::state& old, double now, double mono) {
   auto s = line();
   for (auto& r : old.runs) {
-    auto copy = actors::run_from_record(actors::run_record(r));
+    auto copy = actors::coordinator::run_from_record(actors::coordinator::run_record(r));
     copy.jobs.clear();
     for (auto& j : r.jobs)
-      copy.jobs.push_back(actors::job_from_record(actors::job_record(j)));
+      copy.jobs.push_back(actors::coordinator::job_from_record(actors::coordinator::job_record(j)));
     s.runs.push_back(std::move(copy));
   }
   s.next_attempt = old.next_attempt;
-  sched::reindex(s);
-  actors::adopt_in_flight(s, now, mono);
+  actors::coordinator::reindex(s);
+  actors::coordinator::adopt_in_flight(s, now, mono);
   return s;
 }
 
 /// A decoder's status report reaches the coordinator; what it answers goes back to that
 /// decoder (grant, acks). Returns the decoder's effects.
-std::vector<decoding::effect> report(sched::state& s, decoding::state& d, double t,
-                                     std::vector<sched::effect>* sfx = nullptr) {
-  auto fx = sched::step(s, sched::ev_decoder_status{d.status(t)}, t, t);
+std::vector<actors::decoder::effect> report(actors::coordinator::state& s, actors::decoder::state& d, double t,
+                                     std::vector<actors::coordinator::effect>* sfx = nullptr) {
+  auto fx = actors::coordinator::step(s, actors::coordinator::ev_decoder_status{d.status(t)}, t, t);
   if (sfx != nullptr)
     *sfx = fx;
-  std::vector<decoding::effect> out;
-  auto take = [&](std::vector<decoding::effect> more) {
+  std::vector<actors::decoder::effect> out;
+  auto take = [&](std::vector<actors::decoder::effect> more) {
     out.insert(out.end(), more.begin(), more.end());
   };
-  for (auto& g : all<sched::fx_grant>(fx))
+  for (auto& g : all<actors::coordinator::fx_grant>(fx))
     if (g.grant.target == d.decoder)
-      take(decoding::step(d, decoding::ev_grant{g.grant, t}, t));
-  for (auto& a : all<sched::fx_ack>(fx))
+      take(actors::decoder::step(d, actors::decoder::ev_grant{g.grant, t}, t));
+  for (auto& a : all<actors::coordinator::fx_ack>(fx))
     if (a.target == "decoder:" + d.decoder)
-      take(decoding::step(d, decoding::ev_ack{a.attempt, a.discard}, t));
+      take(actors::decoder::step(d, actors::decoder::ev_ack{a.attempt, a.discard}, t));
   return out;
 }
 
 /// `d` takes `o`, fetches and decodes it within its lease: the video is published
 /// (fx_commit). Returns the commit.
-decoding::fx_commit decode(sched::state& s, decoding::state& d, const msg::decode_order& o,
+actors::decoder::fx_commit decode(actors::coordinator::state& s, actors::decoder::state& d, const msg::decode_order& o,
                            double t) {
-  decoding::step(d, decoding::ev_order{o}, t);
+  actors::decoder::step(d, actors::decoder::ev_order{o}, t);
   report(s, d, t);  // the grant: a lease from now
-  decoding::step(d, decoding::ev_fetched{o.attempt, msg::outcome::ok, ""}, t + 0.1);
-  decoding::ev_decoded e;
+  actors::decoder::step(d, actors::decoder::ev_fetched{o.attempt, msg::outcome::ok, ""}, t + 0.1);
+  actors::decoder::ev_decoded e;
   e.attempt = o.attempt;
   e.outcome = msg::outcome::ok;
   e.output = "/data/" + d.host + "/outputs/r1/job-0-100.mp4";
@@ -109,28 +109,28 @@ decoding::fx_commit decode(sched::state& s, decoding::state& d, const msg::decod
   e.staged = "/data/" + d.host + "/outputs/r1/.staged-job-0-100.mp4";
   e.decode_s = 0.5;
   e.mono_s = t + 0.5;
-  auto commits = all<decoding::fx_commit>(decoding::step(d, e, t + 0.5));
+  auto commits = all<actors::decoder::fx_commit>(actors::decoder::step(d, e, t + 0.5));
   REQUIRE(commits.size() == 1);
   return commits.front();
 }
 
 /// Job 0 of run r1 sampled on a, ordered to db at t = 10; returns the order.
-msg::decode_order ordered_to_b(sched::state& s, decoding::state& db, decoding::state& dc) {
-  sched::step(s, sched::ev_decoder_status{db.status(0)}, 0, 0);
-  sched::step(s, sched::ev_decoder_status{dc.status(0)}, 0, 0);
+msg::decode_order ordered_to_b(actors::coordinator::state& s, actors::decoder::state& db, actors::decoder::state& dc) {
+  actors::coordinator::step(s, actors::coordinator::ev_decoder_status{db.status(0)}, 0, 0);
+  actors::coordinator::step(s, actors::coordinator::ev_decoder_status{dc.status(0)}, 0, 0);
   msg::pool_status ps;
   ps.pool = "p";
   ps.host = "a";
   ps.epoch = 1;
   ps.seq = 1;
-  sched::step(s, sched::ev_pool_status{ps}, 0, 0);
-  sched::run r;
+  actors::coordinator::step(s, actors::coordinator::ev_pool_status{ps}, 0, 0);
+  actors::coordinator::run r;
   r.id = "r1";
   r.mode = "m";
-  sched::job j;
+  actors::coordinator::job j;
   j.spec = msg::job_spec{"r1", 0, 100, 416, 736, 5, "p", "sha-p", ""};
   r.jobs.push_back(j);
-  sched::step(s, sched::ev_submit{r}, 0, 0);
+  actors::coordinator::step(s, actors::coordinator::ev_submit{r}, 0, 0);
   auto* job = s.find_job("r1", 0);
   msg::sample_result sr;
   sr.pool = "p";
@@ -141,8 +141,8 @@ msg::decode_order ordered_to_b(sched::state& s, decoding::state& db, decoding::s
   sr.outcome = msg::outcome::ok;
   sr.latent_sha256 = std::string(64, 'a');
   sr.latent_bytes = 10;
-  auto fx = sched::step(s, sched::ev_sample_result{sr}, 10, 10);
-  auto orders = all<sched::fx_send_decode>(fx);
+  auto fx = actors::coordinator::step(s, actors::coordinator::ev_sample_result{sr}, 10, 10);
+  auto orders = all<actors::coordinator::fx_send_decode>(fx);
   REQUIRE(orders.size() == 1);
   REQUIRE(orders.front().host == "b");
   return orders.front().order;
@@ -165,57 +165,57 @@ TEST_CASE("a video committed unacknowledged, its host killed, the job decoded el
 
   // The coordinator restarts; b's host is killed (db's memory gone) and stays down.
   s = restarted(s, 20, 20);
-  sched::step(s, sched::ev_peer{"b", false}, 20, 20);
-  sched::step(s, sched::ev_decoder_status{dc.status(20)}, 20, 20);
-  auto fx = sched::step(s, sched::ev_tick{}, 24, 24);  // past the lease: moved to dc
+  actors::coordinator::step(s, actors::coordinator::ev_peer{"b", false}, 20, 20);
+  actors::coordinator::step(s, actors::coordinator::ev_decoder_status{dc.status(20)}, 20, 20);
+  auto fx = actors::coordinator::step(s, actors::coordinator::ev_tick{}, 24, 24);  // past the lease: moved to dc
   auto* j = s.find_job("r1", 0);
-  REQUIRE(j->state == sched::job_state::decoding);
+  REQUIRE(j->state == actors::coordinator::job_state::decoding);
   REQUIRE(j->decoder == "dc");
-  auto orders = all<sched::fx_send_decode>(fx);
+  auto orders = all<actors::coordinator::fx_send_decode>(fx);
   REQUIRE(orders.size() == 1);
   const auto winner = decode(s, dc, orders.front().order, 24);
   auto dfx = report(s, dc, 25);
-  REQUIRE(j->state == sched::job_state::succeeded);
+  REQUIRE(j->state == actors::coordinator::job_state::succeeded);
   REQUIRE(j->output == winner.output);
-  CHECK(all<decoding::fx_forget>(dfx).size() == 1);  // dc's kept result goes with its ack
-  CHECK(all<decoding::fx_discard>(dfx).empty());
+  CHECK(all<actors::decoder::fx_forget>(dfx).size() == 1);  // dc's kept result goes with its ack
+  CHECK(all<actors::decoder::fx_discard>(dfx).empty());
 
   // b returns: db's new epoch recovers the kept result and reports it.
-  sched::step(s, sched::ev_peer{"b", true}, 30, 30);
+  actors::coordinator::step(s, actors::coordinator::ev_peer{"b", true}, 30, 30);
   auto db2 = decoder("db", "b", 99);
-  auto rfx = decoding::step(db2, decoding::ev_recovered{{kept}}, 30);
-  CHECK(all<decoding::fx_report>(rfx).size() == 1);
+  auto rfx = actors::decoder::step(db2, actors::decoder::ev_recovered{{kept}}, 30);
+  CHECK(all<actors::decoder::fx_report>(rfx).size() == 1);
   REQUIRE(db2.unacked.size() == 1);
-  std::vector<sched::effect> sfx;
+  std::vector<actors::coordinator::effect> sfx;
   dfx = report(s, db2, 30, &sfx);
-  auto acks = all<sched::fx_ack>(sfx);
+  auto acks = all<actors::coordinator::fx_ack>(sfx);
   REQUIRE(acks.size() == 1);
   CHECK(acks.front().discard);
-  auto discards = all<decoding::fx_discard>(dfx);
+  auto discards = all<actors::decoder::fx_discard>(dfx);
   REQUIRE(discards.size() == 1);
   CHECK(discards.front().published);
   CHECK(discards.front().path == commit.output);
   CHECK(discards.front().sha256 == commit.sha256);
   CHECK(discards.front().attempt == o.attempt);
-  auto forgets = all<decoding::fx_forget>(dfx);
+  auto forgets = all<actors::decoder::fx_forget>(dfx);
   REQUIRE(forgets.size() == 1);
   CHECK(forgets.front().attempt == o.attempt);
   CHECK(db2.unacked.empty());
   CHECK(db2.retracted == 1);
   // The winner stands; the loser is counted once, however often it is reported.
-  CHECK(j->state == sched::job_state::succeeded);
+  CHECK(j->state == actors::coordinator::job_state::succeeded);
   CHECK(j->decoder == "dc");
   CHECK(j->output == winner.output);
   CHECK(j->duplicates == 1);
   CHECK(j->retracted == 1);
   db2 = decoder("db", "b", 100);  // killed again before the ack's removal was done
-  decoding::step(db2, decoding::ev_recovered{{kept}}, 31);
+  actors::decoder::step(db2, actors::decoder::ev_recovered{{kept}}, 31);
   report(s, db2, 31);
   CHECK(j->retracted == 1);
-  CHECK(sched::summarize(s.runs.front()).done_twice == 1);
-  CHECK(sched::summarize(s.runs.front()).products_retracted == 1);
-  CHECK(actors::job_from_record(actors::job_record(*j)).retracted == 1);  // journaled
-  CHECK(sched::check_index(s).empty());
+  CHECK(actors::coordinator::summarize(s.runs.front()).done_twice == 1);
+  CHECK(actors::coordinator::summarize(s.runs.front()).products_retracted == 1);
+  CHECK(actors::coordinator::job_from_record(actors::coordinator::job_record(*j)).retracted == 1);  // journaled
+  CHECK(actors::coordinator::check_index(s).empty());
 }
 
 TEST_CASE("a video committed unacknowledged whose job still waits for one is adopted") {
@@ -226,34 +226,34 @@ TEST_CASE("a video committed unacknowledged whose job still waits for one is ado
   const auto kept = decode(s, db, o, 10).result;
   // The coordinator restarts; b and c are both down: the job waits for a decoder.
   s = restarted(s, 20, 20);
-  sched::step(s, sched::ev_peer{"b", false}, 20, 20);
-  sched::step(s, sched::ev_peer{"c", false}, 20, 20);
+  actors::coordinator::step(s, actors::coordinator::ev_peer{"b", false}, 20, 20);
+  actors::coordinator::step(s, actors::coordinator::ev_peer{"c", false}, 20, 20);
   auto* j = s.find_job("r1", 0);
-  for (double t = 21; t < 40 && j->state == sched::job_state::decoding; t += 1)
-    sched::step(s, sched::ev_tick{}, t, t);
-  REQUIRE(j->state != sched::job_state::decoding);
-  REQUIRE(j->state != sched::job_state::succeeded);
+  for (double t = 21; t < 40 && j->state == actors::coordinator::job_state::decoding; t += 1)
+    actors::coordinator::step(s, actors::coordinator::ev_tick{}, t, t);
+  REQUIRE(j->state != actors::coordinator::job_state::decoding);
+  REQUIRE(j->state != actors::coordinator::job_state::succeeded);
 
-  sched::step(s, sched::ev_peer{"b", true}, 41, 41);
+  actors::coordinator::step(s, actors::coordinator::ev_peer{"b", true}, 41, 41);
   auto db2 = decoder("db", "b", 99);
-  decoding::step(db2, decoding::ev_recovered{{kept}}, 41);
-  std::vector<sched::effect> sfx;
+  actors::decoder::step(db2, actors::decoder::ev_recovered{{kept}}, 41);
+  std::vector<actors::coordinator::effect> sfx;
   auto dfx = report(s, db2, 41, &sfx);
-  CHECK(j->state == sched::job_state::succeeded);
+  CHECK(j->state == actors::coordinator::job_state::succeeded);
   CHECK(j->decoder == "db");
   CHECK(j->output == kept.output);
   CHECK(j->output_sha256 == kept.output_sha256);
   CHECK(j->duplicates == 0);
   CHECK(j->retracted == 0);
-  auto acks = all<sched::fx_ack>(sfx);
+  auto acks = all<actors::coordinator::fx_ack>(sfx);
   REQUIRE(acks.size() == 1);
   CHECK_FALSE(acks.front().discard);
-  CHECK(all<decoding::fx_discard>(dfx).empty());
-  CHECK(all<decoding::fx_forget>(dfx).size() == 1);
+  CHECK(all<actors::decoder::fx_discard>(dfx).empty());
+  CHECK(all<actors::decoder::fx_forget>(dfx).size() == 1);
   CHECK(db2.unacked.empty());
   CHECK(db2.retracted == 0);
-  CHECK(sched::summarize(s.runs.front()).products_retracted == 0);
-  CHECK(sched::check_index(s).empty());
+  CHECK(actors::coordinator::summarize(s.runs.front()).products_retracted == 0);
+  CHECK(actors::coordinator::check_index(s).empty());
 }
 
 TEST_CASE("a recovered result is reported once, whatever else the decoder holds") {
@@ -269,15 +269,15 @@ TEST_CASE("a recovered result is reported once, whatever else the decoder holds"
   auto failed = r;
   failed.attempt = 8;
   failed.outcome = msg::outcome::transient;  // never kept: no product
-  decoding::step(d, decoding::ev_recovered{{r, failed}}, 0);
-  decoding::step(d, decoding::ev_recovered{{r}}, 0);
+  actors::decoder::step(d, actors::decoder::ev_recovered{{r, failed}}, 0);
+  actors::decoder::step(d, actors::decoder::ev_recovered{{r}}, 0);
   REQUIRE(d.unacked.size() == 1);
   CHECK(d.status().unacked.front().attempt == 7);
   // A resent order of that attempt is not taken again: it is done.
   msg::decode_order o;
   o.attempt = 7;
   o.job.run_id = "r1";
-  CHECK(decoding::step(d, decoding::ev_order{o}, 1).empty());
+  CHECK(actors::decoder::step(d, actors::decoder::ev_order{o}, 1).empty());
   CHECK(d.holding.empty());
 }
 
@@ -286,25 +286,25 @@ TEST_CASE("a recovered result is reported once, whatever else the decoder holds"
 /// One job of run r1 sampling at 0 on pool p (8 GPUs, host a), a decoder on host b; `ps`
 /// is the pool's status so far (epoch 1, seq 1).
 struct sampling_line {
-  sched::state s = line();
+  actors::coordinator::state s = line();
   msg::pool_status ps;
-  sched::job* j = nullptr;
+  actors::coordinator::job* j = nullptr;
   sampling_line() {
     s.pools["p"].gpus = 8;
     auto db = decoder("db", "b", 11);
-    sched::step(s, sched::ev_decoder_status{db.status(0)}, 0, 0);
+    actors::coordinator::step(s, actors::coordinator::ev_decoder_status{db.status(0)}, 0, 0);
     ps.pool = "p";
     ps.host = "a";
     ps.epoch = 1;
     ps.seq = 1;
-    sched::step(s, sched::ev_pool_status{ps}, 0, 0);
-    sched::run r;
+    actors::coordinator::step(s, actors::coordinator::ev_pool_status{ps}, 0, 0);
+    actors::coordinator::run r;
     r.id = "r1";
     r.mode = "m";
-    sched::job j0;
+    actors::coordinator::job j0;
     j0.spec = msg::job_spec{"r1", 0, 100, 416, 736, 5, "p", "sha-p", ""};
     r.jobs.push_back(j0);
-    sched::step(s, sched::ev_submit{r}, 0, 0);
+    actors::coordinator::step(s, actors::coordinator::ev_submit{r}, 0, 0);
     j = s.find_job("r1", 0);
   }
 };
@@ -314,7 +314,7 @@ TEST_CASE("GPU-seconds paid twice: a failed or lost sampling attempt's span time
   auto& s = l.s;
   auto& ps = l.ps;
   auto* j = l.j;
-  REQUIRE(j->state == sched::job_state::sampling);
+  REQUIRE(j->state == actors::coordinator::job_state::sampling);
   // A transient failure: its stamps say it ran from 1 to 4 (unix = run clock here).
   msg::sample_result fail;
   fail.pool = "p";
@@ -326,30 +326,30 @@ TEST_CASE("GPU-seconds paid twice: a failed or lost sampling attempt's span time
   fail.error = "worker crashed";
   fail.start_unix_s = 1;
   fail.end_unix_s = 4;
-  sched::step(s, sched::ev_sample_result{fail}, 5, 5);
+  actors::coordinator::step(s, actors::coordinator::ev_sample_result{fail}, 5, 5);
   CHECK(j->gpu_s_redone == Approx(24));  // 3 s x 8 GPUs
   // Ordered again at 10 (after its backoff), then its host goes silent past the lease:
   // lost, counted from the order until it was given up.
-  for (double t = 6; t <= 10 && j->state != sched::job_state::sampling; t += 1) {
+  for (double t = 6; t <= 10 && j->state != actors::coordinator::job_state::sampling; t += 1) {
     ps.seq += 1;
-    sched::step(s, sched::ev_pool_status{ps}, t, t);
+    actors::coordinator::step(s, actors::coordinator::ev_pool_status{ps}, t, t);
   }
-  REQUIRE(j->state == sched::job_state::sampling);
+  REQUIRE(j->state == actors::coordinator::job_state::sampling);
   const double ordered = j->attempt_at;
-  sched::step(s, sched::ev_peer{"a", false}, ordered + 1, ordered + 1);
-  for (double t = ordered + 2; t < ordered + 20 && j->state == sched::job_state::sampling;
+  actors::coordinator::step(s, actors::coordinator::ev_peer{"a", false}, ordered + 1, ordered + 1);
+  for (double t = ordered + 2; t < ordered + 20 && j->state == actors::coordinator::job_state::sampling;
        t += 1)
-    sched::step(s, sched::ev_tick{}, t, t);
-  REQUIRE(j->state == sched::job_state::queued);
+    actors::coordinator::step(s, actors::coordinator::ev_tick{}, t, t);
+  REQUIRE(j->state == actors::coordinator::job_state::queued);
   CHECK(j->gpu_s_redone > 24);
   const double lost = j->gpu_s_redone - 24;
   CHECK(lost == Approx((j->failures.back().end - j->failures.back().start) * 8));
-  CHECK(sched::summarize(s.runs.front()).gpu_s_paid_twice == Approx(j->gpu_s_redone));
+  CHECK(actors::coordinator::summarize(s.runs.front()).gpu_s_paid_twice == Approx(j->gpu_s_redone));
   CHECK(s.gpu_s_redone == Approx(j->gpu_s_redone));
-  CHECK(actors::job_from_record(actors::job_record(*j)).gpu_s_redone == Approx(j->gpu_s_redone));
+  CHECK(actors::coordinator::job_from_record(actors::coordinator::job_record(*j)).gpu_s_redone == Approx(j->gpu_s_redone));
   // A cancel ends the job: nothing is sampled again, nothing more paid twice.
   const double before = j->gpu_s_redone;
-  sched::step(s, sched::ev_cancel{"r1", std::nullopt}, 40, 40);
+  actors::coordinator::step(s, actors::coordinator::ev_cancel{"r1", std::nullopt}, 40, 40);
   CHECK(j->gpu_s_redone == Approx(before));
 }
 
@@ -358,20 +358,20 @@ TEST_CASE("GPU-seconds paid twice: a lost attempt counts until its pool last rep
   auto& s = l.s;
   auto& ps = l.ps;
   auto* j = l.j;
-  REQUIRE(j->state == sched::job_state::sampling);
+  REQUIRE(j->state == actors::coordinator::job_state::sampling);
   const double ordered = j->attempt_at;
   // The pool says it runs the attempt at +1 and +2, then its host is killed (silent from
   // +3): the lease runs out later, but no work was done after the last report.
   ps.busy_attempt = j->attempt;
   for (double t : {ordered + 1, ordered + 2}) {
     ps.seq += 1;
-    sched::step(s, sched::ev_pool_status{ps}, t, t);
+    actors::coordinator::step(s, actors::coordinator::ev_pool_status{ps}, t, t);
   }
-  sched::step(s, sched::ev_peer{"a", false}, ordered + 3, ordered + 3);
-  for (double t = ordered + 4; t < ordered + 30 && j->state == sched::job_state::sampling;
+  actors::coordinator::step(s, actors::coordinator::ev_peer{"a", false}, ordered + 3, ordered + 3);
+  for (double t = ordered + 4; t < ordered + 30 && j->state == actors::coordinator::job_state::sampling;
        t += 1)
-    sched::step(s, sched::ev_tick{}, t, t);
-  REQUIRE(j->state == sched::job_state::queued);
+    actors::coordinator::step(s, actors::coordinator::ev_tick{}, t, t);
+  REQUIRE(j->state == actors::coordinator::job_state::queued);
   REQUIRE(j->failures.back().end > ordered + 3);  // given up after the host went silent
   CHECK(j->gpu_s_redone == Approx(2 * 8));         // the 2 s it was seen running x 8 GPUs
   CHECK(s.gpu_s_redone == Approx(2 * 8));

@@ -15,18 +15,18 @@ using sched_fixtures::line_of;
 
 namespace {
 
-sched::run make_run(uint32_t count) { return sched_fixtures::run_of("r1", count); }
+actors::coordinator::run make_run(uint32_t count) { return sched_fixtures::run_of("r1", count); }
 
 /// Stage times per pool kind: {cold, warm}; conditioning 0, handoff 1, decode 4.
 struct kind_times {
   double cold, warm;
 };
 
-planner::timing timing_of(std::map<std::string, kind_times> kinds) {
-  planner::timing t;
+actors::planner::timing timing_of(std::map<std::string, kind_times> kinds) {
+  actors::planner::timing t;
   t.sample = [kinds](const std::string& kind, const msg::job_spec&, bool cold) {
     auto& k = kinds.at(kind);
-    return planner::sample_time{cold ? k.cold : k.warm, false};
+    return actors::planner::sample_time{cold ? k.cold : k.warm, false};
   };
   t.conditioning = [](const std::string&) { return 0.0; };
   t.handoff = [](const std::string&, uint64_t) { return 1.0; };
@@ -36,7 +36,7 @@ planner::timing timing_of(std::map<std::string, kind_times> kinds) {
 }
 
 /// The same numbers for the auto policy.
-class fixed_estimates : public sched::stage_estimates {
+class fixed_estimates : public actors::coordinator::stage_estimates {
 public:
   explicit fixed_estimates(std::map<std::string, kind_times> k) : kinds_(std::move(k)) {}
   std::optional<double> sampling(const std::string& kind, const msg::job_spec&,
@@ -45,22 +45,22 @@ public:
     return cold ? k.cold : k.warm;
   }
   double conditioning(const std::string&) const override { return 0; }
-  double handoff(const std::string&, const sched::decoder_view&,
+  double handoff(const std::string&, const actors::coordinator::decoder_view&,
                  const msg::job_spec&) const override {
     return 1;
   }
-  double decode(const sched::decoder_view&, const msg::job_spec&) const override { return 4; }
+  double decode(const actors::coordinator::decoder_view&, const msg::job_spec&) const override { return 4; }
 
 private:
   std::map<std::string, kind_times> kinds_;
 };
 
-void use(sched::state& s, const std::string& policy, std::map<std::string, kind_times> kinds) {
-  s.mode_policy["m"] = sched::make_policy(policy, std::make_shared<fixed_estimates>(kinds));
+void use(actors::coordinator::state& s, const std::string& policy, std::map<std::string, kind_times> kinds) {
+  s.mode_policy["m"] = actors::coordinator::make_policy(policy, std::make_shared<fixed_estimates>(kinds));
   REQUIRE(s.mode_policy["m"] != nullptr);
 }
 
-double makespan(const planner::result& r) { return sched::summarize(r.run).makespan_s; }
+double makespan(const actors::planner::result& r) { return actors::coordinator::summarize(r.run).makespan_s; }
 
 } // namespace
 
@@ -69,7 +69,7 @@ TEST_CASE("in_turn: job i goes to pool i mod n and waits for it (hand-computed)"
   // jobs 1, 3 -> slow [0,35] [35,65]. Decodes (handoff 1, decode 4): 20, 30, 40, 70.
   std::map<std::string, kind_times> kinds{{"fast", {15, 10}}, {"slow", {35, 30}}};
   auto s = line_of({{"a1", "a", "fast"}, {"a2", "a", "slow"}});
-  auto res = planner::simulate(s, make_run(4), timing_of(kinds));
+  auto res = actors::planner::simulate(s, make_run(4), timing_of(kinds));
   REQUIRE(res.finished);
   REQUIRE(res.violations.empty());
   const auto& j = res.run.jobs;
@@ -94,7 +94,7 @@ TEST_CASE("first_free: whichever pool is free first takes the next job (hand-com
   std::map<std::string, kind_times> kinds{{"fast", {15, 10}}, {"slow", {35, 30}}};
   auto s = line_of({{"a1", "a", "fast"}, {"a2", "a", "slow"}});
   use(s, "first_free", kinds);
-  auto res = planner::simulate(s, make_run(4), timing_of(kinds));
+  auto res = actors::planner::simulate(s, make_run(4), timing_of(kinds));
   REQUIRE(res.finished);
   const auto& j = res.run.jobs;
   CHECK(j[0].pool == "a1");
@@ -112,9 +112,9 @@ TEST_CASE("auto leaves a slow pool idle when the fast one finishes the batch soo
   // Giving job 1 to the slow pool (in turn, or first free) would end at 105.
   std::map<std::string, kind_times> kinds{{"fast", {10, 10}}, {"slow", {100, 100}}};
   auto s = line_of({{"a1", "a", "fast"}, {"a2", "a", "slow"}});
-  auto in_turn = planner::simulate(s, make_run(3), timing_of(kinds));
+  auto in_turn = actors::planner::simulate(s, make_run(3), timing_of(kinds));
   use(s, "auto", kinds);
-  auto res = planner::simulate(s, make_run(3), timing_of(kinds));
+  auto res = actors::planner::simulate(s, make_run(3), timing_of(kinds));
   REQUIRE(res.finished);
   for (auto& j : res.run.jobs)
     CHECK(j.pool == "a1");
@@ -131,7 +131,7 @@ TEST_CASE("auto picks the layout of GPU-sharing pools by batch size, model loads
   s.pools["s2"].conflicts = {"big"};
   use(s, "auto", kinds);
   SECTION("one job: the big pool, cold, is done first: sampled 20, video 25") {
-    auto res = planner::simulate(s, make_run(1), timing_of(kinds));
+    auto res = actors::planner::simulate(s, make_run(1), timing_of(kinds));
     REQUIRE(res.finished);
     CHECK(res.run.jobs[0].pool == "big");
     CHECK(makespan(res) == Approx(25));
@@ -139,7 +139,7 @@ TEST_CASE("auto picks the layout of GPU-sharing pools by batch size, model loads
   SECTION("twenty jobs: the two small pools (2/15 a second beat 1/10)") {
     // s1, s2 take 10 jobs each: sampled at 30, 45, ..., 165. The last two latents arrive
     // together: handoff [165,166], decodes [166,170] and [170,174].
-    auto res = planner::simulate(s, make_run(20), timing_of(kinds));
+    auto res = actors::planner::simulate(s, make_run(20), timing_of(kinds));
     REQUIRE(res.finished);
     REQUIRE(res.violations.empty());
     for (auto& j : res.run.jobs)
@@ -151,7 +151,7 @@ TEST_CASE("auto picks the layout of GPU-sharing pools by batch size, model loads
 namespace {
 
 /// A run of `small` jobs of the fixtures' size (416 x 736 x 5), then `large` of 832 x 1472 x 5.
-sched::run shot_list(uint32_t small, uint32_t large) {
+actors::coordinator::run shot_list(uint32_t small, uint32_t large) {
   auto r = make_run(small + large);
   for (uint32_t i = small; i < small + large; ++i) {
     r.jobs[i].spec.width = 832;
@@ -161,10 +161,10 @@ sched::run shot_list(uint32_t small, uint32_t large) {
 }
 
 /// The pools report in (idle, nothing loaded) at 0 and the run comes in.
-void start(sched::state& s, const sched::run& r) {
+void start(actors::coordinator::state& s, const actors::coordinator::run& r) {
   for (auto& [name, p] : s.pools)
-    sched::step(s, sched::ev_pool_status{sched_fixtures::pool_report(name, 1, 1)}, 0);
-  sched::step(s, sched::ev_submit{r}, 0);
+    actors::coordinator::step(s, actors::coordinator::ev_pool_status{sched_fixtures::pool_report(name, 1, 1)}, 0);
+  actors::coordinator::step(s, actors::coordinator::ev_submit{r}, 0);
 }
 
 } // namespace
@@ -182,19 +182,19 @@ TEST_CASE("auto: a pool alone in holding a size keeps to it once helping with an
     start(s, shot_list(4, 2));
     REQUIRE(s.find_job("r1", 0)->pool == "a1");
     REQUIRE(s.find_job("r1", 1)->pool == "a2");
-    sched::step(s, sched::ev_sample_result{sched_fixtures::sample_ok(*s.find_job("r1", 0))}, 10);
+    actors::coordinator::step(s, actors::coordinator::ev_sample_result{sched_fixtures::sample_ok(*s.find_job("r1", 0))}, 10);
     CHECK(s.find_job("r1", 4)->pool == "a1");
-    CHECK(s.find_job("r1", 2)->state == sched::job_state::queued);
+    CHECK(s.find_job("r1", 2)->state == actors::coordinator::job_state::queued);
   }
   SECTION("8 small left, 2 large: the large still end by 40 of 60: a1 helps with the small") {
     start(s, shot_list(10, 2));
     REQUIRE(s.find_job("r1", 0)->pool == "a1");
     REQUIRE(s.find_job("r1", 1)->pool == "a2");
-    sched::step(s, sched::ev_sample_result{sched_fixtures::sample_ok(*s.find_job("r1", 0))}, 10);
+    actors::coordinator::step(s, actors::coordinator::ev_sample_result{sched_fixtures::sample_ok(*s.find_job("r1", 0))}, 10);
     CHECK(s.find_job("r1", 2)->pool == "a1");
-    CHECK(s.find_job("r1", 10)->state == sched::job_state::queued);
+    CHECK(s.find_job("r1", 10)->state == actors::coordinator::job_state::queued);
   }
-  CHECK(sched::check_index(s).empty());
+  CHECK(actors::coordinator::check_index(s).empty());
 }
 
 TEST_CASE("auto, several sizes queued: a pool busy with a job of the run is free when its own "
@@ -214,14 +214,14 @@ TEST_CASE("auto, several sizes queued: a pool busy with a job of the run is free
   std::map<std::string, kind_times> kinds{{"x", {10, 10}}, {"t", {30, 30}}};
   auto s = line_of({{"X", "a", "x"}, {"T", "a", "t"}});
   s.pools["T"].max_load = 416 * 736 * 5;
-  s.mode_policy["m"] = std::make_shared<sched::auto_policy>(std::make_shared<large_tenfold>(kinds));
+  s.mode_policy["m"] = std::make_shared<actors::coordinator::auto_policy>(std::make_shared<large_tenfold>(kinds));
   auto r = make_run(2);
   r.jobs[0].spec.width = 832;  // job 0 large, job 1 small
   r.jobs[0].spec.height = 1472;
   start(s, r);
   CHECK(s.find_job("r1", 0)->pool == "X");
   CHECK(s.find_job("r1", 1)->pool == "T");
-  CHECK(sched::check_index(s).empty());
+  CHECK(actors::coordinator::check_index(s).empty());
 }
 
 TEST_CASE("a pool's max_load keeps jobs it cannot hold away, none able: refused at once") {
@@ -229,7 +229,7 @@ TEST_CASE("a pool's max_load keeps jobs it cannot hold away, none able: refused 
   auto s = line_of({{"a1", "a", "fast"}, {"a2", "a", "slow"}});
   SECTION("the small pool is skipped, no out-of-memory attempt is made") {
     s.pools["a1"].max_load = 416 * 736 * 5 - 1;
-    auto res = planner::simulate(s, make_run(3), timing_of(kinds));
+    auto res = actors::planner::simulate(s, make_run(3), timing_of(kinds));
     REQUIRE(res.finished);
     for (auto& j : res.run.jobs) {
       CHECK(j.pool == "a2");
@@ -239,10 +239,10 @@ TEST_CASE("a pool's max_load keeps jobs it cannot hold away, none able: refused 
   SECTION("no pool of the mode holds it: the job fails on submission") {
     s.pools["a1"].max_load = 1000;
     s.pools["a2"].max_load = 1000;
-    auto res = planner::simulate(s, make_run(2), timing_of(kinds));
+    auto res = actors::planner::simulate(s, make_run(2), timing_of(kinds));
     REQUIRE(res.finished);
     for (auto& j : res.run.jobs) {
-      CHECK(j.state == sched::job_state::failed);
+      CHECK(j.state == actors::coordinator::job_state::failed);
       CHECK(j.sample_attempts == 0);
       CHECK(j.error.find("no pool of mode m can hold") != std::string::npos);
     }
@@ -260,19 +260,19 @@ TEST_CASE("in_turn: a job whose home pool's host went down goes to a free pool")
     st.seq = 1;
     return st;
   };
-  sched::step(s, sched::ev_pool_status{report("a1", "a")}, 0);
-  sched::step(s, sched::ev_pool_status{report("c1", "c")}, 0);
-  sched::step(s, sched::ev_submit{make_run(2)}, 0);
+  actors::coordinator::step(s, actors::coordinator::ev_pool_status{report("a1", "a")}, 0);
+  actors::coordinator::step(s, actors::coordinator::ev_pool_status{report("c1", "c")}, 0);
+  actors::coordinator::step(s, actors::coordinator::ev_submit{make_run(2)}, 0);
   auto* j0 = s.find_job("r1", 0);
   auto* j1 = s.find_job("r1", 1);
   REQUIRE(j0->pool == "a1");
   REQUIRE(j1->pool == "c1");
-  sched::step(s, sched::ev_peer{"c", false}, 1);
+  actors::coordinator::step(s, actors::coordinator::ev_peer{"c", false}, 1);
   // Its home is gone, but c1 holds a lease on it: the job stays until it ends.
-  CHECK(j1->state == sched::job_state::sampling);
+  CHECK(j1->state == actors::coordinator::job_state::sampling);
   CHECK(j1->pool == "c1");
-  sched::step(s, sched::ev_tick{}, s.p.lease_s + 0.5);
-  CHECK(j1->state == sched::job_state::queued);  // the lease ended, a1 is busy: it waits
+  actors::coordinator::step(s, actors::coordinator::ev_tick{}, s.p.lease_s + 0.5);
+  CHECK(j1->state == actors::coordinator::job_state::queued);  // the lease ended, a1 is busy: it waits
   msg::sample_result ok;
   ok.pool = "a1";
   ok.host = "a";
@@ -281,17 +281,17 @@ TEST_CASE("in_turn: a job whose home pool's host went down goes to a free pool")
   ok.index = 0;
   ok.outcome = msg::outcome::ok;
   ok.latent_sha256 = std::string(64, 'a');
-  sched::step(s, sched::ev_sample_result{ok}, 10);
-  CHECK(j1->state == sched::job_state::sampling);
+  actors::coordinator::step(s, actors::coordinator::ev_sample_result{ok}, 10);
+  CHECK(j1->state == actors::coordinator::job_state::sampling);
   CHECK(j1->pool == "a1");
-  CHECK(sched::check_index(s).empty());
+  CHECK(actors::coordinator::check_index(s).empty());
 }
 
 TEST_CASE("the scheduler's index matches a rebuilt one after every step, under faults") {
   std::map<std::string, kind_times> kinds{{"fast", {15, 10}}, {"slow", {35, 30}}};
   for (const char* policy : {"in_turn", "first_free", "auto"}) {
     for (int seed = 1; seed <= 40; ++seed) {
-      planner::faults f;
+      actors::planner::faults f;
       f.seed = static_cast<uint64_t>(seed);
       f.drop = 0.05;
       f.duplicate = 0.05;
@@ -302,9 +302,9 @@ TEST_CASE("the scheduler's index matches a rebuilt one after every step, under f
       s.pools["a2"].conflicts = {"a1"};
       s.p.max_attempts = 50;
       use(s, policy, kinds);
-      planner::sim_options o;
+      actors::planner::sim_options o;
       o.check_index = true;
-      auto res = planner::simulate(s, make_run(8), timing_of(kinds), f, 1e6, o);
+      auto res = actors::planner::simulate(s, make_run(8), timing_of(kinds), f, 1e6, o);
       INFO("policy " << policy << " seed " << seed);
       REQUIRE(res.violations.empty());
       REQUIRE(res.finished);
@@ -321,7 +321,7 @@ TEST_CASE("a decoder on a pool's GPU: never both at once, auto uses it at the en
   // (on sd) or 23: the batch decides.
   std::map<std::string, kind_times> kinds{{"a", {10, 10}}, {"x", {12, 12}}};
   auto s = line_of({{"A1", "a", "a"}, {"A2", "a", "a"}, {"X", "b", "x"}});
-  sched::decoder_view sd;
+  actors::coordinator::decoder_view sd;
   sd.name = "sd";
   sd.host = "a";
   sd.kind = "sk";
@@ -333,32 +333,32 @@ TEST_CASE("a decoder on a pool's GPU: never both at once, auto uses it at the en
   t.decode = [](const std::string& kind, const msg::job_spec&) { return kind == "sk" ? 8.5 : 4.0; };
   struct estimates : fixed_estimates {
     using fixed_estimates::fixed_estimates;
-    double decode(const sched::decoder_view& d, const msg::job_spec&) const override {
+    double decode(const actors::coordinator::decoder_view& d, const msg::job_spec&) const override {
       return d.kind == "sk" ? 8.5 : 4.0;
     }
   };
-  s.mode_policy["m"] = std::make_shared<sched::auto_policy>(std::make_shared<estimates>(kinds));
+  s.mode_policy["m"] = std::make_shared<actors::coordinator::auto_policy>(std::make_shared<estimates>(kinds));
 
   SECTION("the scheduler keeps them apart") {
-    sched::state st = s;
-    sched::reindex(st);
+    actors::coordinator::state st = s;
+    actors::coordinator::reindex(st);
     for (auto& [name, p] : st.pools) {
       p.alive = true;
       p.epoch = 1;
     }
     st.decoders["sd"].alive = true;
     CHECK(st.pool_free("A2"));
-    CHECK_FALSE(sched::decoder_blocked(st, st.decoders.at("sd")));
+    CHECK_FALSE(actors::coordinator::decoder_blocked(st, st.decoders.at("sd")));
     st.decoders["sd"].sent[7] = 0;  // a latent on its way to sd
     CHECK_FALSE(st.pool_free("A2"));
     CHECK(st.pool_free("A1"));
     st.decoders["sd"].sent.clear();
     st.pools["A2"].assigned = std::make_pair(std::string("r1"), 0u);  // A2 samples
-    CHECK(sched::decoder_blocked(st, st.decoders.at("sd")));
-    CHECK_FALSE(sched::decoder_blocked(st, st.decoders.at("dec")));
+    CHECK(actors::coordinator::decoder_blocked(st, st.decoders.at("sd")));
+    CHECK_FALSE(actors::coordinator::decoder_blocked(st, st.decoders.at("dec")));
   }
   SECTION("auto decodes one latent on sd: 19.5 s") {
-    auto res = planner::simulate(s, make_run(3), t, {}, 1e9, {true});
+    auto res = actors::planner::simulate(s, make_run(3), t, {}, 1e9, {true});
     REQUIRE(res.finished);
     REQUIRE(res.violations.empty());
     CHECK(makespan(res) == Approx(19.5));
@@ -374,7 +374,7 @@ TEST_CASE("a decoder on a pool's GPU: never both at once, auto uses it at the en
     s.decoders.erase("sd");
     s.pools["A2"].decoders_sharing.clear();
     s.mode_decoders["m"] = {"dec"};
-    auto res = planner::simulate(s, make_run(3), t);
+    auto res = actors::planner::simulate(s, make_run(3), t);
     REQUIRE(res.finished);
     CHECK(makespan(res) == Approx(23));
   }

@@ -22,11 +22,11 @@ using nlohmann::json;
 
 namespace {
 
-/// Two pools on host a, one decoder (a real decoding::state) on host b; results of the
+/// Two pools on host a, one decoder (a real actors::decoder::state) on host b; results of the
 /// decoder travel with its status reports, `report_delay` late.
 struct line {
-  sched::state s;
-  decoding::state dec;
+  actors::coordinator::state s;
+  actors::decoder::state dec;
   double base = 0;  ///< when the virtual clock starts (unix seconds: run clock, time_scale 1)
   double t = 0;
   /// How late a report reaches the coordinator: alternately short and long, as a status
@@ -38,13 +38,13 @@ struct line {
 
   line() {
     for (auto* name : {"a1", "a2"}) {
-      sched::pool_view p;
+      actors::coordinator::pool_view p;
       p.name = name;
       p.host = "a";
       p.kind = "k";
       s.pools[name] = p;
     }
-    sched::decoder_view d;
+    actors::coordinator::decoder_view d;
     d.name = "dec";
     d.host = "b";
     d.kind = "dk";
@@ -59,9 +59,9 @@ struct line {
 
   void at(double when, std::function<void()> f) { q.emplace(when, std::move(f)); }
 
-  void sched_event(const sched::event& e) {
-    for (auto& fx : sched::step(s, e, t)) {
-      if (auto* o = std::get_if<sched::fx_send_sample>(&fx)) {
+  void sched_event(const actors::coordinator::event& e) {
+    for (auto& fx : actors::coordinator::step(s, e, t)) {
+      if (auto* o = std::get_if<actors::coordinator::fx_send_sample>(&fx)) {
         if (!sample_orders_seen.insert(o->order.attempt).second)
           continue;  // a resent order: the fake pool already runs it
         const auto order = o->order;
@@ -82,45 +82,45 @@ struct line {
           r.start_unix_s = start;
           r.sampling_start_unix_s = start + cond;
           r.end_unix_s = end;
-          sched_event(sched::ev_sample_result{r});
+          sched_event(actors::coordinator::ev_sample_result{r});
           msg::pool_status st;
           st.pool = order.pool;
           st.host = "a";
           st.epoch = 1;
           st.seq = ++pool_seq;
-          sched_event(sched::ev_pool_status{st});
+          sched_event(actors::coordinator::ev_pool_status{st});
         });
-      } else if (auto* o = std::get_if<sched::fx_send_decode>(&fx)) {
+      } else if (auto* o = std::get_if<actors::coordinator::fx_send_decode>(&fx)) {
         const auto order = o->order;
-        at(t + 0.1, [this, order] { dec_event(decoding::ev_order{order}); });
-      } else if (auto* g = std::get_if<sched::fx_grant>(&fx)) {
+        at(t + 0.1, [this, order] { dec_event(actors::decoder::ev_order{order}); });
+      } else if (auto* g = std::get_if<actors::coordinator::fx_grant>(&fx)) {
         if (g->target == "decoder:dec") {
           const auto grant = g->grant;
-          at(t + 0.05, [this, grant] { dec_event(decoding::ev_grant{grant, t}); });
+          at(t + 0.05, [this, grant] { dec_event(actors::decoder::ev_grant{grant, t}); });
         }
-      } else if (auto* a = std::get_if<sched::fx_ack>(&fx)) {
+      } else if (auto* a = std::get_if<actors::coordinator::fx_ack>(&fx)) {
         if (a->target == "decoder:dec") {
           const auto ack = *a;
-          at(t + 0.05, [this, ack] { dec_event(decoding::ev_ack{ack.attempt, ack.discard}); });
+          at(t + 0.05, [this, ack] { dec_event(actors::decoder::ev_ack{ack.attempt, ack.discard}); });
         }
       }
     }
   }
   uint64_t pool_seq = 1;
 
-  void dec_event(const decoding::event& e) {
-    for (auto& fx : decoding::step(dec, e, t)) {
-      if (auto* f = std::get_if<decoding::fx_fetch>(&fx)) {
+  void dec_event(const actors::decoder::event& e) {
+    for (auto& fx : actors::decoder::step(dec, e, t)) {
+      if (auto* f = std::get_if<actors::decoder::fx_fetch>(&fx)) {
         const uint64_t a = f->order.attempt;
-        at(t + 1.0, [this, a] { dec_event(decoding::ev_fetched{a, msg::outcome::ok, ""}); });
-      } else if (auto* d = std::get_if<decoding::fx_decode>(&fx)) {
+        at(t + 1.0, [this, a] { dec_event(actors::decoder::ev_fetched{a, msg::outcome::ok, ""}); });
+      } else if (auto* d = std::get_if<actors::decoder::fx_decode>(&fx)) {
         const uint64_t a = d->order.attempt;
         const double took = 8 + 0.5 * (d->order.job.index % 3);
         at(t + took, [this, a, took] {
-          dec_event(decoding::ev_decoded{a, msg::outcome::ok, "", "/out/" + std::to_string(a),
+          dec_event(actors::decoder::ev_decoded{a, msg::outcome::ok, "", "/out/" + std::to_string(a),
                                          "sha", took, "", t});
         });
-      } else if (std::holds_alternative<decoding::fx_report>(fx)) {
+      } else if (std::holds_alternative<actors::decoder::fx_report>(fx)) {
         report();
       }
     }
@@ -128,7 +128,7 @@ struct line {
 
   void report() {
     auto st = dec.status(t);
-    at(t + report_delay(st.seq), [this, st] { sched_event(sched::ev_decoder_status{st}); });
+    at(t + report_delay(st.seq), [this, st] { sched_event(actors::coordinator::ev_decoder_status{st}); });
   }
 
   /// Runs until `until` seconds after `base`.
@@ -144,11 +144,11 @@ struct line {
   }
 };
 
-sched::run make_run(uint32_t count) { return sched_fixtures::run_of("r1", count); }
+actors::coordinator::run make_run(uint32_t count) { return sched_fixtures::run_of("r1", count); }
 
 json status_of(line& l, double now) {
   REQUIRE_FALSE(l.s.runs.empty());
-  return actors::status_json(l.s, l.s.runs.back(), actors::clock_note{false, 1.0}, now);
+  return actors::coordinator::status_json(l.s, l.s.runs.back(), actors::coordinator::clock_note{false, 1.0}, now);
 }
 
 void start(line& l, uint32_t jobs) {
@@ -159,11 +159,11 @@ void start(line& l, uint32_t jobs) {
     st.host = "a";
     st.epoch = 1;
     st.seq = 1;
-    l.sched_event(sched::ev_pool_status{st});
+    l.sched_event(actors::coordinator::ev_pool_status{st});
   }
   l.report();  // the decoder says it is there, with its credits
   l.run(0.5);
-  l.sched_event(sched::ev_submit{make_run(jobs)});
+  l.sched_event(actors::coordinator::ev_submit{make_run(jobs)});
   // Periodic decoder reports (every second), as the actor sends them.
   for (double t = 1; t < 200; t += 1)
     l.at(l.base + t, [&l] { l.report(); });
@@ -255,16 +255,16 @@ TEST_CASE("status: a running run shows what runs now, failed attempts and outage
   // Host a goes down at 6 s: the pools' attempts are lost (their leases ended), and the
   // host comes back at 9 s, its pools reporting again.
   l.t = l.base + 6;
-  l.sched_event(sched::ev_peer{"a", false});
+  l.sched_event(actors::coordinator::ev_peer{"a", false});
   l.t = l.base + 9;
-  l.sched_event(sched::ev_peer{"a", true});
+  l.sched_event(actors::coordinator::ev_peer{"a", true});
   for (auto* p : {"a1", "a2"}) {
     msg::pool_status ps;
     ps.pool = p;
     ps.host = "a";
     ps.epoch = 2;
     ps.seq = 1;
-    l.sched_event(sched::ev_pool_status{ps});
+    l.sched_event(actors::coordinator::ev_pool_status{ps});
   }
   auto st = status_of(l, l.base + 9.5);
   INFO(st.dump(2));

@@ -12,7 +12,7 @@ using namespace sched_fixtures;
 
 namespace {
 
-sched::run make_run(uint32_t count, uint32_t w = 416, uint32_t h = 736, uint32_t secs = 5) {
+actors::coordinator::run make_run(uint32_t count, uint32_t w = 416, uint32_t h = 736, uint32_t secs = 5) {
   return run_of("r1", count, 0, w, h, secs);
 }
 
@@ -23,7 +23,7 @@ msg::pool_status pool_report(const std::string& pool, uint64_t epoch) {
 } // namespace
 
 TEST_CASE("a hand-computed schedule: two pools in turn, one decoder, pending at most one") {
-  auto res = planner::simulate(two_pools_one_decoder(), make_run(3), simple_timing());
+  auto res = actors::planner::simulate(two_pools_one_decoder(), make_run(3), simple_timing());
   REQUIRE(res.violations.empty());
   REQUIRE(res.finished);
   auto& jobs = res.run.jobs;
@@ -38,7 +38,7 @@ TEST_CASE("a hand-computed schedule: two pools in turn, one decoder, pending at 
   CHECK(jobs[0].decode_end == Approx(20));
   CHECK(jobs[1].decode_end == Approx(24));
   CHECK(jobs[2].decode_end == Approx(30));
-  auto sum = sched::summarize(res.run);
+  auto sum = actors::coordinator::summarize(res.run);
   CHECK(sum.succeeded == 3);
   CHECK(sum.first_finish_s == Approx(20));
   CHECK(sum.makespan_s == Approx(30));
@@ -48,23 +48,23 @@ TEST_CASE("a hand-computed schedule: two pools in turn, one decoder, pending at 
 TEST_CASE("the decoder never gets more than its credits while pools outrun it") {
   auto t = simple_timing();
   t.decode = [](const std::string&, const msg::job_spec&) { return 30.0; };  // slow decoder
-  auto res = planner::simulate(two_pools_one_decoder(), make_run(12), t);
+  auto res = actors::planner::simulate(two_pools_one_decoder(), make_run(12), t);
   REQUIRE(res.violations.empty());
   REQUIRE(res.finished);
   // Decodes are back to back: makespan = first latent ready (16) + 12 x 30.
-  CHECK(sched::summarize(res.run).makespan_s == Approx(16 + 12 * 30.0));
+  CHECK(actors::coordinator::summarize(res.run).makespan_s == Approx(16 + 12 * 30.0));
 }
 
 TEST_CASE("a job that runs out of memory on one pool kind moves to another, never back") {
   auto t = simple_timing();
   t.sample = [](const std::string& kind, const msg::job_spec&, bool) {
-    return kind == "k1" ? planner::sample_time{5.0, true} : planner::sample_time{10.0, false};
+    return kind == "k1" ? actors::planner::sample_time{5.0, true} : actors::planner::sample_time{10.0, false};
   };
-  auto res = planner::simulate(two_pools_one_decoder(), make_run(2), t);
+  auto res = actors::planner::simulate(two_pools_one_decoder(), make_run(2), t);
   REQUIRE(res.violations.empty());
   REQUIRE(res.finished);
   for (auto& j : res.run.jobs) {
-    CHECK(j.state == sched::job_state::succeeded);
+    CHECK(j.state == actors::coordinator::job_state::succeeded);
     CHECK(j.pool == "a2");
     CHECK(j.capacity_failed.count("k2") == 0);
   }
@@ -75,12 +75,12 @@ TEST_CASE("a job that runs out of memory on one pool kind moves to another, neve
 TEST_CASE("a job no pool of the mode can hold fails with a capacity reason, not a retry loop") {
   auto t = simple_timing();
   t.sample = [](const std::string&, const msg::job_spec&, bool) {
-    return planner::sample_time{204.389, true};
+    return actors::planner::sample_time{204.389, true};
   };
-  auto res = planner::simulate(two_pools_one_decoder(), make_run(1), t);
+  auto res = actors::planner::simulate(two_pools_one_decoder(), make_run(1), t);
   REQUIRE(res.finished);
   auto& j = res.run.jobs[0];
-  CHECK(j.state == sched::job_state::failed);
+  CHECK(j.state == actors::coordinator::job_state::failed);
   CHECK(j.error.find("capacity") != std::string::npos);
   CHECK(j.sample_attempts == 2);  // once per pool kind, never twice on one
 }
@@ -89,9 +89,9 @@ TEST_CASE("pools sharing GPUs never run at once") {
   auto s = two_pools_one_decoder();
   s.pools["a1"].conflicts = {"a2"};
   s.pools["a2"].conflicts = {"a1"};
-  auto res = planner::simulate(s, make_run(4), simple_timing());
+  auto res = actors::planner::simulate(s, make_run(4), simple_timing());
   REQUIRE(res.finished);
-  std::vector<planner::stage_span> sampling;
+  std::vector<actors::planner::stage_span> sampling;
   for (auto& sp : res.spans)
     if (sp.stage == "sampling")
       sampling.push_back(sp);
@@ -104,16 +104,16 @@ TEST_CASE("pools sharing GPUs never run at once") {
 TEST_CASE("a late result of a given-up attempt is fenced off") {
   auto s = two_pools_one_decoder();
   double now = 0;
-  sched::step(s, sched::ev_pool_status{pool_report("a1", 1)}, now);
-  sched::step(s, sched::ev_pool_status{pool_report("a2", 1)}, now);
-  sched::step(s, sched::ev_submit{make_run(1)}, now);
+  actors::coordinator::step(s, actors::coordinator::ev_pool_status{pool_report("a1", 1)}, now);
+  actors::coordinator::step(s, actors::coordinator::ev_pool_status{pool_report("a2", 1)}, now);
+  actors::coordinator::step(s, actors::coordinator::ev_submit{make_run(1)}, now);
   auto* j = s.find_job("r1", 0);
-  REQUIRE(j->state == sched::job_state::sampling);
+  REQUIRE(j->state == actors::coordinator::job_state::sampling);
   uint64_t first = j->attempt;
   // a1 restarts (new epoch) without the job: it goes back to the queue and out again.
-  sched::step(s, sched::ev_pool_status{pool_report("a1", 2)}, 1);
+  actors::coordinator::step(s, actors::coordinator::ev_pool_status{pool_report("a1", 2)}, 1);
   REQUIRE(j->attempt != first);
-  REQUIRE(j->state == sched::job_state::sampling);
+  REQUIRE(j->state == actors::coordinator::job_state::sampling);
   msg::sample_result late;
   late.pool = "a1";
   late.host = "a";
@@ -122,25 +122,25 @@ TEST_CASE("a late result of a given-up attempt is fenced off") {
   late.index = 0;
   late.outcome = msg::outcome::fatal;
   late.error = "late";
-  auto fx = sched::step(s, sched::ev_sample_result{late}, 2);
-  CHECK(j->state == sched::job_state::sampling);  // unchanged
+  auto fx = actors::coordinator::step(s, actors::coordinator::ev_sample_result{late}, 2);
+  CHECK(j->state == actors::coordinator::job_state::sampling);  // unchanged
   bool acked = false;
   for (auto& e : fx)
-    if (auto* a = std::get_if<sched::fx_ack>(&e))
+    if (auto* a = std::get_if<actors::coordinator::fx_ack>(&e))
       acked = a->attempt == first;
   CHECK(acked);  // the pool may forget it
 }
 
 TEST_CASE("every effect that sends an order comes after the job it depends on is persisted") {
   auto s = two_pools_one_decoder();
-  sched::step(s, sched::ev_pool_status{pool_report("a1", 1)}, 0);
-  auto fx = sched::step(s, sched::ev_submit{make_run(1)}, 0);
+  actors::coordinator::step(s, actors::coordinator::ev_pool_status{pool_report("a1", 1)}, 0);
+  auto fx = actors::coordinator::step(s, actors::coordinator::ev_submit{make_run(1)}, 0);
   bool persisted = false;
   bool sent_after_persist = false;
   for (auto& e : fx) {
-    if (std::holds_alternative<sched::fx_persist_job>(e))
+    if (std::holds_alternative<actors::coordinator::fx_persist_job>(e))
       persisted = true;
-    if (std::holds_alternative<sched::fx_send_sample>(e))
+    if (std::holds_alternative<actors::coordinator::fx_send_sample>(e))
       sent_after_persist = persisted;
   }
   CHECK(sent_after_persist);

@@ -24,10 +24,10 @@ void write(const std::string& path, const std::string& text) {
 }
 
 /// Reads `text` as a shot file named `name` in `dir`; the error ("" = accepted).
-std::string parse(const std::string& dir, const std::string& text, nodes::shot_list& out,
+std::string parse(const std::string& dir, const std::string& text, nodes::verbs::shot_list& out,
                   const std::string& name = "shots.jsonl", uint64_t max_jobs = 1000000) {
   write(dir + "/" + name, text);
-  return nodes::read_shot_file(dir + "/" + name, config::knobs{}, max_jobs, out);
+  return nodes::verbs::read_shot_file(dir + "/" + name, config::knobs{}, max_jobs, out);
 }
 
 const char* good = R"({"prompt": "a", "width": 416, "height": 736, "seconds": 5, "seed": 1})";
@@ -38,7 +38,7 @@ TEST_CASE("a shot file: fields, takes, names, references and comments are read")
   testing_support::temp_dir d("vl-shots");
   write(d.path() + "/ref.png", "not really a png");
   write(d.path() + "/p.txt", "a prompt from a file");
-  nodes::shot_list l;
+  nodes::verbs::shot_list l;
   auto why = parse(d.path(),
                    "# the episode\n"
                    "{\"prompt\": \"a cat\", \"width\": 736, \"height\": 1280, \"seconds\": 10, "
@@ -59,7 +59,7 @@ TEST_CASE("a shot file: fields, takes, names, references and comments are read")
   CHECK(l.shots[1].prompt == "a prompt from a file");
   CHECK(l.shots[1].reference.empty());
   // Priority first, list order among equals; takes named name-take-N with seeds from seed.
-  auto jobs = dispatching::shot_jobs(l.shots, "run-1", "", "");
+  auto jobs = actors::coordinator::shot_jobs(l.shots, "run-1", "", "");
   REQUIRE(jobs.size() == 4);
   CHECK(jobs[0].name == "hero-take-1");
   CHECK(jobs[2].name == "hero-take-3");
@@ -72,8 +72,8 @@ TEST_CASE("a shot file: fields, takes, names, references and comments are read")
   auto by_digest = l.shots;
   by_digest[0].reference.clear();
   by_digest[0].reference_sha256 = std::string(64, 'c');
-  CHECK(dispatching::shot_problem(by_digest[0], config::knobs{}).empty());
-  jobs = dispatching::shot_jobs(by_digest, "run-1", "/run/ref.png", std::string(64, 'd'));
+  CHECK(actors::coordinator::shot_problem(by_digest[0], config::knobs{}).empty());
+  jobs = actors::coordinator::shot_jobs(by_digest, "run-1", "/run/ref.png", std::string(64, 'd'));
   CHECK(jobs[0].reference_sha256 == std::string(64, 'c'));
   CHECK(jobs[0].reference.empty());
   CHECK(jobs[3].reference_sha256 == std::string(64, 'd'));
@@ -82,7 +82,7 @@ TEST_CASE("a shot file: fields, takes, names, references and comments are read")
 
 TEST_CASE("a CSV shot file reads like JSON Lines") {
   testing_support::temp_dir d("vl-shots");
-  nodes::shot_list l;
+  nodes::verbs::shot_list l;
   auto why = parse(d.path(),
                    "prompt,width,height,seconds,seed,name\n"
                    "\"a cat, on a \"\"skateboard\"\"\",416,736,5,3,cat\n"
@@ -105,7 +105,7 @@ TEST_CASE("every bad shot is refused naming the file, the line and the field") {
   std::filesystem::create_directory(d.path() + "/dir.png");
   {
     std::ofstream big(d.path() + "/big.png", std::ios::binary);
-    big.seekp(static_cast<std::streamoff>(nodes::max_reference_image_bytes));
+    big.seekp(static_cast<std::streamoff>(nodes::verbs::max_reference_image_bytes));
     big.put('x');
   }
   const std::string f = d.path() + "/shots.jsonl:";
@@ -146,14 +146,14 @@ TEST_CASE("every bad shot is refused naming the file, the line and the field") {
   };
   const std::string first = R"({"prompt": "a", "width": 416, "height": 736, "seconds": 5, "seed": 1, "name": "first"})";
   for (auto& c : cases) {
-    nodes::shot_list l;
+    nodes::verbs::shot_list l;
     auto why = parse(d.path(), first + "\n" + c.line + "\n" + good + "\n", l);
     INFO(c.line.substr(0, 200) << " -> " << why);
     CHECK(why.rfind(f + c.where, 0) == 0);
     CHECK(l.shots.empty());  // nothing of the file is kept
   }
   // A second take's output stem colliding with another shot's name.
-  nodes::shot_list l;
+  nodes::verbs::shot_list l;
   CHECK(parse(d.path(), "{" + base + ", \"prompt\": \"a\", \"name\": \"x-take-2\"}\n{" + base
                           + ", \"prompt\": \"b\", \"name\": \"x\", \"takes\": 2}\n", l)
           .rfind(f + "2: name: its output 'x-take-2' is also an output of line 1", 0) == 0);
@@ -166,23 +166,23 @@ TEST_CASE("every bad shot is refused naming the file, the line and the field") {
 
 TEST_CASE("capacity: a shot no pool of the mode holds is refused by line, naming the pools") {
   testing_support::temp_dir d("vl-shots");
-  auto s = nodes::load_plan_setup("", "");
-  nodes::shot_list l;
+  auto s = nodes::verbs::load_plan_setup("", "");
+  nodes::verbs::shot_list l;
   REQUIRE(parse(d.path(), std::string(good) + "\n"
                   + R"({"prompt": "b", "width": 736, "height": 1280, "seconds": 10, "seed": 2, "name": "big"})"
                   + "\n", l).empty());
-  auto why = nodes::shot_file_capacity(d.path() + "/shots.jsonl", l, s.state, "four_four_plus_one");
+  auto why = nodes::verbs::shot_file_capacity(d.path() + "/shots.jsonl", l, s.state, "four_four_plus_one");
   CHECK(why.rfind(d.path() + "/shots.jsonl:2: size: no pool of mode four_four_plus_one can hold "
                   "736x1280, 10 s", 0) == 0);
   CHECK(why.find("four_a (t10x4) holds up to 4,710,400") != std::string::npos);
   CHECK(why.find("four_b") != std::string::npos);
-  CHECK(nodes::shot_file_capacity(d.path() + "/shots.jsonl", l, s.state,
+  CHECK(nodes::verbs::shot_file_capacity(d.path() + "/shots.jsonl", l, s.state,
                                   "four_four_xtx_plus_one").empty());
   // The planner (and the coordinator, with the same function) refuse it by shot.
-  planner::request req;
+  actors::planner::request req;
   req.mode = "four_four_plus_one";
   req.shots = l.shots;
-  auto p = planner::plan(s.state, *s.est, req);
+  auto p = actors::planner::plan(s.state, *s.est, req);
   CHECK(p.refused.rfind("shot 2 (big): no pool of mode four_four_plus_one", 0) == 0);
 }
 
@@ -200,14 +200,14 @@ TEST_CASE("mixed sizes: each job goes only to pools that hold it, under every po
     shots.push_back(s);
   }
   for (std::string policy : {"in_turn", "first_free", "auto"}) {
-    auto s = nodes::load_plan_setup("", "", policy);
+    auto s = nodes::verbs::load_plan_setup("", "", policy);
     for (std::string mode : {"four_four_xtx_plus_one", "auto"}) {
       if (mode == "auto" && policy != "auto")
         continue;
-      planner::request req;
+      actors::planner::request req;
       req.mode = mode;
       req.shots = shots;
-      auto p = planner::plan(s.state, *s.est, req);
+      auto p = actors::planner::plan(s.state, *s.est, req);
       INFO(policy << " on " << mode << ": " << p.refused);
       REQUIRE(p.refused.empty());
       REQUIRE(p.finished);
@@ -228,7 +228,7 @@ TEST_CASE("mixed sizes: each job goes only to pools that hold it, under every po
 
 TEST_CASE("auto on a mixed list led by shots 4 x T10 cannot hold is not behind the fixed mode") {
   // The first shots are all 10 s (not on 4 x T10).
-  auto s = nodes::load_plan_setup("", "");
+  auto s = nodes::verbs::load_plan_setup("", "");
   std::vector<msg::shot> shots;
   for (uint32_t i = 0; i < 12; ++i) {
     msg::shot sh;
@@ -240,12 +240,12 @@ TEST_CASE("auto on a mixed list led by shots 4 x T10 cannot hold is not behind t
     sh.seed = i;
     shots.push_back(sh);
   }
-  planner::request req;
+  actors::planner::request req;
   req.mode = "four_four_xtx_plus_one";
   req.shots = shots;
-  auto fixed = planner::plan(s.state, *s.est, req);
-  req.mode = dispatching::auto_mode;
-  auto a = planner::plan(s.state, *s.est, req);
+  auto fixed = actors::planner::plan(s.state, *s.est, req);
+  req.mode = actors::coordinator::auto_mode;
+  auto a = actors::planner::plan(s.state, *s.est, req);
   REQUIRE(a.finished);
   REQUIRE(a.summary.succeeded == 12);
   CHECK(a.summary.makespan_s <= fixed.summary.makespan_s * 1.0001);
@@ -254,8 +254,8 @@ TEST_CASE("auto on a mixed list led by shots 4 x T10 cannot hold is not behind t
 TEST_CASE("the run index: one line per video, appended, never rewritten, a torn line ended") {
   testing_support::temp_dir d("vl-shots");
   const std::string path = d.path() + "/index.jsonl";
-  actors::output_index::cache c;
-  actors::output_index::entry e;
+  actors::decoder::cache c;
+  actors::decoder::entry e;
   e.order.decoder = "rtx3080ti";
   e.order.pool = "eight";
   e.order.sampling_s = 100;
@@ -265,11 +265,11 @@ TEST_CASE("the run index: one line per video, appended, never rewritten, a torn 
   e.order.job.reference_sha256 = std::string(64, 'b');
   e.output = d.path() + "/hero.simvideo";
   e.output_sha256 = std::string(64, 'c');
-  CHECK(actors::output_index::append(c, path, e));
+  CHECK(actors::decoder::append(c, path, e));
   const std::string after_one = files::read_all(path);
-  CHECK(!actors::output_index::append(c, path, e));  // the same video: no second line
-  actors::output_index::cache fresh;                  // after a restart: read from the file
-  CHECK(!actors::output_index::append(fresh, path, e));
+  CHECK(!actors::decoder::append(c, path, e));  // the same video: no second line
+  actors::decoder::cache fresh;                  // after a restart: read from the file
+  CHECK(!actors::decoder::append(fresh, path, e));
   CHECK(files::read_all(path) == after_one);
   auto j = nlohmann::json::parse(after_one);
   CHECK(j["name"] == "hero");
@@ -279,51 +279,51 @@ TEST_CASE("the run index: one line per video, appended, never rewritten, a torn 
   // A crash mid-append left a fragment: the next line still stands whole after it.
   { std::ofstream(path, std::ios::app) << "{\"name\": \"tor"; }
   e.output = d.path() + "/other.simvideo";
-  actors::output_index::cache after_crash;
-  CHECK(actors::output_index::append(after_crash, path, e));
+  actors::decoder::cache after_crash;
+  CHECK(actors::decoder::append(after_crash, path, e));
   auto text = files::read_all(path);
   CHECK(text.rfind(after_one, 0) == 0);  // earlier bytes kept
-  CHECK(actors::output_index::read_keys(path).size() == 2);
+  CHECK(actors::decoder::read_keys(path).size() == 2);
   CHECK(text.back() == '\n');
 }
 
 TEST_CASE("plan --jobs: plans the list on every mode, a bad list or extra options are refused") {
   testing_support::temp_dir d("vl-shots");
-  nodes::shot_list l;
+  nodes::verbs::shot_list l;
   REQUIRE(parse(d.path(), std::string(good) + "\n"
                   + R"({"prompt": "b", "width": 736, "height": 1280, "seconds": 10, "seed": 2, "name": "big", "takes": 2})"
                   + "\n", l).empty());
-  nodes::plan_options o;
+  nodes::verbs::plan_options o;
   o.jobs = d.path() + "/shots.jsonl";
   o.mode = "all";
-  CHECK(nodes::run_plan(o) == 0);
-  o.mode = dispatching::auto_mode;
+  CHECK(nodes::verbs::run_plan(o) == 0);
+  o.mode = actors::coordinator::auto_mode;
   o.json = true;
-  CHECK(nodes::run_plan(o) == 0);
+  CHECK(nodes::verbs::run_plan(o) == 0);
   o.mode = "four_four_plus_one";  // cannot hold line 2
-  CHECK(nodes::run_plan(o) == 2);
+  CHECK(nodes::verbs::run_plan(o) == 2);
   o.mode = "all";
   o.given = {"--width"};
-  CHECK(nodes::run_plan(o) == 2);
+  CHECK(nodes::verbs::run_plan(o) == 2);
   o.given.clear();
   write(d.path() + "/shots.jsonl", std::string(good) + "\n{\"prompt\": \"x\"}\n");
-  CHECK(nodes::run_plan(o) == 2);
+  CHECK(nodes::verbs::run_plan(o) == 2);
   // The uniform form still needs its options.
-  nodes::plan_options u;
+  nodes::verbs::plan_options u;
   u.mode = "all";
-  CHECK(nodes::run_plan(u) == 2);
+  CHECK(nodes::verbs::run_plan(u) == 2);
   u.given = {"--width", "--height", "--seconds", "--count"};
   u.width = 416;
   u.height = 736;
   u.seconds = 5;
   u.count = 2;
-  CHECK(nodes::run_plan(u) == 0);
+  CHECK(nodes::verbs::run_plan(u) == 0);
 }
 
 TEST_CASE("auto: free pools that cannot hold the lowest queued shot take the ones they hold") {
   // Mode four_four_xtx_plus_one under auto: 736x1280x10 fits only the XTX. With three such
   // shots first, the 4 x T10 pools must not idle until the XTX has taken all three.
-  auto s = nodes::load_plan_setup("", "", "auto");
+  auto s = nodes::verbs::load_plan_setup("", "", "auto");
   std::vector<msg::shot> shots;
   for (uint32_t i = 0; i < 9; ++i) {
     msg::shot sh;
@@ -335,10 +335,10 @@ TEST_CASE("auto: free pools that cannot hold the lowest queued shot take the one
     sh.seed = i;
     shots.push_back(sh);
   }
-  planner::request req;
+  actors::planner::request req;
   req.mode = "four_four_xtx_plus_one";
   req.shots = shots;
-  auto p = planner::plan(s.state, *s.est, req);
+  auto p = actors::planner::plan(s.state, *s.est, req);
   REQUIRE(p.policy == std::string("auto"));
   REQUIRE(p.finished);
   REQUIRE(p.summary.succeeded == 9);

@@ -53,9 +53,9 @@ config::catalog fl2v_catalog() {
 }
 
 std::string read(const std::string& dir, const std::string& name, const std::string& text,
-                 nodes::shot_list& out, const config::catalog& cat) {
+                 nodes::verbs::shot_list& out, const config::catalog& cat) {
   write(dir + "/" + name, text);
-  return nodes::read_shot_file(dir + "/" + name, config::knobs{}, 1000, out, &cat);
+  return nodes::verbs::read_shot_file(dir + "/" + name, config::knobs{}, 1000, out, &cat);
 }
 
 } // namespace
@@ -66,7 +66,7 @@ TEST_CASE("a mixed shot list: two images per shot, LoRAs, per-shot negative prom
   write(d.path() + "/b.png", "last frame");
   write(d.path() + "/c.png", "another last frame");
   const auto cat = fl2v_catalog();
-  nodes::shot_list l;
+  nodes::verbs::shot_list l;
   auto why = read(d.path(), "list.jsonl",
                   "{\"prompt\": \"she turns\", \"workflow\": \"fl2v\", \"width\": 416, \"height\": "
                   "736, \"seconds\": 5, \"seed\": 7, \"name\": \"s01\", \"negative_prompt\": "
@@ -85,7 +85,7 @@ TEST_CASE("a mixed shot list: two images per shot, LoRAs, per-shot negative prom
   CHECK(l.shots[0].inputs[0].sha256 == to_hex(sha256_of(std::string("first frame"))));
   CHECK(l.shots[0].inputs[0].path == d.path() + "/a.png");
 
-  auto jobs = dispatching::shot_jobs(l.shots, "run-1", "", "", &cat);
+  auto jobs = actors::coordinator::shot_jobs(l.shots, "run-1", "", "", &cat);
   REQUIRE(jobs.size() == 3);
   CHECK(jobs[0].workflow == "fl2v");
   CHECK(jobs[0].model == "h3-fl2v-int8");
@@ -146,7 +146,7 @@ TEST_CASE("bad workflows, params and inputs are refused naming the line and fiel
   testing_support::temp_dir d("vl-shot-model");
   write(d.path() + "/a.png", "first frame");
   const auto cat = fl2v_catalog();
-  nodes::shot_list l;
+  nodes::verbs::shot_list l;
   const std::string head = R"({"prompt": "p", "width": 416, "height": 736, "seconds": 5, "seed": 1, )";
   auto one = [&](const std::string& rest) {
     return read(d.path(), "bad.jsonl", "# comment\n" + head + rest + "}\n", l, cat);
@@ -187,10 +187,10 @@ TEST_CASE("an edited prompt: another ident, and the index line carries the new p
   o.job.model = "sim";
   o.job.params = {{"steps", "integer", "8"}};
   o.job.inputs = {{"reference", std::string(64, 'a')}};
-  actors::output_index::entry e;
+  actors::decoder::entry e;
   e.order = o;
   e.output = "/out/s01.simvideo";
-  auto first = json::parse(actors::output_index::line(e));
+  auto first = json::parse(actors::decoder::line(e));
   CHECK(first["prompt_sha256"] == to_hex(sha256_of(std::string("a red fox"))));
   CHECK(first["workflow"] == "default");
   CHECK(first["model"] == "sim");
@@ -201,33 +201,33 @@ TEST_CASE("an edited prompt: another ident, and the index line carries the new p
 
   e.order.job.prompt = "a red fox at dusk";
   e.order.job.prompt_sha256 = to_hex(sha256_of(e.order.job.prompt));
-  auto second = json::parse(actors::output_index::line(e));
+  auto second = json::parse(actors::decoder::line(e));
   CHECK(second["prompt_sha256"] == to_hex(sha256_of(std::string("a red fox at dusk"))));
   CHECK(second["ident"] != first["ident"]);
 }
 
 TEST_CASE("the sampled model's identity: journaled with the job, written in the index line") {
-  sched::job j;
+  actors::coordinator::job j;
   j.spec.run_id = "r";
   j.spec.model = "fox-v1";
   j.sampled_model = "fox-v1";
   j.model_identity = "sha256:" + std::string(64, 'c');
-  auto back = actors::job_from_record(actors::job_record(j));
+  auto back = actors::coordinator::job_from_record(actors::coordinator::job_record(j));
   CHECK(back.sampled_model == "fox-v1");
   CHECK(back.model_identity == j.model_identity);
-  auto old = actors::job_record(j);
+  auto old = actors::coordinator::job_record(j);
   old.erase("sampled_model");
   old.erase("model_identity");
-  auto from_old = actors::job_from_record(old);  // a journal older than the fields
+  auto from_old = actors::coordinator::job_from_record(old);  // a journal older than the fields
   CHECK(from_old.sampled_model.empty());
   CHECK(from_old.model_identity.empty());
 
-  actors::output_index::entry e;
+  actors::decoder::entry e;
   e.order.job = j.spec;
   e.output = "/out/fox.mp4";
-  CHECK(json::parse(actors::output_index::line(e))["model_identity"].is_null());
+  CHECK(json::parse(actors::decoder::line(e))["model_identity"].is_null());
   e.order.model_identity = j.model_identity;
-  auto l = json::parse(actors::output_index::line(e));
+  auto l = json::parse(actors::decoder::line(e));
   CHECK(l["model_identity"] == j.model_identity);
   CHECK(l["model"] == "fox-v1");
 }

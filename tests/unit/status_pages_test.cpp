@@ -20,20 +20,20 @@ using nlohmann::json;
 
 namespace {
 
-sched::state state_with_run(uint32_t count) {
-  sched::state s;
+actors::coordinator::state state_with_run(uint32_t count) {
+  actors::coordinator::state s;
   s.modes["m"] = {};
-  sched::run r;
+  actors::coordinator::run r;
   r.id = "r1";
   r.mode = "m";
   r.submitted_at = 100;
   for (uint32_t i = 0; i < count; ++i) {
-    sched::job j;
+    actors::coordinator::job j;
     j.spec = msg::job_spec{"r1", i, 100 + i, 416, 736, 5, "a prompt", std::string(64, 'p'), ""};
     // A third succeeded (with the fields of a finished job), a third failed after the most
     // failed attempts kept, the rest queued.
     if (i % 3 == 0) {
-      j.state = sched::job_state::succeeded;
+      j.state = actors::coordinator::job_state::succeeded;
       j.latent_sha256 = std::string(64, 'a');
       j.output_sha256 = std::string(64, 'b');
       j.output = "/var/lib/vidline/out/r1/" + std::to_string(i) + ".mp4";
@@ -48,9 +48,9 @@ sched::state state_with_run(uint32_t count) {
       j.ran.decode_start = 153 + i;
       j.ran.decode_end = 160 + i;
     } else if (i % 3 == 1) {
-      j.state = sched::job_state::failed;
+      j.state = actors::coordinator::job_state::failed;
       j.error = "decoder_b: the backend exited with status 1";
-      for (std::size_t f = 0; f < sched::max_failures_kept; ++f)
+      for (std::size_t f = 0; f < actors::coordinator::max_failures_kept; ++f)
         j.failures.push_back({"decode", "decoder_b", 100.0 + f, 101.0 + f,
                               "the backend exited with status 1 (see its log)"});
       j.failures_total = 12;
@@ -58,13 +58,13 @@ sched::state state_with_run(uint32_t count) {
     r.jobs.push_back(std::move(j));
   }
   s.runs.push_back(std::move(r));
-  sched::reindex(s);
+  actors::coordinator::reindex(s);
   return s;
 }
 
-json page_of(const sched::state& s, std::size_t offset, std::size_t limit) {
-  return actors::status_json(s, s.runs.back(), actors::clock_note{false, 1.0}, 200,
-                             actors::status_page{offset, limit});
+json page_of(const actors::coordinator::state& s, std::size_t offset, std::size_t limit) {
+  return actors::coordinator::status_json(s, s.runs.back(), actors::coordinator::clock_note{false, 1.0}, 200,
+                             actors::coordinator::status_page{offset, limit});
 }
 
 } // namespace
@@ -90,14 +90,14 @@ TEST_CASE("status_json slices the jobs and counts every job by state", "[status]
   CHECK(past["page"] == json({{"offset", 10}, {"jobs", 0}, {"jobs_total", 10}}));
   CHECK(past["states"]["queued"].get<int>() == 3);
   // No page asked: the whole run, as before pages.
-  auto whole = actors::status_json(s, s.runs.back(), actors::clock_note{false, 1.0}, 200);
+  auto whole = actors::coordinator::status_json(s, s.runs.back(), actors::coordinator::clock_note{false, 1.0}, 200);
   CHECK(whole["jobs"].size() == 10);
   CHECK(whole["jobs"] == page_of(s, 0, 0)["jobs"]);
 }
 
 TEST_CASE("a run of 100,000 jobs is read in pages that fit a frame", "[status][pages][big]") {
   auto c = config::load(std::string(VIDLINE_SOURCE_DIR) + "/config/examples/two_hosts_small.json");
-  nodes::coordinator_client cl(c);
+  nodes::verbs::coordinator_client cl(c);
   const std::size_t per_page = cl.page_jobs();
   REQUIRE(per_page >= 16);
   const std::size_t frame_room = c.knobs.max_frame_bytes - 4096;  // the coordinator's headroom

@@ -10,16 +10,16 @@
 #include "tests/support/processes.hpp"
 
 using namespace vidline;
-using storing::leftover;
+using actors::latents::leftover;
 
 TEST_CASE("sweep removes each kind of leftover only past its own limit", "[sweep]") {
-  storing::sweep_limits lim;
+  actors::latents::sweep_limits lim;
   lim.part_s = 10;
   lim.work_dir_s = 100;
   lim.conditioning_s = 50;
   lim.output_blob_s = 20;
   lim.receipt_s = 30;
-  std::vector<storing::listed> l = {
+  std::vector<actors::latents::listed> l = {
     {"p-young", leftover::part, 9.9, 1, 5},
     {"p-old", leftover::part, 10, 1, 7},
     {"w-young", leftover::work_dir, 99, 1, 100},
@@ -30,7 +30,7 @@ TEST_CASE("sweep removes each kind of leftover only past its own limit", "[sweep
     {"b-alone-young", leftover::output_blob, 19, 1, 800},
     {"r-old", leftover::receipt, 31, 1, 60},
   };
-  auto r = storing::sweep(l, lim);
+  auto r = actors::latents::sweep(l, lim);
   CHECK(r.remove == std::vector<std::string>{"p-old", "w-old", "c-old", "b-alone", "r-old"});
   CHECK(r.bytes == 7 + 100 + 3 + 800 + 60);
   CHECK(r.counts[int(leftover::part)] == 1);
@@ -39,10 +39,10 @@ TEST_CASE("sweep removes each kind of leftover only past its own limit", "[sweep
 }
 
 TEST_CASE("sweep keeps a kind for ever when its limit is 0", "[sweep]") {
-  storing::sweep_limits lim;
+  actors::latents::sweep_limits lim;
   lim.part_s = 0;
   lim.receipt_s = 0;
-  auto r = storing::sweep({{"p", leftover::part, 1e9, 1, 1}, {"r", leftover::receipt, 1e9, 1, 1},
+  auto r = actors::latents::sweep({{"p", leftover::part, 1e9, 1, 1}, {"r", leftover::receipt, 1e9, 1, 1},
                            {"c", leftover::conditioning, 1e9, 1, 1}},
                           lim);
   CHECK(r.remove == std::vector<std::string>{"c"});

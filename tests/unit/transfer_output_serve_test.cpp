@@ -18,7 +18,7 @@ using namespace vidline;
 
 namespace {
 
-msg::latent_chunk ask(nodes::latent_server& s, const std::string& sha, const std::string& kind,
+msg::latent_chunk ask(nodes::data::latent_server& s, const std::string& sha, const std::string& kind,
                       std::vector<char>& frame, msgpack::object_handle& keep) {
   msg::latent_fetch req;
   req.transfer_id = 7;
@@ -31,7 +31,7 @@ msg::latent_chunk ask(nodes::latent_server& s, const std::string& sha, const std
   });
   msg::latent_chunk c;
   REQUIRE(msg::unpack_body(std::string_view(frame.data(), frame.size()),
-                           nodes::wire_limits(config::knobs{}), keep));
+                           nodes::bus::wire_limits(config::knobs{}), keep));
   keep.get().convert(c);
   return c;
 }
@@ -47,11 +47,11 @@ TEST_CASE("outputs are served by digest from the output directory, latents from 
   std::ofstream(dir.path() + "/latents/" + lsha + ".latent") << latent;
   std::ofstream(dir.path() + "/blobs/" + vsha) << video;
 
-  nodes::latent_server s(dir.path() + "/latents", 1 << 20);
+  nodes::data::latent_server s(dir.path() + "/latents", 1 << 20);
   std::vector<char> frame;
   msgpack::object_handle keep;
   // No output directory set: outputs are not found.
-  CHECK(ask(s, vsha, "output", frame, keep).error == nodes::latent_not_found);
+  CHECK(ask(s, vsha, "output", frame, keep).error == nodes::data::latent_not_found);
   s.set_output_dir(dir.path() + "/blobs");
 
   auto c = ask(s, vsha, "output", frame, keep);
@@ -62,8 +62,8 @@ TEST_CASE("outputs are served by digest from the output directory, latents from 
   CHECK(c.error.empty());
   CHECK(std::string(c.data.ptr, c.data.size) == latent);
   // Each kind looks only in its own directory.
-  CHECK(ask(s, vsha, "", frame, keep).error == nodes::latent_not_found);
-  CHECK(ask(s, lsha, "output", frame, keep).error == nodes::latent_not_found);
+  CHECK(ask(s, vsha, "", frame, keep).error == nodes::data::latent_not_found);
+  CHECK(ask(s, lsha, "output", frame, keep).error == nodes::data::latent_not_found);
   CHECK(ask(s, vsha, "../etc", frame, keep).error.find("unknown kind '../etc'") == 0);
   CHECK(ask(s, "../" + vsha.substr(3), "output", frame, keep).error == "bad sha256");
 }
@@ -77,16 +77,16 @@ TEST_CASE("inputs are served by digest from the input directory, and only there"
   std::ofstream(dir.path() + "/latents/" + lsha + ".latent") << latent;
   std::ofstream(dir.path() + "/inputs/" + isha) << image;
 
-  nodes::latent_server s(dir.path() + "/latents", 1 << 20);
+  nodes::data::latent_server s(dir.path() + "/latents", 1 << 20);
   std::vector<char> frame;
   msgpack::object_handle keep;
-  CHECK(ask(s, isha, "input", frame, keep).error == nodes::latent_not_found);  // none set
+  CHECK(ask(s, isha, "input", frame, keep).error == nodes::data::latent_not_found);  // none set
   s.set_input_dir(dir.path() + "/inputs");
   auto c = ask(s, isha, "input", frame, keep);
   CHECK(c.error.empty());
   CHECK(c.total == image.size());
   CHECK(std::string(c.data.ptr, c.data.size) == image);
-  CHECK(ask(s, isha, "", frame, keep).error == nodes::latent_not_found);
-  CHECK(ask(s, lsha, "input", frame, keep).error == nodes::latent_not_found);
-  CHECK(ask(s, isha, "output", frame, keep).error == nodes::latent_not_found);
+  CHECK(ask(s, isha, "", frame, keep).error == nodes::data::latent_not_found);
+  CHECK(ask(s, lsha, "input", frame, keep).error == nodes::data::latent_not_found);
+  CHECK(ask(s, isha, "output", frame, keep).error == nodes::data::latent_not_found);
 }

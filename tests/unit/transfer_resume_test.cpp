@@ -19,6 +19,7 @@
 
 using namespace vidline;
 using namespace vidline::nodes;
+using namespace vidline::nodes::data;
 namespace fs = std::filesystem;
 
 namespace {
@@ -49,9 +50,9 @@ struct rig {
   std::deque<msg::latent_fetch> asked;      ///< requests not yet answered
   std::vector<uint64_t> offsets_asked;      ///< every request's offset, in order
   std::deque<std::function<void()>> posted; ///< the owner thread's queue
-  std::vector<fetch_result> results;
+  std::vector<data::fetch_result> results;
   int64_t now = 0;
-  std::unique_ptr<latent_fetcher> fetcher;
+  std::unique_ptr<data::latent_fetcher> fetcher;
 
   explicit rig(std::string bytes, config::knobs k = test_knobs()) : latent(std::move(bytes)) {
     sha = to_hex(sha256_of(latent));
@@ -61,7 +62,7 @@ struct rig {
   void make_fetcher(config::knobs k = test_knobs()) {
     asked.clear();
     posted.clear();
-    fetcher = std::make_unique<latent_fetcher>(
+    fetcher = std::make_unique<data::latent_fetcher>(
         k,
         [this](const std::string&, const msg::latent_fetch& r) {
           asked.push_back(r);
