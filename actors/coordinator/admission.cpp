@@ -111,7 +111,7 @@ void resolve_uniform_job(const config::catalog& cat, msg::job_spec& j) {
   }
 }
 
-std::string added_names_problem(const coordinator::run& r, const std::vector<msg::shot>& shots) {
+std::string added_names_problem(const run& r, const std::vector<msg::shot>& shots) {
   std::set<std::string> have;
   for (auto& j : r.jobs)
     if (!j.spec.name.empty())
@@ -124,7 +124,7 @@ std::string added_names_problem(const coordinator::run& r, const std::vector<msg
   return "";
 }
 
-void name_default_workflows(const config::cluster& c, std::deque<coordinator::run>& runs) {
+void name_default_workflows(const config::cluster& c, std::deque<run>& runs) {
   for (auto& r : runs) {
     const config::catalog cat = run_catalog(c, r.mode);
     const config::workflow* w = cat.find(cat.default_name);
@@ -160,7 +160,7 @@ void set_input_sizes(msg::job_spec& j, const std::map<std::string, uint64_t>& si
 }
 
 std::string collected_outputs(const std::vector<msg::collected_output>& offered,
-                              std::map<std::string, coordinator::held_output>& out) {
+                              std::map<std::string, held_output>& out) {
   if (offered.size() > coordinator::max_collected_outputs)
     return "collected: " + std::to_string(offered.size()) + " videos offered, at most "
            + std::to_string(coordinator::max_collected_outputs);
@@ -173,7 +173,7 @@ std::string collected_outputs(const std::vector<msg::collected_output>& offered,
       return at + "output_sha256: not a SHA-256 in hex: '" + c.output_sha256 + "'";
     if (!names::is_safe_name(c.file))
       return at + "file: not a file name: '" + c.file + "'";
-    out.emplace(c.key, coordinator::held_output{c.file, c.output_sha256, c.decoder, c.run_id, c.index,
+    out.emplace(c.key, held_output{c.file, c.output_sha256, c.decoder, c.run_id, c.index,
                                           true});
   }
   return "";
@@ -181,12 +181,12 @@ std::string collected_outputs(const std::vector<msg::collected_output>& offered,
 
 // -- shot lists and capacity ------------------------------------------------------------------
 
-std::string capacity_refusal(const coordinator::state& s, const std::string& mode, uint32_t width,
+std::string capacity_refusal(const state& s, const std::string& mode, uint32_t width,
                              uint32_t height, uint32_t seconds) {
   auto m = s.modes.find(mode);
   if (m == s.modes.end())
     return "unknown mode '" + mode + "'";
-  coordinator::job probe;
+  job probe;
   probe.spec.width = width;
   probe.spec.height = height;
   probe.spec.seconds = seconds;
@@ -337,7 +337,7 @@ std::vector<msg::job_spec> shot_jobs(const std::vector<msg::shot>& shots,
   return out;
 }
 
-std::string shots_capacity_refusal(const coordinator::state& s, const std::string& mode,
+std::string shots_capacity_refusal(const state& s, const std::string& mode,
                                    const std::vector<msg::shot>& shots) {
   for (std::size_t i = 0; i < shots.size(); ++i)
     if (auto why = capacity_refusal(s, mode, shots[i].width, shots[i].height, shots[i].seconds);

@@ -63,11 +63,11 @@ void resolve_uniform_job(const config::catalog& cat, msg::job_spec& j);
 
 /// "" when the outputs of shots added to run `r` (their names with takes) are not already
 /// outputs of the run, else "shot N (name): name: ..." for the first that is.
-std::string added_names_problem(const coordinator::run& r, const std::vector<msg::shot>& shots);
+std::string added_names_problem(const run& r, const std::vector<msg::shot>& shots);
 
 /// Jobs journaled before workflows existed get their run's default workflow and model (no
 /// other field changes), so every job's ident is defined.
-void name_default_workflows(const config::cluster& c, std::deque<coordinator::run>& runs);
+void name_default_workflows(const config::cluster& c, std::deque<run>& runs);
 
 /// Every input digest a request names (the run's reference, each shot's inputs).
 std::vector<std::string> input_digests(const std::vector<msg::shot>& shots,
@@ -80,7 +80,7 @@ void set_input_sizes(msg::job_spec& j, const std::map<std::string, uint64_t>& si
 /// (msg::submit_run::collected), by job key into `out` (run::collected): "" or why the
 /// submit is refused ("collected[I]: FIELD: why"; at most coordinator::max_collected_outputs).
 std::string collected_outputs(const std::vector<msg::collected_output>& offered,
-                              std::map<std::string, coordinator::held_output>& out);
+                              std::map<std::string, held_output>& out);
 
 // -- shot lists (`run --jobs`, `plan --jobs`; docs/shots.md) ----------------------------------
 
@@ -129,12 +129,12 @@ std::vector<msg::job_spec> shot_jobs(const std::vector<msg::shot>& shots,
 
 /// capacity_refusal for each shot of a list: the first shot no pool of `mode` can hold, as
 /// "shot N (name): <capacity_refusal>"; "" when every shot fits some pool of the mode.
-std::string shots_capacity_refusal(const coordinator::state& s, const std::string& mode,
+std::string shots_capacity_refusal(const state& s, const std::string& mode,
                                    const std::vector<msg::shot>& shots);
 
 /// Why no pool of `mode` can hold jobs of this size ("" when some pool can). Names each
 /// pool with its limit.
-std::string capacity_refusal(const coordinator::state& s, const std::string& mode, uint32_t width,
+std::string capacity_refusal(const state& s, const std::string& mode, uint32_t width,
                              uint32_t height, uint32_t seconds);
 
 } // namespace vidline::actors::coordinator

@@ -16,18 +16,18 @@
 
 namespace vidline::actors::coordinator {
 
-void adopt_in_flight(coordinator::state& s, double now, double mono) {
+void adopt_in_flight(state& s, double now, double mono) {
   for (auto& r : s.runs)
     for (auto& j : r.jobs) {
       // A worker may have been granted a lease just before the restart: a whole one.
-      if (j.state == coordinator::job_state::sampling || j.state == coordinator::job_state::decoding)
+      if (j.state == job_state::sampling || j.state == job_state::decoding)
         j.lease_until = mono + s.p.lease_s;
-      if (j.state == coordinator::job_state::sampling) {
+      if (j.state == job_state::sampling) {
         auto it = s.pools.find(j.pool);
         if (it != s.pools.end())
           it->second.assigned = std::make_pair(r.id, j.spec.index);
         j.order_sent_at = now;
-      } else if (j.state == coordinator::job_state::decoding) {
+      } else if (j.state == job_state::decoding) {
         auto it = s.decoders.find(j.decoder);
         if (it != s.decoders.end())
           it->second.ordered[j.attempt] = now;
@@ -45,7 +45,7 @@ coordinator_role::behavior_type coordinator_actor(coordinator_role::pointer self
   // The maker answers from its own thread; a weak address, so a pending answer never keeps
   // a stopped coordinator alive (its answer is then dropped, and the input asked again).
   sh->maker = std::make_unique<input_maker>(
-    sh->ctx, std::move(fetch.video), [me = self->address()](coordinator::ev_input_made e) {
+    sh->ctx, std::move(fetch.video), [me = self->address()](ev_input_made e) {
       if (auto a = caf::actor_cast<caf::actor>(me))
         caf::anon_send(a, msg::input_made{std::move(e.run_id), e.index, std::move(e.name),
                                           std::move(e.sha256), e.bytes, std::move(e.error)});
@@ -72,29 +72,29 @@ coordinator_role::behavior_type coordinator_actor(coordinator_role::pointer self
     // Reports come from other hosts: repaired before anything of them reaches the journal.
     [sh](msg::pool_status& s) {
       inbound::repair(s);
-      handle(*sh, coordinator::ev_pool_status{std::move(s)});
+      handle(*sh, ev_pool_status{std::move(s)});
     },
     [sh](msg::decoder_status& s) {
       inbound::repair(s);
-      handle(*sh, coordinator::ev_decoder_status{std::move(s)});
+      handle(*sh, ev_decoder_status{std::move(s)});
     },
     [sh](msg::sample_result& r) {
       inbound::repair(r);
-      handle(*sh, coordinator::ev_sample_result{std::move(r)});
+      handle(*sh, ev_sample_result{std::move(r)});
     },
     [sh](msg::decode_result& r) {
       inbound::repair(r);
-      handle(*sh, coordinator::ev_decode_result{std::move(r)});
+      handle(*sh, ev_decode_result{std::move(r)});
     },
-    [sh](msg::latent_holdings& h) { handle(*sh, coordinator::ev_latent_holdings{std::move(h)}); },
-    [sh](msg::verdict_indexed& a) { handle(*sh, coordinator::ev_verdict_indexed{std::move(a)}); },
-    [sh](msg::peer_event& p) { handle(*sh, coordinator::ev_peer{p.host, p.up}); },
+    [sh](msg::latent_holdings& h) { handle(*sh, ev_latent_holdings{std::move(h)}); },
+    [sh](msg::verdict_indexed& a) { handle(*sh, ev_verdict_indexed{std::move(a)}); },
+    [sh](msg::peer_event& p) { handle(*sh, ev_peer{p.host, p.up}); },
     [sh](msg::input_made& m) {
-      handle(*sh, coordinator::ev_input_made{std::move(m.run_id), m.index, std::move(m.name),
+      handle(*sh, ev_input_made{std::move(m.run_id), m.index, std::move(m.name),
                                        std::move(m.sha256), m.bytes, std::move(m.error)});
     },
     [sh](msg::gpu_report& r) {
-      std::vector<coordinator::ev_gpu_health> health;
+      std::vector<ev_gpu_health> health;
       if (!take_report(sh->gpus, *sh->ctx.cluster, r, sh->ctx.run_now(), health))
         return;
       for (auto& e : health)
@@ -140,7 +140,7 @@ coordinator_role::behavior_type coordinator_actor(coordinator_role::pointer self
       return status(*sh, q.run_id, status_page{q.offset, q.limit});
     },
     [self, sh, interval](msg::tick_atom) {
-      handle(*sh, coordinator::ev_tick{});
+      handle(*sh, ev_tick{});
       observe(*sh);
       count(*sh);
       self->delayed_send(self, interval, msg::tick_atom::value);

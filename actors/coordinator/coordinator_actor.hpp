@@ -24,7 +24,7 @@ namespace vidline::actors::coordinator {
 /// written (after a coordinator restart); their orders are resent if the pools do not
 /// show them within order_resend_s. Their leases start afresh at monotonic `mono`: a
 /// worker may have been granted one just before the restart.
-void adopt_in_flight(coordinator::state& s, double now, double mono);
+void adopt_in_flight(state& s, double now, double mono);
 
 /// How the coordinator's input maker pulls files of other hosts (input_maker.hpp): `video`
 /// a video to take a frame of it, `latent` a latent handed over to a shot that continues

@@ -68,10 +68,10 @@ msg::cancel_reply cancel(shell& sh, const msg::cancel_run& req) {
     if ((req.one_job && j.spec.index != req.index) || coordinator::is_final(j.state))
       continue;
     ++out.cancelled;
-    if (j.state == coordinator::job_state::sampling || j.state == coordinator::job_state::decoding)
+    if (j.state == job_state::sampling || j.state == job_state::decoding)
       ++out.in_flight;
   }
-  coordinator::ev_cancel ev{r->id, std::nullopt};
+  ev_cancel ev{r->id, std::nullopt};
   if (req.one_job)
     ev.job = req.index;
   handle(sh, ev);
@@ -87,7 +87,7 @@ msg::status_reply status(shell& sh, const std::string& run_id, status_page page)
     c["gpus"] = gpus_json(sh.gpus, *sh.ctx.cluster, sh.st, sh.ctx.run_now());
     return status_or_too_large(sh, "the cluster", dump_text(c));
   }
-  const coordinator::run* r = nullptr;
+  const run* r = nullptr;
   if (run_id.empty()) {
     if (!sh.st.runs.empty())
       r = &sh.st.runs.back();
@@ -96,7 +96,7 @@ msg::status_reply status(shell& sh, const std::string& run_id, status_page page)
   }
   // A run the state forgot: its records in the journal answer (the newest one recorded,
   // when none is asked for and none is in memory).
-  std::optional<coordinator::run> old;
+  std::optional<run> old;
   std::string err;
   if (r == nullptr) {
     if (run_id.empty()) {
@@ -127,7 +127,7 @@ msg::runs_reply runs(shell& sh, bool all) {
   std::set<std::string> here;
   for (auto& r : sh.st.runs)
     here.insert(r.id);
-  std::deque<coordinator::run> old;
+  std::deque<run> old;
   try {
     // Without --all the listing shows 20 finished runs: no more can come from the journal.
     old = sh.jnl->load_newest(all ? 0 : 20, here);
@@ -146,12 +146,12 @@ msg::runs_reply runs(shell& sh, bool all) {
 /// jobs and was not cancelled) and resumed.
 msg::resume_reply resume(shell& sh, const std::string& run_id) {
   msg::resume_reply reply{run_id, 0, "", "", ""};
-  auto failed = [](const coordinator::run& r) {
-    return std::count_if(r.jobs.begin(), r.jobs.end(), [](const coordinator::job& j) {
-      return j.state == coordinator::job_state::failed;
+  auto failed = [](const run& r) {
+    return std::count_if(r.jobs.begin(), r.jobs.end(), [](const job& j) {
+      return j.state == job_state::failed;
     });
   };
-  coordinator::ev_resume ev{run_id, std::nullopt};
+  ev_resume ev{run_id, std::nullopt};
   long before = 0;
   if (auto* r = sh.st.find_run(run_id)) {
     before = failed(*r);
@@ -182,8 +182,8 @@ msg::review_reply review(shell& sh, const msg::review_take& req) {
   msg::review_reply out;
   out.run_id = req.run_id;
   out.index = req.index;
-  coordinator::ev_review ev{req.run_id, req.index, req.verdict, req.another_take, std::nullopt};
-  const coordinator::run* r = sh.st.find_run(req.run_id);
+  ev_review ev{req.run_id, req.index, req.verdict, req.another_take, std::nullopt};
+  const run* r = sh.st.find_run(req.run_id);
   if (r == nullptr) {
     std::string err;
     ev.recalled = from_journal(sh, req.run_id, err);
@@ -204,7 +204,7 @@ msg::review_reply review(shell& sh, const msg::review_take& req) {
   }
   auto fx = coordinator::step(sh.st, ev, sh.ctx.run_now(), sh.ctx.mono_now());
   for (auto& x : fx)
-    if (auto* a = std::get_if<coordinator::fx_review_answer>(&x)) {
+    if (auto* a = std::get_if<fx_review_answer>(&x)) {
       out.error = a->error;
       out.code = a->code;
       out.verdict = a->verdict;
@@ -219,11 +219,11 @@ msg::review_reply review(shell& sh, const msg::review_take& req) {
 }
 
 msg::drain_reply drain(shell& sh, const msg::drain_request& req) {
-  auto fx = coordinator::step(sh.st, coordinator::ev_drain{req.kind, req.name, req.drain, req.reason},
+  auto fx = coordinator::step(sh.st, ev_drain{req.kind, req.name, req.drain, req.reason},
                         sh.ctx.run_now(), sh.ctx.mono_now());
   msg::drain_reply reply;
   for (auto& x : fx)
-    if (auto* a = std::get_if<coordinator::fx_drain_answer>(&x)) {
+    if (auto* a = std::get_if<fx_drain_answer>(&x)) {
       reply.targets = a->targets;
       reply.error = a->error;
       reply.code = a->error.empty() ? "" : "not_found";

@@ -22,17 +22,17 @@ namespace vidline::actors::coordinator {
 /// Executes effects: everything to persist goes to the journal in one transaction first,
 /// then messages leave. A journal failure throws: the supervisor restarts the coordinator,
 /// which reloads the journal, and nothing unrecorded was sent.
-void execute(shell& sh, const std::vector<coordinator::effect>& fx) {
-  std::vector<const coordinator::run*> runs;
-  std::vector<const coordinator::job*> jobs;
+void execute(shell& sh, const std::vector<effect>& fx) {
+  std::vector<const run*> runs;
+  std::vector<const job*> jobs;
   std::set<std::pair<std::string, uint32_t>> seen_jobs;
   std::set<std::string> seen_runs;
   for (auto& e : fx) {
-    if (auto* p = std::get_if<coordinator::fx_persist_job>(&e)) {
+    if (auto* p = std::get_if<fx_persist_job>(&e)) {
       if (seen_jobs.insert({p->run_id, p->index}).second)
         if (auto* j = sh.st.find_job(p->run_id, p->index))
           jobs.push_back(j);
-    } else if (auto* r = std::get_if<coordinator::fx_persist_run>(&e)) {
+    } else if (auto* r = std::get_if<fx_persist_run>(&e)) {
       if (seen_runs.insert(r->run_id).second)
         if (auto* run = sh.st.find_run(r->run_id))
           runs.push_back(run);
@@ -41,29 +41,29 @@ void execute(shell& sh, const std::vector<coordinator::effect>& fx) {
   if (!runs.empty() || !jobs.empty())
     sh.jnl->write(runs, jobs, sh.st.next_attempt);
   for (auto& e : fx)
-    if (std::holds_alternative<coordinator::fx_persist_drains>(e)) {
+    if (std::holds_alternative<fx_persist_drains>(e)) {
       sh.jnl->write_drains(sh.st.drains);
       break;
     }
   for (auto& e : fx) {
-    if (auto* s = std::get_if<coordinator::fx_send_sample>(&e))
+    if (auto* s = std::get_if<fx_send_sample>(&e))
       sh.ctx.out->send(s->host, "pool:" + s->order.pool, s->order);
-    else if (auto* d = std::get_if<coordinator::fx_send_decode>(&e))
+    else if (auto* d = std::get_if<fx_send_decode>(&e))
       sh.ctx.out->send(d->host, "decoder:" + d->order.decoder, d->order);
-    else if (auto* a = std::get_if<coordinator::fx_ack>(&e))
+    else if (auto* a = std::get_if<fx_ack>(&e))
       sh.ctx.out->send(a->host, a->target, msg::result_ack{a->target, a->attempt, a->discard});
-    else if (auto* g = std::get_if<coordinator::fx_grant>(&e))
+    else if (auto* g = std::get_if<fx_grant>(&e))
       sh.ctx.out->send(g->host, g->target, g->grant);
-    else if (auto* v = std::get_if<coordinator::fx_send_verdict>(&e))
+    else if (auto* v = std::get_if<fx_send_verdict>(&e))
       sh.ctx.out->send(v->host, "decoder:" + v->v.decoder, v->v);
-    else if (auto* rl = std::get_if<coordinator::fx_release>(&e))
+    else if (auto* rl = std::get_if<fx_release>(&e))
       sh.ctx.out->send(rl->host, "latents", msg::latent_release{rl->host, rl->sha256s});
-    else if (auto* dc = std::get_if<coordinator::fx_drain_changed>(&e))
+    else if (auto* dc = std::get_if<fx_drain_changed>(&e))
       metrics::global().add("vidline_drain_changes_total",
                             {{"target", dc->target}, {"drained", dc->drained ? "1" : "0"}});
-    else if (auto* l = std::get_if<coordinator::fx_log>(&e))
+    else if (auto* l = std::get_if<fx_log>(&e))
       spdlog::log(static_cast<spdlog::level::level_enum>(l->level), "coordinator: {}", l->text);
-    else if (auto* dr = std::get_if<coordinator::fx_drop_runs>(&e)) {
+    else if (auto* dr = std::get_if<fx_drop_runs>(&e)) {
       if (sh.recent && std::count(dr->run_ids.begin(), dr->run_ids.end(), sh.recent->id) != 0)
         sh.recent.reset();
       sh.jnl->drop(dr->run_ids);  // throws like write: a restart loads and drops them again
@@ -76,9 +76,9 @@ void execute(shell& sh, const std::vector<coordinator::effect>& fx) {
 /// Jobs and runs by state, hosts up: read off the state each tick (docs/metrics.md).
 void observe(const shell& sh) {
   std::map<std::string, double> jobs, runs;
-  for (auto s : {coordinator::job_state::queued, coordinator::job_state::sampling, coordinator::job_state::sampled,
-                 coordinator::job_state::decoding, coordinator::job_state::succeeded, coordinator::job_state::failed,
-                 coordinator::job_state::waiting, coordinator::job_state::reused})
+  for (auto s : {job_state::queued, job_state::sampling, job_state::sampled,
+                 job_state::decoding, job_state::succeeded, job_state::failed,
+                 job_state::waiting, job_state::reused})
     jobs[coordinator::to_string(s)] = 0;
   for (auto s : {"running", "succeeded", "failed"})
     runs[s] = 0;
@@ -118,7 +118,7 @@ void count(shell& sh) {
 
 /// A run the state no longer holds (forgotten, docs/reliability.md "Retention"), as the
 /// journal recorded it; nullopt when it has none. `error` says why a read failed.
-std::optional<coordinator::run> from_journal(shell& sh, const std::string& run_id, std::string& error) {
+std::optional<run> from_journal(shell& sh, const std::string& run_id, std::string& error) {
   if (sh.recent && sh.recent->id == run_id)
     return sh.recent;
   try {
@@ -134,18 +134,18 @@ std::optional<coordinator::run> from_journal(shell& sh, const std::string& run_i
 
 /// Steps the scheduler and executes its effects; the machine's answer to a submit or an
 /// add of jobs (fx_accepted), when it gave one; `answers` gets its answers to a client.
-std::optional<coordinator::fx_accepted> handle(shell& sh, const coordinator::event& e,
-                                         std::vector<coordinator::effect>* answers) {
+std::optional<fx_accepted> handle(shell& sh, const event& e,
+                                         std::vector<effect>* answers) {
   auto fx = coordinator::step(sh.st, e, sh.ctx.run_now(), sh.ctx.mono_now());
-  std::optional<coordinator::fx_accepted> accepted;
-  std::vector<coordinator::fx_make_input> inputs;
+  std::optional<fx_accepted> accepted;
+  std::vector<fx_make_input> inputs;
   for (auto& x : fx)
-    if (auto* a = std::get_if<coordinator::fx_accepted>(&x))
+    if (auto* a = std::get_if<fx_accepted>(&x))
       accepted = *a;
-    else if (answers != nullptr && (std::holds_alternative<coordinator::fx_submit_answer>(x)
-                                    || std::holds_alternative<coordinator::fx_add_jobs_answer>(x)))
+    else if (answers != nullptr && (std::holds_alternative<fx_submit_answer>(x)
+                                    || std::holds_alternative<fx_add_jobs_answer>(x)))
       answers->push_back(x);
-    else if (auto* m = std::get_if<coordinator::fx_make_input>(&x))
+    else if (auto* m = std::get_if<fx_make_input>(&x))
       inputs.push_back(*m);
   execute(sh, std::move(fx));
   // Inputs of shots that follow shots, made once the state that asked for them is durable:

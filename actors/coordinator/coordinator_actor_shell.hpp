@@ -23,15 +23,15 @@ namespace vidline::actors::coordinator {
 struct shell {
   context ctx;
   std::shared_ptr<journal> jnl;
-  coordinator::state st;
+  state st;
   clock_note clock;
   /// The state's counters as last put in the registry (its counters take the growth).
   uint64_t forgotten_seen = 0, unknown_seen = 0, reused_seen = 0;
-  double gpu_s_seen = 0;  ///< coordinator::state::gpu_s_redone at the last look
+  double gpu_s_seen = 0;  ///< state::gpu_s_redone at the last look
   /// The forgotten run read last from the journal: a client reading a big one page by page
   /// reads the journal once. A forgotten run does not change; the copy goes when its
   /// records are dropped or it is resumed (back in the state).
-  std::optional<coordinator::run> recent;
+  std::optional<run> recent;
   gpu_view gpus;  ///< every host's newest GPU report
   /// Makes the inputs of shots that follow shots; a real video's off this actor's thread.
   /// Last: destroyed first, so its thread ends before the rest of the shell goes.
@@ -41,7 +41,7 @@ struct shell {
 /// Executes effects: everything to persist goes to the journal in one transaction first,
 /// then messages leave. A journal failure throws: the supervisor restarts the coordinator,
 /// which reloads the journal, and nothing unrecorded was sent.
-void execute(shell& sh, const std::vector<coordinator::effect>& fx);
+void execute(shell& sh, const std::vector<effect>& fx);
 
 /// Jobs and runs by state, hosts up: read off the state each tick (docs/metrics.md).
 void observe(const shell& sh);
@@ -51,13 +51,13 @@ void count(shell& sh);
 
 /// A run the state no longer holds (forgotten, docs/reliability.md "Retention"), as the
 /// journal recorded it; nullopt when it has none. `error` says why a read failed.
-std::optional<coordinator::run> from_journal(shell& sh, const std::string& run_id, std::string& error);
+std::optional<run> from_journal(shell& sh, const std::string& run_id, std::string& error);
 
 /// Steps the scheduler and executes its effects; the machine's answer to a submit or an
 /// add of jobs (fx_accepted), when it gave one. `answers` (if given) gets the effects that
 /// answer a client's request (fx_submit_answer, fx_add_jobs_answer).
-std::optional<coordinator::fx_accepted> handle(shell& sh, const coordinator::event& e,
-                                         std::vector<coordinator::effect>* answers = nullptr);
+std::optional<fx_accepted> handle(shell& sh, const event& e,
+                                         std::vector<effect>* answers = nullptr);
 
 std::string new_run_id(const context& ctx);
 

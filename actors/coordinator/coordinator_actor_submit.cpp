@@ -46,7 +46,7 @@ std::map<std::string, uint64_t> held_inputs(const shell& sh,
 } // namespace
 
 msg::submit_reply submit(shell& sh, const msg::submit_run& req) {
-  coordinator::ev_submit_request ev;
+  ev_submit_request ev;
   ev.req = req;
   ev.run_id = new_run_id(sh.ctx);
   ev.input_sizes = held_inputs(sh, coordinator::input_digests(req.shots, req.reference_sha256));
@@ -54,26 +54,26 @@ msg::submit_reply submit(shell& sh, const msg::submit_run& req) {
   if (!req.request_id.empty() && coordinator::run_of_request(sh.st, req.request_id) == nullptr)
     ev.journal_run = sh.jnl->find_request(req.request_id);
   msg::submit_reply reply;
-  std::vector<coordinator::effect> answers;
+  std::vector<effect> answers;
   handle(sh, ev, &answers);
   for (auto& a : answers)
-    if (auto* x = std::get_if<coordinator::fx_submit_answer>(&a))
+    if (auto* x = std::get_if<fx_submit_answer>(&a))
       reply = x->reply;
   return reply;
 }
 
 /// `vidline submit RUN ...`: jobs added to an open run, checked as a run's submit is.
 msg::submit_jobs_reply add_jobs(shell& sh, const msg::submit_jobs& req) {
-  coordinator::ev_add_jobs_request ev;
+  ev_add_jobs_request ev;
   ev.req = req;
   ev.input_sizes = held_inputs(sh, coordinator::input_digests(req.shots, req.reference_sha256));
   if (sh.st.find_run(req.run_id) == nullptr)
     ev.recalled = from_journal(sh, req.run_id, ev.recall_error);
   msg::submit_jobs_reply reply;
-  std::vector<coordinator::effect> answers;
+  std::vector<effect> answers;
   handle(sh, ev, &answers);
   for (auto& a : answers)
-    if (auto* x = std::get_if<coordinator::fx_add_jobs_answer>(&a))
+    if (auto* x = std::get_if<fx_add_jobs_answer>(&a))
       reply = x->reply;
   return reply;
 }

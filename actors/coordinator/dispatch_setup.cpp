@@ -58,12 +58,12 @@ double profile_estimates::conditioning(const std::string& host) const {
   return p_.conditioning(it->second).s;
 }
 
-double profile_estimates::handoff(const std::string& from_host, const coordinator::decoder_view& d,
+double profile_estimates::handoff(const std::string& from_host, const decoder_view& d,
                                   const msg::job_spec&) const {
   return p_.handoff(from_host == d.host).s;
 }
 
-double profile_estimates::decode(const coordinator::decoder_view& d, const msg::job_spec& j) const {
+double profile_estimates::decode(const decoder_view& d, const msg::job_spec& j) const {
   auto key = std::make_tuple(d.kind, j.width, j.height, j.seconds);
   auto it = decode_.find(key);
   if (it != decode_.end())
@@ -99,7 +99,7 @@ std::shared_ptr<const profile_estimates> estimates_for(const config::cluster& c,
 
 // -- configure -------------------------------------------------------------------------------
 
-void configure(coordinator::state& s, const config::cluster& c,
+void configure(state& s, const config::cluster& c,
                std::shared_ptr<const profile_estimates> est,
                const std::map<std::string, std::string>& policies) {
   for (auto& [name, p] : s.pools)
@@ -130,8 +130,8 @@ void configure(coordinator::state& s, const config::cluster& c,
     coordinator::reindex(s);
 }
 
-coordinator::state initial_state(const config::cluster& c, double time_scale) {
-  coordinator::state s;
+state initial_state(const config::cluster& c, double time_scale) {
+  state s;
   s.config = std::make_shared<const config::cluster>(c);  // what submits are checked against
   auto run_s = [&](double real_s) { return real_s / time_scale; };
   s.p.order_resend_s = run_s(c.knobs.order_resend_ms / 1000.0);
@@ -153,7 +153,7 @@ coordinator::state initial_state(const config::cluster& c, double time_scale) {
   // reporting counts nothing after); readings stay for a stage of hours.
   s.power = gpu::power_log(run_s(5 * c.knobs.gpu_sample_interval_ms / 1000.0), run_s(3 * 3600));
   for (auto& p : c.pools) {
-    coordinator::pool_view v;
+    pool_view v;
     v.name = p.name;
     v.host = p.host;
     v.kind = p.profile_key;
@@ -168,7 +168,7 @@ coordinator::state initial_state(const config::cluster& c, double time_scale) {
     s.pools[p.name] = v;
   }
   for (auto& d : c.decoders) {
-    coordinator::decoder_view v;
+    decoder_view v;
     v.name = d.name;
     v.host = d.host;
     v.kind = d.profile_key;
@@ -182,7 +182,7 @@ coordinator::state initial_state(const config::cluster& c, double time_scale) {
   return s;
 }
 
-void configure_dispatch(coordinator::state& s, const config::cluster& c) {
+void configure_dispatch(state& s, const config::cluster& c) {
   std::shared_ptr<const profile_estimates> est;
   try {
     est = estimates_for(c);

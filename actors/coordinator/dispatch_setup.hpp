@@ -26,25 +26,25 @@ namespace vidline::actors::coordinator {
 
 /// The scheduler's initial state for a cluster: pools with their GPU conflicts, modes,
 /// decoders, and params converted from the knobs to run-clock seconds.
-coordinator::state initial_state(const config::cluster& c, double time_scale);
+state initial_state(const config::cluster& c, double time_scale);
 
 /// Sets `s` (from initial_state) up to dispatch as `vidline plan` plans: pool capacity
 /// limits and auto's estimates from the profile the config's sim backends name (else the
 /// embedded reference), the mode "auto", each mode's configured policy (configure).
-void configure_dispatch(coordinator::state& s, const config::cluster& c);
+void configure_dispatch(state& s, const config::cluster& c);
 
 /// Expected stage times from a profile, for a cluster (encoders per host, decoder hosts).
 /// Lookups are cached: not for use from several threads at once.
-class profile_estimates : public coordinator::stage_estimates {
+class profile_estimates : public stage_estimates {
 public:
   profile_estimates(const config::cluster& c, config::profile::profile p);
 
   std::optional<double> sampling(const std::string& kind, const msg::job_spec& j,
                                  bool cold) const override;
   double conditioning(const std::string& host) const override;
-  double handoff(const std::string& from_host, const coordinator::decoder_view& d,
+  double handoff(const std::string& from_host, const decoder_view& d,
                  const msg::job_spec& j) const override;
-  double decode(const coordinator::decoder_view& d, const msg::job_spec& j) const override;
+  double decode(const decoder_view& d, const msg::job_spec& j) const override;
 
   const config::profile::profile& profile() const { return p_; }
 
@@ -69,7 +69,7 @@ std::shared_ptr<const profile_estimates> estimates_for(const config::cluster& c,
 /// unless the config defines a mode of that name) gets the auto policy; a mode named in
 /// `policies` gets that policy ("in_turn", "first_free", "auto"), every other mode in_turn.
 /// Throws std::invalid_argument for an unknown policy name.
-void configure(coordinator::state& s, const config::cluster& c,
+void configure(state& s, const config::cluster& c,
                std::shared_ptr<const profile_estimates> est,
                const std::map<std::string, std::string>& policies = {});
 

@@ -27,7 +27,7 @@ std::map<std::string, std::vector<std::string>> gpu_users(const config::cluster&
 }
 
 bool take_report(gpu_view& v, const config::cluster& c, const msg::gpu_report& r, double now,
-                 std::vector<coordinator::ev_gpu_health>& events) {
+                 std::vector<ev_gpu_health>& events) {
   if (c.find_host(r.host) == nullptr)
     return false;
   auto it = v.latest.find(r.host);
@@ -40,7 +40,7 @@ bool take_report(gpu_view& v, const config::cluster& c, const msg::gpu_report& r
   for (auto& g : r.gpus) {
     if (g.health != "ok" && g.health != "sick")
       continue;
-    coordinator::ev_gpu_health e;
+    ev_gpu_health e;
     e.gpu = gpu_key(r.host, g);
     e.sick = g.health == "sick";
     e.reason = g.health_reason;
@@ -51,15 +51,15 @@ bool take_report(gpu_view& v, const config::cluster& c, const msg::gpu_report& r
   return true;
 }
 
-coordinator::ev_gpu_power power_readings(const msg::gpu_report& r) {
-  coordinator::ev_gpu_power e;
+ev_gpu_power power_readings(const msg::gpu_report& r) {
+  ev_gpu_power e;
   for (auto& g : r.gpus)
     if (!g.id.empty() && g.source != "unknown" && g.unix_s > 0)
       e.readings.push_back({gpu_key(r.host, g), g.unix_s, g.power_w});
   return e;
 }
 
-nlohmann::json gpus_json(const gpu_view& v, const config::cluster& c, const coordinator::state& s,
+nlohmann::json gpus_json(const gpu_view& v, const config::cluster& c, const state& s,
                          double now) {
   auto out = nlohmann::json::array();
   for (auto& [host, r] : v.latest) {

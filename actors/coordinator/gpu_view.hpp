@@ -31,14 +31,14 @@ std::map<std::string, std::vector<std::string>> gpu_users(const config::cluster&
 /// Takes a report in (a stale one, by seq, is ignored: false) and gives the scheduler's
 /// health events of its cards (those with a verdict).
 bool take_report(gpu_view& v, const config::cluster& c, const msg::gpu_report& r, double now,
-                 std::vector<coordinator::ev_gpu_health>& events);
+                 std::vector<ev_gpu_health>& events);
 
 /// The power readings of a report's cards the config names (for the stages' energy).
-coordinator::ev_gpu_power power_readings(const msg::gpu_report& r);
+ev_gpu_power power_readings(const msg::gpu_report& r);
 
 /// Every card reported: one object per card (numbers a card does not report are null),
 /// with its pools and decoders, its age, and whether they are drained.
-nlohmann::json gpus_json(const gpu_view& v, const config::cluster& c, const coordinator::state& s,
+nlohmann::json gpus_json(const gpu_view& v, const config::cluster& c, const state& s,
                          double now);
 
 } // namespace vidline::actors::coordinator

@@ -18,7 +18,7 @@ void put_graph_status(json& out, const msg::job_spec& s) {
   out["takes_from"] = std::move(from);
 }
 
-void put_sequences_status(json& out, const coordinator::run& r) {
+void put_sequences_status(json& out, const run& r) {
   if (r.sequences.empty())
     return;
   json list = json::array();

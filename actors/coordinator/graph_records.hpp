@@ -17,6 +17,6 @@ void put_graph_status(nlohmann::json& job, const msg::job_spec& s);
 /// The run's sequences: [{name, done, parts: [{index, name, state, output, output_sha256,
 /// decoder}]}] in part order; `done` once every part has its video (only for a run that
 /// has sequences).
-void put_sequences_status(nlohmann::json& status, const coordinator::run& r);
+void put_sequences_status(nlohmann::json& status, const run& r);
 
 } // namespace vidline::actors::coordinator

@@ -67,14 +67,14 @@ std::string run_tool(const std::vector<std::string>& argv, const std::string& ou
 }
 
 /// The source's video, for messages.
-std::string video_label(const coordinator::fx_make_input& fx) {
+std::string video_label(const fx_make_input& fx) {
   return "the video of job " + std::to_string(fx.source) + " (decoder " + fx.decoder + ")";
 }
 
 /// A local path holding the source's video: where it lies when its decoder is on this host,
 /// else the copy pulled from the decoder's host into input_video_dir (pulled now unless an
 /// earlier frame of it brought it). "" with `error` when it cannot be had.
-std::string video_here(const context& ctx, const coordinator::fx_make_input& fx,
+std::string video_here(const context& ctx, const fx_make_input& fx,
                        const video_fetch& fetch, std::string& error) {
   const auto* d = ctx.cluster->find_decoder(fx.decoder);
   std::error_code ec;
@@ -132,7 +132,7 @@ std::string video_here(const context& ctx, const coordinator::fx_make_input& fx,
 /// its bytes hash to the digest its sampler reported: copied from this host's latents when
 /// it was sampled here, else pulled from the host that sampled it (as a decoder pulls it).
 /// Its size, or nothing with `error`.
-std::optional<uint64_t> latent_input(const context& ctx, const coordinator::fx_make_input& fx,
+std::optional<uint64_t> latent_input(const context& ctx, const fx_make_input& fx,
                                      const video_fetch& fetch_latent, std::string& error) {
   const std::string label = "the latent of job " + std::to_string(fx.source);
   if (!is_sha256_hex(fx.output_sha256)) {
@@ -168,7 +168,7 @@ std::optional<uint64_t> latent_input(const context& ctx, const coordinator::fx_m
 }
 
 /// Frame k of a real video, as PNG bytes, or why not (`error`).
-std::string decoded_frame(const context& ctx, const coordinator::fx_make_input& fx,
+std::string decoded_frame(const context& ctx, const fx_make_input& fx,
                           const video_fetch& fetch, std::string& error) {
   const std::string video = video_here(ctx, fx, fetch, error);
   if (video.empty())
@@ -214,9 +214,9 @@ std::string decoded_frame(const context& ctx, const coordinator::fx_make_input& 
 
 } // namespace
 
-coordinator::ev_input_made make_input(const context& ctx, const coordinator::fx_make_input& fx,
+ev_input_made make_input(const context& ctx, const fx_make_input& fx,
                                 const video_fetch& fetch, const video_fetch& fetch_latent) {
-  coordinator::ev_input_made out;
+  ev_input_made out;
   out.run_id = fx.run_id;
   out.index = fx.index;
   out.name = fx.name;
@@ -261,7 +261,7 @@ input_maker::~input_maker() {
   thread_.join();
 }
 
-std::optional<coordinator::ev_input_made> input_maker::ask(const coordinator::fx_make_input& fx) {
+std::optional<ev_input_made> input_maker::ask(const fx_make_input& fx) {
   if (!fx.latent && decoder_backend_type(*ctx_.cluster, fx.decoder) == "sim")
     return make_input(ctx_, fx);
   {
@@ -276,7 +276,7 @@ std::optional<coordinator::ev_input_made> input_maker::ask(const coordinator::fx
 
 void input_maker::loop() {
   for (;;) {
-    coordinator::fx_make_input fx;
+    fx_make_input fx;
     {
       std::unique_lock<std::mutex> l(m_);
       cv_.wait(l, [&] { return stop_ || !queue_.empty(); });

@@ -62,7 +62,7 @@ std::string input_video_dir(const context& ctx);
 class input_maker {
 public:
   /// Called on the maker's thread with each input made off the actor's.
-  using answer_fn = std::function<void(coordinator::ev_input_made)>;
+  using answer_fn = std::function<void(ev_input_made)>;
 
   /// `fetch_latent` pulls a latent the same way (from the host that sampled it).
   input_maker(context ctx, video_fetch fetch, answer_fn answer, video_fetch fetch_latent = {});
@@ -73,7 +73,7 @@ public:
 
   /// The input at once (a sim video), or none: it is made on the maker's thread and
   /// answered through answer_fn (nothing more when it is being made already).
-  std::optional<coordinator::ev_input_made> ask(const coordinator::fx_make_input& fx);
+  std::optional<ev_input_made> ask(const fx_make_input& fx);
 
 private:
   using key = std::tuple<std::string, uint32_t, std::string>;  ///< (run, job, input)
@@ -85,7 +85,7 @@ private:
   answer_fn answer_;
   std::mutex m_;
   std::condition_variable cv_;
-  std::deque<coordinator::fx_make_input> queue_;
+  std::deque<fx_make_input> queue_;
   std::set<key> asked_;  ///< queued or being made
   bool stop_ = false;
   std::thread thread_;
@@ -93,7 +93,7 @@ private:
 
 /// Makes the input on the caller's thread (blocking for a real video: its fetch and
 /// decode); the answer for the machine (its `error` set when it could not).
-coordinator::ev_input_made make_input(const context& ctx, const coordinator::fx_make_input& fx,
+ev_input_made make_input(const context& ctx, const fx_make_input& fx,
                                 const video_fetch& fetch = {},
                                 const video_fetch& fetch_latent = {});
 

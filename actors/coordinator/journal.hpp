@@ -21,19 +21,19 @@ public:
 
   /// Durably records these runs (without jobs) and jobs, and the attempt counter, at once.
   /// Throws std::runtime_error when it cannot: the caller must not go on as if it had.
-  virtual void write(const std::vector<const coordinator::run*>& runs,
-                     const std::vector<const coordinator::job*>& jobs, uint64_t next_attempt) = 0;
+  virtual void write(const std::vector<const run*>& runs,
+                     const std::vector<const job*>& jobs, uint64_t next_attempt) = 0;
 
   /// Everything recorded: runs oldest first, with their jobs; and the attempt counter.
-  virtual void load(std::deque<coordinator::run>& runs, uint64_t& next_attempt) = 0;
+  virtual void load(std::deque<run>& runs, uint64_t& next_attempt) = 0;
 
   /// One run with its jobs as recorded (a run the coordinator forgot: `vidline status`,
   /// `wait`, `resume`); nullopt when the journal holds no run of that id.
-  virtual std::optional<coordinator::run> load_run(const std::string& id) = 0;
+  virtual std::optional<run> load_run(const std::string& id) = 0;
 
   /// The newest `limit` runs recorded (0 = all) whose ids are not in `skip`, with their
   /// jobs, oldest first (`vidline runs` beside the runs in memory).
-  virtual std::deque<coordinator::run> load_newest(std::size_t limit,
+  virtual std::deque<run> load_newest(std::size_t limit,
                                              const std::set<std::string>& skip) = 0;
 
   /// The id of the run recorded with this submit request id (`submit_run.request_id`), if
@@ -48,9 +48,9 @@ public:
   /// Durably records the drained pools and decoders (all of them: the set replaces the
   /// one recorded). Throws std::runtime_error when it cannot. A journal that keeps none
   /// (a test's) forgets them.
-  virtual void write_drains(const std::map<std::string, coordinator::drain>& drains) { (void)drains; }
+  virtual void write_drains(const std::map<std::string, drain>& drains) { (void)drains; }
   /// The drains recorded (none when none were).
-  virtual std::map<std::string, coordinator::drain> load_drains() { return {}; }
+  virtual std::map<std::string, drain> load_drains() { return {}; }
 };
 
 } // namespace vidline::actors::coordinator

@@ -87,13 +87,13 @@ msg::job_spec spec_from(const json& r) {
   return s;
 }
 
-json clock_record(const coordinator::stage_clock& c) {
+json clock_record(const stage_clock& c) {
   return json::array({c.pool_start, c.sampler_start, c.sampler_end, c.decode_ordered,
                       c.fetch_start, c.fetched, c.decode_start, c.decode_end});
 }
 
-coordinator::stage_clock clock_from(const json& r) {
-  coordinator::stage_clock c;
+stage_clock clock_from(const json& r) {
+  stage_clock c;
   if (!r.is_array())
     return c;
   double* f[] = {&c.pool_start, &c.sampler_start, &c.sampler_end, &c.decode_ordered,
@@ -103,8 +103,8 @@ coordinator::stage_clock clock_from(const json& r) {
   return c;
 }
 
-/// A job's kept checkpoints (coordinator::job::checkpoints), oldest first.
-json checkpoints_record(const std::vector<coordinator::kept_checkpoint>& cs) {
+/// A job's kept checkpoints (job::checkpoints), oldest first.
+json checkpoints_record(const std::vector<kept_checkpoint>& cs) {
   json out = json::array();
   for (auto& k : cs)
     out.push_back({{"step", k.ref.step}, {"steps", k.ref.steps}, {"sha256", k.ref.sha256},
@@ -115,12 +115,12 @@ json checkpoints_record(const std::vector<coordinator::kept_checkpoint>& cs) {
 }
 
 /// The same read back; a journal written before checkpoints has none.
-std::vector<coordinator::kept_checkpoint> checkpoints_from(const json& r) {
-  std::vector<coordinator::kept_checkpoint> out;
+std::vector<kept_checkpoint> checkpoints_from(const json& r) {
+  std::vector<kept_checkpoint> out;
   if (!r.is_array())
     return out;
   for (auto& c : r) {
-    coordinator::kept_checkpoint k;
+    kept_checkpoint k;
     k.ref.step = c.at("step").get<uint32_t>();
     k.ref.steps = c.value("steps", 0u);
     k.ref.sha256 = c.at("sha256").get<std::string>();
@@ -134,7 +134,7 @@ std::vector<coordinator::kept_checkpoint> checkpoints_from(const json& r) {
   return out;
 }
 
-json failures_record(const std::vector<coordinator::failed_attempt>& fs) {
+json failures_record(const std::vector<failed_attempt>& fs) {
   json out = json::array();
   for (auto& f : fs)
     out.push_back({{"stage", f.stage}, {"lane", f.lane}, {"start", f.start}, {"end", f.end},
@@ -142,8 +142,8 @@ json failures_record(const std::vector<coordinator::failed_attempt>& fs) {
   return out;
 }
 
-std::vector<coordinator::failed_attempt> failures_from(const json& r) {
-  std::vector<coordinator::failed_attempt> out;
+std::vector<failed_attempt> failures_from(const json& r) {
+  std::vector<failed_attempt> out;
   if (!r.is_array())
     return out;
   for (auto& f : r)
@@ -155,7 +155,7 @@ std::vector<coordinator::failed_attempt> failures_from(const json& r) {
 
 } // namespace
 
-json job_record(const coordinator::job& j) {
+json job_record(const job& j) {
   json r = {{"spec", spec_record(j.spec)},
           {"state", coordinator::to_string(j.state)},
           {"attempt", j.attempt},
@@ -222,8 +222,8 @@ json job_record(const coordinator::job& j) {
   return r;
 }
 
-coordinator::job job_from_record(const json& r) {
-  coordinator::job j;
+job job_from_record(const json& r) {
+  job j;
   j.spec = spec_from(r.at("spec"));
   auto st = coordinator::job_state_from(r.at("state").get<std::string>());
   if (!st)
@@ -293,7 +293,7 @@ coordinator::job job_from_record(const json& r) {
 namespace {
 
 /// A run's collection folder's outputs by key, as the journal keeps them.
-json collected_record(const std::map<std::string, coordinator::held_output>& c) {
+json collected_record(const std::map<std::string, held_output>& c) {
   json out = json::object();
   for (auto& [key, h] : c)
     out[key] = {{"file", h.output}, {"sha256", h.sha256}, {"decoder", h.decoder},
@@ -301,12 +301,12 @@ json collected_record(const std::map<std::string, coordinator::held_output>& c) 
   return out;
 }
 
-std::map<std::string, coordinator::held_output> collected_from(const json& j) {
-  std::map<std::string, coordinator::held_output> out;
+std::map<std::string, held_output> collected_from(const json& j) {
+  std::map<std::string, held_output> out;
   if (!j.is_object())
     return out;
   for (auto& [key, h] : j.items())
-    out[key] = coordinator::held_output{h.value("file", ""), h.value("sha256", ""),
+    out[key] = held_output{h.value("file", ""), h.value("sha256", ""),
                                   h.value("decoder", ""), h.value("run_id", ""),
                                   h.value("index", 0u), true};
   return out;
@@ -314,7 +314,7 @@ std::map<std::string, coordinator::held_output> collected_from(const json& j) {
 
 } // namespace
 
-json run_record(const coordinator::run& r) {
+json run_record(const run& r) {
   return {{"id", r.id}, {"mode", r.mode}, {"request_id", r.request_id},
           {"submitted_at", r.submitted_at}, {"finished_at", r.finished_at}, {"done", r.done},
           {"priority", r.priority}, {"cancelled", r.cancelled},
@@ -322,8 +322,8 @@ json run_record(const coordinator::run& r) {
           {"sequences", r.sequences}, {"collected", collected_record(r.collected)}};
 }
 
-coordinator::run run_from_record(const json& j) {
-  coordinator::run r;
+run run_from_record(const json& j) {
+  run r;
   r.id = j.at("id").get<std::string>();
   r.mode = j.at("mode").get<std::string>();
   r.request_id = j.value("request_id", "");

@@ -35,7 +35,7 @@ json prompt_start(const std::string& p) {
 /// seconds), the take its reject added (null: none) and its revision (1 for the first
 /// verdict, one more for each change: the run index's lines say it too).
 template <class Rel, class Unix>
-json review_record(const coordinator::job& j, const Rel& rel, const Unix& unix_of) {
+json review_record(const job& j, const Rel& rel, const Unix& unix_of) {
   if (j.verdict.empty())
     return nullptr;
   return {{"verdict", j.verdict},
@@ -47,7 +47,7 @@ json review_record(const coordinator::job& j, const Rel& rel, const Unix& unix_o
 
 } // namespace
 
-json cluster_json(const coordinator::state& s) {
+json cluster_json(const state& s) {
   json pools = json::object();
   for (auto& [name, p] : s.pools)
     pools[name] = {{"host", p.host}, {"kind", p.kind}, {"alive", p.alive},
@@ -78,17 +78,17 @@ json cluster_json(const coordinator::state& s) {
   return {{"pools", pools}, {"decoders", decoders}, {"hosts_up", hosts}, {"drains", drains}};
 }
 
-std::string run_state(const coordinator::run& r) {
+std::string run_state(const run& r) {
   if (!r.done)
     return "running";
   if (r.cancelled)
     return "cancelled";
   bool any_succeeded = false, any_cancelled = false;
   for (auto& j : r.jobs) {
-    if (j.state == coordinator::job_state::failed)
+    if (j.state == job_state::failed)
       return "failed";
     any_succeeded = any_succeeded || coordinator::has_output(j.state);
-    any_cancelled = any_cancelled || j.state == coordinator::job_state::cancelled;
+    any_cancelled = any_cancelled || j.state == job_state::cancelled;
   }
   // Some jobs cancelled one by one: the run succeeded when the rest did; every job
   // cancelled is a cancelled run.
@@ -107,12 +107,12 @@ json known(double v, int decimals) {
 }
 } // namespace
 
-nlohmann::json runs_json(const coordinator::state& s, double now, bool all,
-                         const std::deque<coordinator::run>& journaled) {
+nlohmann::json runs_json(const state& s, double now, bool all,
+                         const std::deque<run>& journaled) {
   json out = json::array();
   std::size_t finished_shown = 0;
   // Both lists are oldest first; merged by submission (the state's first on a tie).
-  std::vector<std::pair<const coordinator::run*, bool>> merged;
+  std::vector<std::pair<const run*, bool>> merged;
   merged.reserve(s.runs.size() + journaled.size());
   for (auto& r : s.runs)
     merged.emplace_back(&r, false);
@@ -132,12 +132,12 @@ nlohmann::json runs_json(const coordinator::state& s, double now, bool all,
     for (auto& j : r.jobs) {
       verdicts += j.verdict_revision;
       switch (j.state) {
-        case coordinator::job_state::succeeded: ++succeeded; break;
-        case coordinator::job_state::failed: ++failed; break;
-        case coordinator::job_state::cancelled: ++cancelled; break;
-        case coordinator::job_state::queued:
-        case coordinator::job_state::waiting: ++queued; break;
-        case coordinator::job_state::reused: ++succeeded; ++reused; break;
+        case job_state::succeeded: ++succeeded; break;
+        case job_state::failed: ++failed; break;
+        case job_state::cancelled: ++cancelled; break;
+        case job_state::queued:
+        case job_state::waiting: ++queued; break;
+        case job_state::reused: ++succeeded; ++reused; break;
         default: ++running; break;
       }
     }
@@ -184,7 +184,7 @@ double ms(double t) { return std::round(t * 1000) / 1000; }
 /// A job's energy by stage (joules, null where unknown): the pool's cards over conditioning
 /// and sampling, the decoder's card over the decode, and their sum; null when none is known
 /// (no telemetry: a status stays small).
-json energy_json(const coordinator::job& j) {
+json energy_json(const job& j) {
   double total = -1;
   for (double e : {j.sampling_energy_j, j.decode_energy_j})
     if (e >= 0)
@@ -197,7 +197,7 @@ json energy_json(const coordinator::job& j) {
 
 /// The lanes of a run's chart: the mode's pools (decoders) in the config's order, then any
 /// other one its jobs name, by name.
-json lanes_json(const coordinator::state& s, const coordinator::run& r) {
+json lanes_json(const state& s, const run& r) {
   auto lanes = [&](const std::map<std::string, std::vector<std::string>>& by_mode,
                    auto host_of, auto names_of_job) {
     std::vector<std::string> names;
@@ -214,7 +214,7 @@ json lanes_json(const coordinator::state& s, const coordinator::run& r) {
       out.push_back({{"name", n}, {"host", null_if_empty(host_of(n))}});
     return out;
   };
-  auto named = [](const coordinator::job& j, const std::string& current, const char* stage) {
+  auto named = [](const job& j, const std::string& current, const char* stage) {
     std::vector<std::string> out{current};
     for (auto& f : j.failures)
       if (f.stage == stage)
@@ -230,14 +230,14 @@ json lanes_json(const coordinator::state& s, const coordinator::run& r) {
     return it == s.decoders.end() ? std::string() : it->second.host;
   };
   return {{"pools", lanes(s.modes, pool_host,
-                          [&](const coordinator::job& j) { return named(j, j.pool, "sampling"); })},
+                          [&](const job& j) { return named(j, j.pool, "sampling"); })},
           {"decoders", lanes(s.mode_decoders, decoder_host,
-                             [&](const coordinator::job& j) { return named(j, j.decoder, "decode"); })}};
+                             [&](const job& j) { return named(j, j.decoder, "decode"); })}};
 }
 
 } // namespace
 
-json status_json(const coordinator::state& s, const coordinator::run& r, const clock_note& clock,
+json status_json(const state& s, const run& r, const clock_note& clock,
                  double now, status_page page) {
   const double scale = clock.time_scale;
   auto rel = [&](double t) { return ms(t - r.submitted_at); };
@@ -253,7 +253,7 @@ json status_json(const coordinator::state& s, const coordinator::run& r, const c
     const auto& j = r.jobs[ix];
     const auto& c = j.ran;
     // One record per stage, from the stamps of the attempts that made the latent and the
-    // video (coordinator::stage_clock); `times` is read off these, so the two always agree.
+    // video (stage_clock); `times` is read off these, so the two always agree.
     // Conditioning and pending are null when they took no time (cached; decoder idle).
     auto span = [&](double a, double b, bool may_be_empty) -> json {
       if (a < 0 || b < 0 || b < a || (may_be_empty && rel(b) - rel(a) <= 0))
@@ -264,7 +264,7 @@ json status_json(const coordinator::state& s, const coordinator::run& r, const c
     const bool decoded = c.decode_end >= 0;
     json stages = {{"conditioning", span(c.pool_start, c.sampler_start, true)},
                    {"sampling", span(c.sampler_start, c.sampler_end, false)},
-                   {"waiting", j.state == coordinator::job_state::sampled
+                   {"waiting", j.state == job_state::sampled
                                  ? json(nullptr)
                                  : span(c.sampler_end, c.decode_ordered, false)},
                    {"handoff", decoded ? span(c.fetch_start, c.fetched, false) : json(nullptr)},
@@ -285,11 +285,11 @@ json status_json(const coordinator::state& s, const coordinator::run& r, const c
         running = {{"stage", stage}, {"lane", lane}, {"start_s", rel(from)},
                    {"start_unix", unix_of(from)}};
     };
-    if (j.state == coordinator::job_state::sampling)
+    if (j.state == job_state::sampling)
       open("sampling", j.pool, j.attempt_at);
-    else if (j.state == coordinator::job_state::sampled)
+    else if (j.state == job_state::sampled)
       open("waiting", j.pool, c.sampler_end >= 0 ? c.sampler_end : j.sample_end);
-    else if (j.state == coordinator::job_state::decoding)
+    else if (j.state == job_state::decoding)
       open("decoding", j.decoder, j.attempt_at);
     json failed = json::array();
     for (auto& f : j.failures)
@@ -328,10 +328,10 @@ json status_json(const coordinator::state& s, const coordinator::run& r, const c
                     {"output", null_if_empty(j.output)},
                     {"output_sha256", null_if_empty(j.output_sha256)},
                     {"reused_from", null_if_empty(j.reused_from)},
-                    {"error", j.state == coordinator::job_state::failed ? null_if_empty(j.error)
+                    {"error", j.state == job_state::failed ? null_if_empty(j.error)
                                                                    : json(nullptr)},
                     {"cold", j.cold},
-                    {"progress", j.state == coordinator::job_state::sampling &&
+                    {"progress", j.state == job_state::sampling &&
                                      j.progress_attempt == j.attempt && j.progress_steps > 0
                                    ? json{{"step", j.progress_step}, {"steps", j.progress_steps}}
                                    : json(nullptr)},
@@ -364,7 +364,7 @@ json status_json(const coordinator::state& s, const coordinator::run& r, const c
     if (j.failures_total > j.failures.size())
       jobs.back()["failed_attempts_total"] = j.failures_total;
     put_graph_status(jobs.back(), j.spec);
-    if (j.state == coordinator::job_state::waiting && !j.error.empty())
+    if (j.state == job_state::waiting && !j.error.empty())
       jobs.back()["error"] = j.error;
   }
   // Hosts down while the run ran (or still down).

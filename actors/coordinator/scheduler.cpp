@@ -121,7 +121,7 @@ std::vector<effect> step(state& s, const event& e, double now, double mono) {
   else if (s.idx.owner != &s)
     relink(s);
   end_backoffs(s, now);
-  coordinator::stepper st{s, now, mono, {}};
+  stepper st{s, now, mono, {}};
   std::visit([&](const auto& ev) { st.on(ev); }, e);
   // Pools sharing a GPU with a decoder are free or not by the decoder's work too.
   for (uint32_t id : s.idx.decoder_shared)

@@ -76,7 +76,7 @@ std::string check_uniform(const config::cluster& c, const msg::submit_run& r) {
 
 } // namespace
 
-std::string check_queue(const coordinator::state& s, const config::knobs& k, const msg::submit_run& r,
+std::string check_queue(const state& s, const config::knobs& k, const msg::submit_run& r,
                         bool new_run) {
   uint64_t unfinished = 0, queued = 0;
   for (const auto& run : s.runs) {

@@ -19,7 +19,7 @@ std::string check_submit(const config::cluster& c, const msg::submit_run& r);
 /// Why a submit does not fit beside the runs the coordinator holds (knobs max_runs and
 /// max_queued_prompt_bytes, over the unfinished runs of `s`), or "" when it does.
 /// `new_run`: the submit opens a run (max_runs counts it); false for jobs added to one.
-std::string check_queue(const coordinator::state& s, const config::knobs& k, const msg::submit_run& r,
+std::string check_queue(const state& s, const config::knobs& k, const msg::submit_run& r,
                         bool new_run = true);
 
 /// The largest run priority either way (`vidline run --priority N`).

@@ -8,6 +8,7 @@
 
 #include "actors/coordinator/scheduler.hpp"
 #include "actors/planner/line_sim.hpp"
+#include "tests/support/effects.hpp"
 
 namespace sched_fixtures {
 
@@ -109,14 +110,6 @@ inline actors::coordinator::state two_pools_one_decoder() {
   return line_of({{"a1", "a", "k1"}, {"a2", "a", "k2"}});
 }
 
-/// The effects of kind T among `fx`, in order.
-template <class T>
-std::vector<T> all_of(const std::vector<actors::coordinator::effect>& fx) {
-  std::vector<T> out;
-  for (auto& e : fx)
-    if (auto* x = std::get_if<T>(&e))
-      out.push_back(*x);
-  return out;
-}
+using testing_support::all_of;
 
 } // namespace sched_fixtures

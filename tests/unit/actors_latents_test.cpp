@@ -4,8 +4,10 @@
 
 #include "actors/coordinator/scheduler.hpp"
 #include "actors/latents/store_machine.hpp"
+#include "tests/support/effects.hpp"
 
 using namespace vidline;
+using testing_support::all_of;
 
 namespace {
 
@@ -13,15 +15,6 @@ const std::string sha_a(64, 'a');
 const std::string sha_b(64, 'b');
 const std::string sha_c(64, 'c');
 const std::string sha_d(64, 'd');
-
-template <class T>
-std::vector<T> all(const std::vector<actors::latents::effect>& fx) {
-  std::vector<T> out;
-  for (auto& e : fx)
-    if (auto* x = std::get_if<T>(&e))
-      out.push_back(*x);
-  return out;
-}
 
 actors::latents::state store(uint64_t budget, double retention) {
   actors::latents::state s;
@@ -36,19 +29,19 @@ actors::latents::state store(uint64_t budget, double retention) {
 TEST_CASE("store: a latent is reported until released, removed after its retention") {
   auto s = store(0, 5);
   auto fx = actors::latents::step(s, actors::latents::ev_scan{{{sha_a, {100, "r1", 0}}, {sha_b, {50, "", 0}}}}, 0);
-  auto reports = all<actors::latents::fx_report>(fx);
+  auto reports = all_of<actors::latents::fx_report>(fx);
   REQUIRE(reports.size() == 1);
   CHECK(reports[0].h.latents.size() == 2);
   CHECK(reports[0].h.bytes == 150);
 
   fx = actors::latents::step(s, actors::latents::ev_release{{sha_a}}, 1);
-  CHECK(all<actors::latents::fx_remove>(fx).empty());  // retained for 5 s
+  CHECK(all_of<actors::latents::fx_remove>(fx).empty());  // retained for 5 s
   fx = actors::latents::step(s, actors::latents::ev_scan{{{sha_a, {100, "r1", 0}}, {sha_b, {50, "", 0}}}}, 2);
-  REQUIRE(all<actors::latents::fx_report>(fx)[0].h.latents.size() == 1);  // released: not reported
-  CHECK(all<actors::latents::fx_report>(fx)[0].h.bytes == 150);            // but still counted
-  CHECK(all<actors::latents::fx_remove>(fx).empty());
+  REQUIRE(all_of<actors::latents::fx_report>(fx)[0].h.latents.size() == 1);  // released: not reported
+  CHECK(all_of<actors::latents::fx_report>(fx)[0].h.bytes == 150);            // but still counted
+  CHECK(all_of<actors::latents::fx_remove>(fx).empty());
   fx = actors::latents::step(s, actors::latents::ev_scan{{{sha_a, {100, "r1", 0}}, {sha_b, {50, "", 0}}}}, 6);
-  auto removed = all<actors::latents::fx_remove>(fx);
+  auto removed = all_of<actors::latents::fx_remove>(fx);
   REQUIRE(removed.size() == 1);
   CHECK(removed[0].sha256 == sha_a);
   CHECK(s.bytes() == 50);
@@ -58,7 +51,7 @@ TEST_CASE("store: retention 0 removes a released latent at once, unknown release
   auto s = store(0, 0);
   actors::latents::step(s, actors::latents::ev_scan{{{sha_a, {100, "r1", 0}}}}, 0);
   auto fx = actors::latents::step(s, actors::latents::ev_release{{sha_a, sha_c}}, 1);
-  auto removed = all<actors::latents::fx_remove>(fx);
+  auto removed = all_of<actors::latents::fx_remove>(fx);
   REQUIRE(removed.size() == 1);
   CHECK(removed[0].sha256 == sha_a);
 }
@@ -66,14 +59,14 @@ TEST_CASE("store: retention 0 removes a released latent at once, unknown release
 TEST_CASE("store: at the budget the host stops accepting, and accepts again once it drains") {
   auto s = store(250, 0);
   auto fx = actors::latents::step(s, actors::latents::ev_scan{{{sha_a, {100, "r1", 0}}}}, 0);
-  CHECK(all<actors::latents::fx_accepting>(fx).empty());  // no change: still accepting
+  CHECK(all_of<actors::latents::fx_accepting>(fx).empty());  // no change: still accepting
   fx = actors::latents::step(s, actors::latents::ev_scan{{{sha_a, {100, "r1", 0}}, {sha_b, {150, "r1", 1}}}}, 1);
-  auto acc = all<actors::latents::fx_accepting>(fx);
+  auto acc = all_of<actors::latents::fx_accepting>(fx);
   REQUIRE(acc.size() == 1);
   CHECK_FALSE(acc[0].accepting);
-  CHECK_FALSE(all<actors::latents::fx_report>(fx)[0].h.accepting);
+  CHECK_FALSE(all_of<actors::latents::fx_report>(fx)[0].h.accepting);
   fx = actors::latents::step(s, actors::latents::ev_release{{sha_b}}, 2);
-  acc = all<actors::latents::fx_accepting>(fx);
+  acc = all_of<actors::latents::fx_accepting>(fx);
   REQUIRE(acc.size() == 1);
   CHECK(acc[0].accepting);
 }

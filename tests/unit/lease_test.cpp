@@ -5,26 +5,13 @@
 
 #include "actors/coordinator/scheduler.hpp"
 #include "actors/pool/pool_machine.hpp"
+#include "tests/support/effects.hpp"
 
 using namespace vidline;
+using testing_support::first_of;
+using testing_support::count_of;
 
 namespace {
-
-template <class T, class Fx>
-int count(const std::vector<Fx>& fx) {
-  int n = 0;
-  for (auto& e : fx)
-    n += std::holds_alternative<T>(e) ? 1 : 0;
-  return n;
-}
-
-template <class T, class Fx>
-const T* first(const std::vector<Fx>& fx) {
-  for (auto& e : fx)
-    if (auto* x = std::get_if<T>(&e))
-      return x;
-  return nullptr;
-}
 
 // -- the pool ------------------------------------------------------------------------------
 
@@ -78,7 +65,7 @@ actors::pool::ev_sampled sampled(double mono) {
 TEST_CASE("pool lease: a latent sampled within the lease is committed at once") {
   auto s = sampling_pool(50);
   auto fx = actors::pool::step(s, sampled(51), 0);
-  auto* c = first<actors::pool::fx_commit>(fx);
+  auto* c = first_of<actors::pool::fx_commit>(fx);
   REQUIRE(c != nullptr);
   CHECK(c->staged == "/work/7/latent");
   CHECK(c->sha256 == std::string(64, 'b'));
@@ -92,7 +79,7 @@ TEST_CASE("pool budget: the latent budget is an event and a change is reported a
   s.pool = "p";
   CHECK(s.status().accepting);
   auto fx = actors::pool::step(s, actors::pool::ev_budget{false}, 0);
-  CHECK(count<actors::pool::fx_report>(fx) == 1);
+  CHECK(count_of<actors::pool::fx_report>(fx) == 1);
   CHECK_FALSE(s.status().accepting);
   // Told every interval: no change, no extra report.
   CHECK(actors::pool::step(s, actors::pool::ev_budget{false}, 1).empty());
@@ -101,17 +88,17 @@ TEST_CASE("pool budget: the latent budget is an event and a change is reported a
   actors::pool::step(s, actors::pool::ev_budget{false}, 51);
   CHECK(s.at == actors::pool::phase::sampling);
   fx = actors::pool::step(s, sampled(52), 0);
-  CHECK(first<actors::pool::fx_commit>(fx) != nullptr);
+  CHECK(first_of<actors::pool::fx_commit>(fx) != nullptr);
   fx = actors::pool::step(s, actors::pool::ev_budget{true}, 53);
-  CHECK(count<actors::pool::fx_report>(fx) == 1);
+  CHECK(count_of<actors::pool::fx_report>(fx) == 1);
   CHECK(s.status().accepting);
 }
 
 TEST_CASE("pool lease: past the lease nothing is committed until the coordinator answers") {
   auto s = sampling_pool(50);
   auto fx = actors::pool::step(s, sampled(50 + 4.2), 0);  // the host was paused
-  CHECK(first<actors::pool::fx_commit>(fx) == nullptr);
-  CHECK(count<actors::pool::fx_report>(fx) == 1);
+  CHECK(first_of<actors::pool::fx_commit>(fx) == nullptr);
+  CHECK(count_of<actors::pool::fx_report>(fx) == 1);
   CHECK(s.at == actors::pool::phase::confirming);
   CHECK(s.unacked.empty());
   auto st = s.status(54.3);
@@ -119,10 +106,10 @@ TEST_CASE("pool lease: past the lease nothing is committed until the coordinator
 
   SECTION("ended: the latent is removed and the result says fenced") {
     fx = actors::pool::step(s, actors::pool::ev_grant{answer(st, {}, {7}), 54.4}, 0);
-    auto* d = first<actors::pool::fx_discard>(fx);
+    auto* d = first_of<actors::pool::fx_discard>(fx);
     REQUIRE(d != nullptr);
     CHECK(d->staged == "/work/7/latent");
-    CHECK(first<actors::pool::fx_commit>(fx) == nullptr);
+    CHECK(first_of<actors::pool::fx_commit>(fx) == nullptr);
     CHECK(s.fenced == 1);
     CHECK(s.status(55).fenced == 1);
     REQUIRE(s.unacked.size() == 1);
@@ -132,7 +119,7 @@ TEST_CASE("pool lease: past the lease nothing is committed until the coordinator
   }
   SECTION("current: committed now") {
     fx = actors::pool::step(s, actors::pool::ev_grant{answer(st, {7}), 54.4}, 0);
-    REQUIRE(first<actors::pool::fx_commit>(fx) != nullptr);
+    REQUIRE(first_of<actors::pool::fx_commit>(fx) != nullptr);
     REQUIRE(s.unacked.size() == 1);
     CHECK(s.unacked[0].outcome == "ok");
   }
@@ -141,7 +128,7 @@ TEST_CASE("pool lease: past the lease nothing is committed until the coordinator
     actors::pool::step(fresh, sampled(50), 0);
     auto old = fresh.status(11);  // sent at 11, answered only at 50
     fx = actors::pool::step(fresh, actors::pool::ev_grant{answer(old, {7}), 50}, 0);
-    CHECK(first<actors::pool::fx_commit>(fx) == nullptr);
+    CHECK(first_of<actors::pool::fx_commit>(fx) == nullptr);
     CHECK(fresh.at == actors::pool::phase::confirming);
   }
 }
@@ -151,8 +138,8 @@ TEST_CASE("pool lease: an attempt ended while it runs makes nothing public") {
   auto st = s.status(51);
   actors::pool::step(s, actors::pool::ev_grant{answer(st, {}, {7}), 51}, 0);
   auto fx = actors::pool::step(s, sampled(52), 0);  // within the old lease, but ended
-  CHECK(first<actors::pool::fx_commit>(fx) == nullptr);
-  CHECK(first<actors::pool::fx_discard>(fx) != nullptr);
+  CHECK(first_of<actors::pool::fx_commit>(fx) == nullptr);
+  CHECK(first_of<actors::pool::fx_discard>(fx) != nullptr);
   REQUIRE(s.unacked.size() == 1);
   CHECK(s.unacked[0].outcome == msg::outcome::fenced);
 }
@@ -254,7 +241,7 @@ uint64_t decoding_on_b(actors::coordinator::state& s) {
 }
 
 const actors::coordinator::fx_grant* grant_in(const std::vector<actors::coordinator::effect>& fx) {
-  return first<actors::coordinator::fx_grant>(fx);
+  return first_of<actors::coordinator::fx_grant>(fx);
 }
 
 } // namespace
@@ -294,8 +281,8 @@ TEST_CASE("coordinator lease: a stage is not moved before its lease expired") {
   CHECK(j->state == actors::coordinator::job_state::decoding);
   CHECK(j->decoder == "db");
   CHECK(j->attempt == a);
-  CHECK(count<actors::coordinator::fx_send_decode>(fx) == 0);
-  CHECK(count<actors::coordinator::fx_send_decode>(actors::coordinator::step(s, actors::coordinator::ev_tick{}, 13, 13.9)) == 0);
+  CHECK(count_of<actors::coordinator::fx_send_decode>(fx) == 0);
+  CHECK(count_of<actors::coordinator::fx_send_decode>(actors::coordinator::step(s, actors::coordinator::ev_tick{}, 13, 13.9)) == 0);
   CHECK(j->attempt == a);
 
   SECTION("the host comes back within the lease: renewed, nothing moved, decoded once") {
@@ -312,7 +299,7 @@ TEST_CASE("coordinator lease: a stage is not moved before its lease expired") {
     CHECK(j->state == actors::coordinator::job_state::decoding);
     CHECK(j->decoder == "dc");
     CHECK(j->attempt != a);
-    auto* order = first<actors::coordinator::fx_send_decode>(fx);
+    auto* order = first_of<actors::coordinator::fx_send_decode>(fx);
     REQUIRE(order != nullptr);
     CHECK(order->host == "c");
     CHECK(j->decode_attempts == 1);  // a lost attempt, refunded
@@ -389,7 +376,7 @@ TEST_CASE("coordinator lease: a late video is the job's while it waits, else cou
     actors::coordinator::step(s, actors::coordinator::ev_decode_result{decode_ok("dc", "c", b)}, 15, 15);
     REQUIRE(j->state == actors::coordinator::job_state::succeeded);
     auto fx = actors::coordinator::step(s, actors::coordinator::ev_decode_result{decode_ok("db", "b", a)}, 16, 16);
-    auto* ack = first<actors::coordinator::fx_ack>(fx);
+    auto* ack = first_of<actors::coordinator::fx_ack>(fx);
     REQUIRE(ack != nullptr);
     CHECK(ack->attempt == a);
     CHECK(ack->discard);
@@ -451,7 +438,7 @@ TEST_CASE("coordinator lease: the job's own attempt's video, late while the job 
   auto fx = actors::coordinator::step(s, actors::coordinator::ev_decode_result{late}, 41, 41);
   CHECK(j->state == actors::coordinator::job_state::succeeded);
   CHECK(j->output == "/out/b/job-0.mp4");
-  auto* ack = first<actors::coordinator::fx_ack>(fx);
+  auto* ack = first_of<actors::coordinator::fx_ack>(fx);
   REQUIRE(ack != nullptr);
   CHECK_FALSE(ack->discard);
   CHECK(actors::coordinator::check_index(s).empty());

@@ -14,19 +14,12 @@
 #include "actors/coordinator/records.hpp"
 #include "actors/coordinator/scheduler.hpp"
 #include "actors/decoder/decoder_machine.hpp"
+#include "tests/support/effects.hpp"
 
 using namespace vidline;
+using testing_support::all_of;
 
 namespace {
-
-template <class T, class Fx>
-std::vector<T> all(const std::vector<Fx>& fx) {
-  std::vector<T> out;
-  for (auto& e : fx)
-    if (auto* x = std::get_if<T>(&e))
-      out.push_back(*x);
-  return out;
-}
 
 /// One pool on host a, decoders db on host b and dc on host c.
 actors::coordinator::state line() {
@@ -85,10 +78,10 @@ std::vector<actors::decoder::effect> report(actors::coordinator::state& s, actor
   auto take = [&](std::vector<actors::decoder::effect> more) {
     out.insert(out.end(), more.begin(), more.end());
   };
-  for (auto& g : all<actors::coordinator::fx_grant>(fx))
+  for (auto& g : all_of<actors::coordinator::fx_grant>(fx))
     if (g.grant.target == d.decoder)
       take(actors::decoder::step(d, actors::decoder::ev_grant{g.grant, t}, t));
-  for (auto& a : all<actors::coordinator::fx_ack>(fx))
+  for (auto& a : all_of<actors::coordinator::fx_ack>(fx))
     if (a.target == "decoder:" + d.decoder)
       take(actors::decoder::step(d, actors::decoder::ev_ack{a.attempt, a.discard}, t));
   return out;
@@ -109,7 +102,7 @@ actors::decoder::fx_commit decode(actors::coordinator::state& s, actors::decoder
   e.staged = "/data/" + d.host + "/outputs/r1/.staged-job-0-100.mp4";
   e.decode_s = 0.5;
   e.mono_s = t + 0.5;
-  auto commits = all<actors::decoder::fx_commit>(actors::decoder::step(d, e, t + 0.5));
+  auto commits = all_of<actors::decoder::fx_commit>(actors::decoder::step(d, e, t + 0.5));
   REQUIRE(commits.size() == 1);
   return commits.front();
 }
@@ -142,7 +135,7 @@ msg::decode_order ordered_to_b(actors::coordinator::state& s, actors::decoder::s
   sr.latent_sha256 = std::string(64, 'a');
   sr.latent_bytes = 10;
   auto fx = actors::coordinator::step(s, actors::coordinator::ev_sample_result{sr}, 10, 10);
-  auto orders = all<actors::coordinator::fx_send_decode>(fx);
+  auto orders = all_of<actors::coordinator::fx_send_decode>(fx);
   REQUIRE(orders.size() == 1);
   REQUIRE(orders.front().host == "b");
   return orders.front().order;
@@ -171,33 +164,33 @@ TEST_CASE("a video committed unacknowledged, its host killed, the job decoded el
   auto* j = s.find_job("r1", 0);
   REQUIRE(j->state == actors::coordinator::job_state::decoding);
   REQUIRE(j->decoder == "dc");
-  auto orders = all<actors::coordinator::fx_send_decode>(fx);
+  auto orders = all_of<actors::coordinator::fx_send_decode>(fx);
   REQUIRE(orders.size() == 1);
   const auto winner = decode(s, dc, orders.front().order, 24);
   auto dfx = report(s, dc, 25);
   REQUIRE(j->state == actors::coordinator::job_state::succeeded);
   REQUIRE(j->output == winner.output);
-  CHECK(all<actors::decoder::fx_forget>(dfx).size() == 1);  // dc's kept result goes with its ack
-  CHECK(all<actors::decoder::fx_discard>(dfx).empty());
+  CHECK(all_of<actors::decoder::fx_forget>(dfx).size() == 1);  // dc's kept result goes with its ack
+  CHECK(all_of<actors::decoder::fx_discard>(dfx).empty());
 
   // b returns: db's new epoch recovers the kept result and reports it.
   actors::coordinator::step(s, actors::coordinator::ev_peer{"b", true}, 30, 30);
   auto db2 = decoder("db", "b", 99);
   auto rfx = actors::decoder::step(db2, actors::decoder::ev_recovered{{kept}}, 30);
-  CHECK(all<actors::decoder::fx_report>(rfx).size() == 1);
+  CHECK(all_of<actors::decoder::fx_report>(rfx).size() == 1);
   REQUIRE(db2.unacked.size() == 1);
   std::vector<actors::coordinator::effect> sfx;
   dfx = report(s, db2, 30, &sfx);
-  auto acks = all<actors::coordinator::fx_ack>(sfx);
+  auto acks = all_of<actors::coordinator::fx_ack>(sfx);
   REQUIRE(acks.size() == 1);
   CHECK(acks.front().discard);
-  auto discards = all<actors::decoder::fx_discard>(dfx);
+  auto discards = all_of<actors::decoder::fx_discard>(dfx);
   REQUIRE(discards.size() == 1);
   CHECK(discards.front().published);
   CHECK(discards.front().path == commit.output);
   CHECK(discards.front().sha256 == commit.sha256);
   CHECK(discards.front().attempt == o.attempt);
-  auto forgets = all<actors::decoder::fx_forget>(dfx);
+  auto forgets = all_of<actors::decoder::fx_forget>(dfx);
   REQUIRE(forgets.size() == 1);
   CHECK(forgets.front().attempt == o.attempt);
   CHECK(db2.unacked.empty());
@@ -245,11 +238,11 @@ TEST_CASE("a video committed unacknowledged whose job still waits for one is ado
   CHECK(j->output_sha256 == kept.output_sha256);
   CHECK(j->duplicates == 0);
   CHECK(j->retracted == 0);
-  auto acks = all<actors::coordinator::fx_ack>(sfx);
+  auto acks = all_of<actors::coordinator::fx_ack>(sfx);
   REQUIRE(acks.size() == 1);
   CHECK_FALSE(acks.front().discard);
-  CHECK(all<actors::decoder::fx_discard>(dfx).empty());
-  CHECK(all<actors::decoder::fx_forget>(dfx).size() == 1);
+  CHECK(all_of<actors::decoder::fx_discard>(dfx).empty());
+  CHECK(all_of<actors::decoder::fx_forget>(dfx).size() == 1);
   CHECK(db2.unacked.empty());
   CHECK(db2.retracted == 0);
   CHECK(actors::coordinator::summarize(s.runs.front()).products_retracted == 0);
