@@ -1,9 +1,10 @@
 #pragma once
-/// The warm start of an encoder or decoder (config backend `warm_start`, docs/worker.md):
-/// its backend loads its model on a thread of its own when the node starts, beside the
-/// pools' loads, so the line's first conditioning and first decode find their models
-/// loaded. A stage ordered meanwhile waits for the load in its backend call. The answer
-/// comes back to the actor as a msg::stage_done of `warm_attempt`, which no stage has.
+/// The warm start of a pool, an encoder or a decoder (config backend `warm_start`,
+/// docs/worker.md): its backend loads its model on a thread of its own when the node
+/// starts, each beside the others, so the line's first sample, conditioning and decode
+/// find their models loaded. A stage ordered meanwhile waits for the load in its backend
+/// call. The answer comes back to the actor as a msg::stage_done of `warm_attempt`, which
+/// no stage has.
 
 #include <atomic>
 #include <cstdint>
@@ -50,9 +51,9 @@ inline bool decoder_warms_at_start(const config::cluster& c, const config::decod
   return true;
 }
 
-/// Has `backend` (an encoder_backend or decoder_backend) load `req.model` now on a thread
-/// of its own; `who` ("encoder enc") names it in the log. `stopping` set (the actor ended)
-/// keeps a failed load's warning out of the log.
+/// Has `backend` (a sampler, encoder or decoder backend) load `req.model` now on a thread
+/// of its own; `who` ("pool p0", "encoder enc") names it in the log. `stopping` set (the
+/// actor ended) keeps a failed load's warning out of the log.
 template <class Self, class Backend>
 void warm_in_background(Self* self, std::shared_ptr<Backend> backend,
                         backends::warm_request req, std::string who,

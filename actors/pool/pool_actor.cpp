@@ -14,6 +14,7 @@
 #include "actors/inputs.hpp"
 #include "actors/pool/checkpoint_store.hpp"
 #include "actors/pool/pool_machine.hpp"
+#include "actors/warm_start.hpp"
 #include "actors/worker.hpp"
 #include "backends/backend.hpp"
 #include <mutex>
@@ -143,33 +144,7 @@ void warm_start(pool_role::pointer self, const std::shared_ptr<shell>& sh,
   req.env.devices = sh->devices;
   req.env.vendor = sh->vendor;
   req.env.cancel = sh->stopping.get();
-  spdlog::info("pool {}: warm start: loading model {} (workflow {})", sh->pool.name, req.model,
-               req.workflow);
-  run_on_worker(
-    self,
-    [backend = sh->backend, req, stopping = sh->stopping, pool = sh->pool.name] {
-      auto r = backend->warm(req);
-      if (r.warmed)
-        spdlog::info("pool {}: warm start: model {} loaded in {:.1f} s{}", pool, r.model,
-                     r.load_s, r.model_identity.empty() ? "" : " (" + r.model_identity + ")");
-      else if (!stopping->load())
-        spdlog::warn("pool {}: warm start: not warmed, its first job loads the model: {}", pool,
-                     r.error.empty() ? "the backend cannot load before a job" : r.error);
-      msg::stage_done d;
-      d.attempt = warm_attempt;
-      d.outcome = r.warmed ? msg::outcome::ok : msg::outcome::transient;
-      d.error = r.error;
-      d.model = r.model;
-      d.model_identity = r.model_identity;
-      return d;
-    },
-    [](const std::string& what) {
-      msg::stage_done d;
-      d.attempt = warm_attempt;
-      d.outcome = msg::outcome::transient;
-      d.error = what;
-      return d;
-    });
+  warm_in_background(self, sh->backend, std::move(req), "pool " + sh->pool.name, sh->stopping);
 }
 
 void execute(pool_role::pointer self, const std::shared_ptr<shell>& sh,
